@@ -1,0 +1,21 @@
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+
+app = Celery("windtunnel")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@app.on_after_finalize.connect
+def _beat_schedule(sender: Celery, **_: object) -> None:
+    """All periodic tasks, in one place."""
+    from django.conf import settings
+
+    tick = settings.CELERY_BEAT_TICK
+    sender.conf.beat_schedule = {
+        "scheduler-tick": {"task": "scheduler.tick", "schedule": tick},
+        "runs-reap": {"task": "studies.reap", "schedule": tick},
+    }

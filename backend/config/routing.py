@@ -1,0 +1,3 @@
+"""Websocket routes (Channels). Live streams are added by the telemetry app."""
+
+websocket_urlpatterns: list = []

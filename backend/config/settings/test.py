@@ -1,0 +1,22 @@
+"""Tests: the private test database and Redis DB, short timeouts, a test-only data dir."""
+
+from config.env import ROOT_DIR, env
+
+env.ENVIRON.setdefault("SECRET_KEY", "test-only-not-secret")
+if env("TEST_DATABASE_URL", default=""):
+    env.ENVIRON["DATABASE_URL"] = env("TEST_DATABASE_URL")
+if env("TEST_REDIS_URL", default=""):
+    env.ENVIRON["REDIS_URL"] = env("TEST_REDIS_URL")
+env.ENVIRON.setdefault("WINDTUNNEL_DATA_DIR", str(ROOT_DIR / ".data" / "test-files"))
+env.ENVIRON.setdefault("WINDTUNNEL_TICK_SECONDS", "1")
+env.ENVIRON.setdefault("WINDTUNNEL_HEARTBEAT_INTERVAL", "1")
+env.ENVIRON.setdefault("WINDTUNNEL_HEARTBEAT_TIMEOUT", "6")
+env.ENVIRON.setdefault("WINDTUNNEL_DISPATCH_TIMEOUT", "8")
+env.ENVIRON.setdefault("WINDTUNNEL_TELEMETRY_INTERVAL", "0.5")
+env.ENVIRON.setdefault("CELERY_QUEUE", "windtunnel-test")
+
+from config.settings.base import *  # noqa: E402,F403
+from config.settings.base import DATABASES  # noqa: E402
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+DATABASES["default"]["CONN_MAX_AGE"] = 0

@@ -1,0 +1,62 @@
+from django.contrib import admin
+from django.db import connection
+from django.http import JsonResponse
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from catalog.api.views import BackendViewSet, PackageViewSet, TemplateViewSet
+from quotas.api.views import QuotaView
+from studies.api import ingest
+from studies.api.views import RunViewSet, StudyViewSet, UploadViewSet
+from tenancy.api.views import MeView, TokenView
+
+router = DefaultRouter()
+router.register("templates", TemplateViewSet, basename="template")
+router.register("packages", PackageViewSet, basename="package")
+router.register("backends", BackendViewSet, basename="backend")
+router.register("uploads", UploadViewSet, basename="upload")
+router.register("studies", StudyViewSet, basename="study")
+router.register("runs", RunViewSet, basename="run")
+
+
+def healthz(request):
+    """Liveness + readiness: the database and the broker answer."""
+    checks = {}
+    try:
+        with connection.cursor() as cur:
+            cur.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception as exc:  # noqa: BLE001 — report, don't crash
+        checks["database"] = f"error: {exc}"
+    try:
+        import redis
+        from django.conf import settings
+
+        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).ping()
+        checks["redis"] = "ok"
+    except Exception as exc:  # noqa: BLE001
+        checks["redis"] = f"error: {exc}"
+    ok = all(v == "ok" for v in checks.values())
+    return JsonResponse({"status": "ok" if ok else "degraded", **checks}, status=200 if ok else 503)
+
+
+ingest_urls = [
+    path("runs/<str:run_id>/state/", ingest.IngestStateView.as_view()),
+    path("runs/<str:run_id>/heartbeat/", ingest.IngestHeartbeatView.as_view()),
+    path("runs/<str:run_id>/telemetry/", ingest.IngestTelemetryView.as_view()),
+    path("runs/<str:run_id>/archive/", ingest.IngestArchiveView.as_view()),
+]
+
+urlpatterns = [
+    path("healthz", healthz),
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/v1/auth/token/", TokenView.as_view()),
+    path("api/v1/me/", MeView.as_view()),
+    path("api/v1/quota/", QuotaView.as_view()),
+    path("api/v1/ingest/", include(ingest_urls)),
+    path("api/v1/", include(router.urls)),
+    path("api-auth/", include("rest_framework.urls")),
+]

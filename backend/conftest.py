@@ -1,0 +1,185 @@
+"""Shared fixtures. Everything is real: PostgreSQL, Redis, a Celery worker, uvicorn, OpenFOAM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_blocker):
+    """Use the bootstrap's test database as it is (other processes must see the same one)."""
+    with django_db_blocker.unblock():
+        call_command("migrate", verbosity=0)
+        from django.db import connection
+
+        with connection.cursor() as cur:  # start clean even after an aborted session
+            cur.execute(
+                "TRUNCATE studies_simulation, studies_study, studies_upload, telemetry_serieschunk, "
+                "telemetry_logchunk CASCADE"
+            )
+
+
+@pytest.fixture
+def catalog(db):
+    from catalog.services import catalog_sync
+
+    catalog_sync()
+
+
+@pytest.fixture
+def make_tenant(db):
+    from tenancy.services import tenant_create_or_update
+
+    counter = iter(range(1, 10_000))
+
+    def make(name: str | None = None, *, cores: int = 4, memory_gb: float = 8, max_runs: int = 4, max_nodes: int = 4):
+        name = name or f"t{next(counter)}"
+        tenant = tenant_create_or_update(
+            name=name,
+            username=f"{name}-user",
+            password="pw-" + name,
+            quota={"cores": cores, "memory_gb": memory_gb, "max_runs": max_runs, "max_nodes": max_nodes},
+        )
+        tenant.user = tenant.memberships.get().user
+        return tenant
+
+    return make
+
+
+@pytest.fixture
+def api(make_tenant, catalog):
+    """An API client signed in as a member of a fresh tenant (`api.tenant`)."""
+    from rest_framework.test import APIClient
+
+    tenant = make_tenant()
+    client = APIClient()
+    client.force_authenticate(tenant.user)
+    client.tenant = tenant
+    return client
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stack:
+    """The portal as separate processes: uvicorn (ASGI) and a Celery worker with beat."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings.test",
+            "PYTHONPATH": f"{ROOT / 'backend'}:{ROOT}",
+            "WINDTUNNEL_PUBLIC_URL": self.url,
+            "PORT": str(self.port),
+        }
+        self.logs = Path(settings.DATA_DIR) / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.web: subprocess.Popen | None = None
+        self.worker: subprocess.Popen | None = None
+
+    def start_web(self) -> None:
+        self.web = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
+            env=self.env, cwd=ROOT, stdout=open(self.logs / "web.log", "ab"), stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"uvicorn did not come up; see {self.logs / 'web.log'}")
+
+    def start_worker(self) -> None:
+        self.worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-B", "--pool", "threads", "--concurrency", "4",
+             "--loglevel", "INFO", "--schedule", str(self.logs / "beat-schedule")],
+            env=self.env, cwd=ROOT, stdout=open(self.logs / "worker.log", "ab"), stderr=subprocess.STDOUT,
+        )
+
+    def stop_worker(self, sig: int = signal.SIGTERM) -> None:
+        if self.worker and self.worker.poll() is None:
+            self.worker.send_signal(sig)
+            try:
+                self.worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.worker.kill()
+                self.worker.wait()
+
+    def stop(self) -> None:
+        self.stop_worker()
+        if self.web and self.web.poll() is None:
+            self.web.terminate()
+            self.web.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def stack(django_db_setup) -> Iterator[Stack]:
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()  # no stale tasks from an aborted session
+    s = Stack()
+    s.start_web()
+    s.start_worker()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def live(stack, transactional_db, catalog, make_tenant):
+    """The running stack plus an HTTP client with a fresh tenant's API token."""
+    from tenancy.services import api_token_create
+
+    tenant = make_tenant(cores=2, memory_gb=4, max_runs=2)
+    token = api_token_create(user=tenant.user)
+    client = httpx.Client(base_url=stack.url, headers={"Authorization": f"Token {token}"}, timeout=30)
+    client.tenant = tenant
+    client.stack = stack
+    yield client
+    client.close()
+    _cancel_leftovers()
+
+
+def _cancel_leftovers() -> None:
+    """Kill agents of runs a failed test left behind, so they do not leak into the next test."""
+    from orchestration.drivers.base import get_driver
+    from studies.choices import STARTED_STATES
+    from studies.models import Simulation
+
+    for run in Simulation.objects.filter(state__in=STARTED_STATES).exclude(handle=""):
+        try:
+            get_driver("local", {}).cancel(run.handle, grace=2)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def wait_for(predicate, *, timeout: float = 120, interval: float = 0.5, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value {last!r}")

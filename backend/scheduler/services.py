@@ -1,0 +1,106 @@
+"""Admission within quotas: FIFO per tenant, never over-admitting under concurrency.
+
+Admission takes the tenant's quota row FOR UPDATE, then the rows of the backends involved
+(in id order, so concurrent schedulers never deadlock), derives usage from the runs that
+hold resources, and admits queued runs in FIFO order while they fit.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from catalog.models import Backend
+from core.events import enqueue_on_commit
+from quotas.models import Quota
+from quotas.selectors import Usage, quota_limit_problem, usage_for_backend, usage_for_tenant
+from studies.choices import RunState, WaitReason
+from studies.models import Simulation
+
+SCAN_BATCH = 500
+
+
+def backend_limit_problem(*, backend: Backend, usage: Usage, cores: int, memory_gb: float, nodes: int) -> str | None:
+    if usage.cores + cores > backend.cores:
+        return f"{backend.name}: cores ({usage.cores}+{cores} > {backend.cores})"
+    if usage.memory_gb + memory_gb > backend.memory_gb + 1e-9:
+        return f"{backend.name}: memory ({usage.memory_gb:g}+{memory_gb:g} GB > {backend.memory_gb:g} GB)"
+    if nodes > backend.max_nodes:
+        return f"{backend.name}: nodes ({nodes} > {backend.max_nodes})"
+    return None
+
+
+def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
+    """Admit the tenant's queued runs that fit; return their ids. Safe to run concurrently."""
+    from studies.tasks import dispatch_runs
+
+    with transaction.atomic():
+        quota = Quota.objects.select_for_update().filter(tenant_id=tenant_id).first()
+        if quota is None:
+            return []
+        pending = Simulation.objects.filter(tenant_id=tenant_id, state=RunState.PENDING)
+        backend_ids = sorted(set(pending.values_list("backend_id", flat=True).distinct()))
+        if not backend_ids:
+            return []
+        backends = {b.id: b for b in Backend.objects.select_for_update().filter(id__in=backend_ids).order_by("id")}
+        usage = usage_for_tenant(tenant_id=tenant_id)
+        backend_usage = {bid: usage_for_backend(backend_id=bid) for bid in backends}
+        admitted: list = []
+        full_backends: dict[int, str] = {}
+        quota_problem: str | None = None
+        rows = pending.order_by("queued_at", "study_id", "index").values(
+            "id", "backend_id", "processes", "memory_gb", "nodes"
+        )
+        for row in rows.iterator(chunk_size=SCAN_BATCH):
+            bid = row["backend_id"]
+            if bid in full_backends:
+                if len(full_backends) == len(backends):
+                    break
+                continue
+            shape = {"cores": row["processes"], "memory_gb": row["memory_gb"], "nodes": row["nodes"]}
+            quota_problem = quota_limit_problem(quota=quota, usage=usage, **shape)
+            if quota_problem:
+                break  # strict FIFO: later runs of the tenant wait behind this one
+            backend = backends[bid]
+            problem = (
+                f"{backend.name}: disabled"
+                if not backend.enabled
+                else backend_limit_problem(backend=backend, usage=backend_usage[bid], **shape)
+            )
+            if problem:
+                full_backends[bid] = problem
+                continue
+            usage = usage.plus(**shape)
+            backend_usage[bid] = backend_usage[bid].plus(**shape)
+            admitted.append(row["id"])
+        now = timezone.now()
+        if admitted:
+            Simulation.objects.filter(id__in=admitted, state=RunState.PENDING).update(
+                state=RunState.ADMITTED, admitted_at=now, wait_reason=WaitReason.NONE, wait_detail=""
+            )
+        _record_wait_reasons(pending=pending, quota_problem=quota_problem, full_backends=full_backends)
+        if admitted and dispatch:
+            for i in range(0, len(admitted), 50):
+                enqueue_on_commit(dispatch_runs, [str(x) for x in admitted[i : i + 50]])
+    return admitted
+
+
+def _record_wait_reasons(*, pending, quota_problem: str | None, full_backends: dict[int, str]) -> None:
+    """Tell queued runs why they wait. Writes only rows whose reason changed."""
+    remaining = pending.filter(state=RunState.PENDING)
+    for bid, problem in full_backends.items():
+        detail = f"backend capacity: {problem}"
+        remaining.filter(backend_id=bid).exclude(wait_reason=WaitReason.BACKEND, wait_detail=detail).update(
+            wait_reason=WaitReason.BACKEND, wait_detail=detail[:200]
+        )
+    if quota_problem:
+        detail = f"tenant quota: {quota_problem}"
+        remaining.exclude(backend_id__in=list(full_backends)).exclude(
+            wait_reason=WaitReason.QUOTA, wait_detail=detail
+        ).update(wait_reason=WaitReason.QUOTA, wait_detail=detail[:200])
+
+
+def schedule_all() -> int:
+    """The periodic safety tick: schedule every tenant with queued runs."""
+    tenant_ids = Simulation.objects.filter(state=RunState.PENDING).values_list("tenant_id", flat=True).distinct()
+    return sum(len(schedule_tenant(tenant_id=t)) for t in list(tenant_ids))

@@ -1,0 +1,59 @@
+from django.db import models
+
+
+class RunState(models.TextChoices):
+    PENDING = "pending", "Queued"
+    ADMITTED = "admitted", "Admitted"
+    PROVISIONING = "provisioning", "Provisioning"
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+HOLDING_STATES = (RunState.ADMITTED, RunState.PROVISIONING, RunState.RUNNING)
+STARTED_STATES = (RunState.PROVISIONING, RunState.RUNNING)
+TERMINAL_STATES = (RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED)
+ACTIVE_STATES = (RunState.PENDING, *HOLDING_STATES)
+
+
+class StudyState(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    SUBMITTED = "submitted", "Submitted"
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    COMPLETED_WITH_FAILURES = "completed_with_failures", "Completed with failures"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class WaitReason(models.TextChoices):
+    NONE = "", "—"
+    QUEUED = "queued", "Waiting for the scheduler"
+    QUOTA = "quota", "Tenant quota is in use"
+    BACKEND = "backend_capacity", "Backend capacity is in use"
+    RETRY = "retry", "Waiting to be retried"
+
+
+class EndReason(models.TextChoices):
+    NONE = "", "—"
+    SUCCESS = "success", "Finished"
+    EXIT_CODE = "exit_code", "Solver failed"
+    CANCELLED_BY_USER = "cancelled_by_user", "Cancelled by a user"
+    DIVERGED = "diverged", "Diverged"
+    AGENT_LOST = "agent_lost", "Agent lost (no heartbeat)"
+    DISPATCH_FAILED = "dispatch_failed", "Backend refused to start the run"
+    TERMINATED = "terminated", "Terminated by the backend"
+
+
+class Reduce(models.TextChoices):
+    LAST = "last", "Last value"
+    MEAN_LAST = "mean_last", "Mean of the last n values"
+    MIN = "min", "Minimum"
+    MAX = "max", "Maximum"
+
+
+class Combine(models.TextChoices):
+    GRID = "grid", "Cartesian grid"
+    ZIP = "zip", "Zipped lists"
+    LHS = "lhs", "Latin hypercube sample"
+    RANDOM = "random", "Uniform random sample"

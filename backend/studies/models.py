@@ -1,0 +1,115 @@
+from django.conf import settings
+from django.db import models
+
+from core.models import PublicIdModel
+from studies.choices import EndReason, RunState, StudyState, WaitReason
+
+
+class Upload(PublicIdModel):
+    """A user's case archive, validated and extracted under UPLOAD_DIR/<id>/case."""
+
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="uploads")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True)
+    filename = models.CharField(max_length=255)
+    size_bytes = models.BigIntegerField()
+    unpacked_bytes = models.BigIntegerField(default=0)
+    files_count = models.PositiveIntegerField(default=0)
+    path = models.CharField(max_length=500)
+    placeholders = models.JSONField(default=dict, blank=True)
+    has_mesh = models.BooleanField(default=False)
+    has_block_mesh_dict = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return self.filename
+
+
+class Study(PublicIdModel):
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="studies")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    state = models.CharField(max_length=32, choices=StudyState.choices, default=StudyState.DRAFT)
+    spec = models.JSONField(help_text="the study spec as the user wrote it (docs/study-spec.md)")
+    template = models.ForeignKey("catalog.CaseTemplate", on_delete=models.PROTECT, null=True, blank=True)
+    upload = models.ForeignKey(Upload, on_delete=models.PROTECT, null=True, blank=True)
+    backend = models.ForeignKey("catalog.Backend", on_delete=models.PROTECT)
+    solver = models.CharField(max_length=100)
+    processes = models.PositiveIntegerField(default=1)
+    nodes = models.PositiveIntegerField(default=1)
+    memory_gb = models.FloatField(default=1.0)
+    objectives = models.JSONField(default=dict, blank=True)
+    derived = models.JSONField(default=dict, blank=True)
+    constants = models.JSONField(default=dict, blank=True, help_text="template defaults not varied")
+    case_dir = models.CharField(max_length=500, blank=True)
+    steps = models.JSONField(default=list, blank=True, help_text="resolved commands of each run")
+    decompose = models.JSONField(null=True, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    run_count = models.PositiveIntegerField(default=0)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cloned_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["tenant", "-created_at"])]
+        verbose_name_plural = "studies"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Simulation(PublicIdModel):
+    """One run of a study: a point of its parameter space."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="runs")
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="runs")
+    backend = models.ForeignKey("catalog.Backend", on_delete=models.PROTECT, related_name="runs")
+    index = models.PositiveIntegerField()
+    parameters = models.JSONField(help_text="the values of the study's parameters for this run")
+    context = models.JSONField(help_text="parameters plus derived values, as rendered into the case")
+    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.PENDING)
+    attempt = models.PositiveIntegerField(default=0, help_text="fence: the current attempt number")
+    processes = models.PositiveIntegerField(default=1)
+    nodes = models.PositiveIntegerField(default=1)
+    memory_gb = models.FloatField(default=1.0)
+    wait_reason = models.CharField(max_length=20, choices=WaitReason.choices, default=WaitReason.QUEUED, blank=True)
+    wait_detail = models.CharField(max_length=200, blank=True)
+    handle = models.CharField(max_length=200, blank=True)
+    token_hash = models.CharField(max_length=64, blank=True)
+    phase = models.CharField(max_length=20, blank=True)
+    stop_requested = models.BooleanField(default=False)
+    queued_at = models.DateTimeField()
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    provisioning_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    end_reason = models.CharField(max_length=20, choices=EndReason.choices, default=EndReason.NONE, blank=True)
+    message = models.TextField(blank=True)
+    objectives = models.JSONField(default=dict, blank=True)
+    iterations = models.IntegerField(null=True, blank=True)
+    last_time = models.FloatField(null=True, blank=True)
+    cpu_percent = models.FloatField(null=True, blank=True)
+    rss_bytes = models.BigIntegerField(null=True, blank=True)
+    archive_path = models.CharField(max_length=500, blank=True)
+    archive_bytes = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["study", "index"]
+        constraints = [models.UniqueConstraint(fields=["study", "index"], name="uniq_run_index")]
+        indexes = [
+            models.Index(fields=["tenant", "state", "queued_at", "index"], name="run_queue"),
+            models.Index(fields=["backend", "state"], name="run_backend_state"),
+            models.Index(fields=["state", "heartbeat_at"], name="run_heartbeat"),
+            models.Index(fields=["study", "state"], name="run_study_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study_id}#{self.index}"
+
+    @property
+    def wall_seconds(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None

@@ -1,0 +1,611 @@
+"""Writes on studies and runs: create, submit, cancel, extend, clone; the run lifecycle.
+
+Every run transition is a conditional UPDATE fenced by state and attempt, so a stale
+worker or agent can never overwrite a newer attempt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from catalog.models import Backend
+from core.events import enqueue_on_commit
+from core.exceptions import ApplicationError, Conflict, ErrorCode
+from orchestration.drivers.base import DriverError, RunPhase, RunSpec, Step, get_driver
+from quotas.models import Quota
+from quotas.selectors import usage_for_tenant
+from studies.choices import (
+    HOLDING_STATES,
+    STARTED_STATES,
+    TERMINAL_STATES,
+    EndReason,
+    RunState,
+    StudyState,
+    WaitReason,
+)
+from studies.models import Simulation, Study
+from studies.space import point_key
+from studies.spec import ResolvedSpec, spec_resolve
+
+log = logging.getLogger(__name__)
+
+
+# --- studies -----------------------------------------------------------------------------
+
+
+def _apply(study: Study, resolved: ResolvedSpec, spec: dict[str, Any]) -> None:
+    study.name = resolved.name
+    study.description = resolved.description
+    study.spec = spec
+    study.template = resolved.template
+    study.upload = resolved.upload
+    study.backend = resolved.backend
+    study.solver = resolved.solver
+    study.processes = resolved.processes
+    study.nodes = resolved.nodes
+    study.memory_gb = resolved.memory_gb
+    study.objectives = dict(resolved.objectives)
+    study.derived = dict(resolved.derived)
+    study.constants = dict(resolved.constants)
+    study.case_dir = resolved.case_dir
+    study.steps = resolved.steps
+    study.decompose = resolved.decompose
+    study.env = resolved.env
+
+
+def study_preview(*, tenant, spec: dict[str, Any], rows: int = 20) -> dict[str, Any]:
+    """What a spec would make, without creating anything: run count, first rows, quota impact."""
+    resolved = spec_resolve(tenant=tenant, spec=spec)
+    first = []
+    for i, (params, context) in enumerate(resolved.points()):
+        if i >= rows:
+            break
+        first.append({"index": i, "parameters": params, "context": context})
+    if resolved.run_count <= 10_000:
+        for _ in resolved.points():  # validate every point (bounds, derived values)
+            pass
+    return {
+        "run_count": resolved.run_count,
+        "parameters": [a.name for a in resolved.space.axes],
+        "rows": first,
+        "solver": resolved.solver,
+        "backend": resolved.backend.name,
+        "resources": {"processes": resolved.processes, "nodes": resolved.nodes, "memory_gb": resolved.memory_gb},
+        "steps": resolved.steps,
+        "objectives": resolved.objectives,
+        "quota": quota_impact(tenant=tenant, resolved=resolved),
+    }
+
+
+def quota_impact(*, tenant, resolved: ResolvedSpec) -> dict[str, Any]:
+    quota = Quota.objects.get(tenant=tenant)
+    backend = resolved.backend
+    per_run = {"cores": resolved.processes, "memory_gb": resolved.memory_gb, "nodes": resolved.nodes}
+    problem = single_run_problem(quota=quota, backend=backend, resolved=resolved)
+    concurrent = 0
+    if problem is None:
+        concurrent = min(
+            quota.max_runs,
+            quota.cores // resolved.processes,
+            int(quota.memory_gb // resolved.memory_gb) if resolved.memory_gb else quota.max_runs,
+            quota.max_nodes // resolved.nodes,
+            backend.cores // resolved.processes,
+            int(backend.memory_gb // resolved.memory_gb) if resolved.memory_gb else backend.cores,
+        )
+    concurrent = max(concurrent, 0)
+    waves = math.ceil(resolved.run_count / concurrent) if concurrent else None
+    usage = usage_for_tenant(tenant_id=tenant.id)
+    total = {k: v * resolved.run_count for k, v in per_run.items()}
+    if problem:
+        summary = f"a single run does not fit: {problem}"
+    else:
+        summary = (
+            f"{resolved.run_count} run(s) × {resolved.processes} core(s): at most {concurrent} at a time "
+            f"within your {quota.cores}-core quota, about {waves} wave(s)"
+        )
+    return {
+        "per_run": per_run,
+        "total": total,
+        "limits": {"cores": quota.cores, "memory_gb": quota.memory_gb, "nodes": quota.max_nodes, "runs": quota.max_runs},
+        "in_use": {"cores": usage.cores, "memory_gb": usage.memory_gb, "nodes": usage.nodes, "runs": usage.runs},
+        "concurrent_runs": concurrent,
+        "waves": waves,
+        "fits": problem is None,
+        "problem": problem,
+        "summary": summary,
+    }
+
+
+def single_run_problem(*, quota: Quota, backend: Backend, resolved: ResolvedSpec) -> str | None:
+    p, m, n = resolved.processes, resolved.memory_gb, resolved.nodes
+    if p > quota.cores:
+        return f"one run needs {p} cores but your quota allows {quota.cores} cores; lower resources.processes or ask an admin to raise the quota"
+    if m > quota.memory_gb:
+        return f"one run needs {m:g} GB of memory but your quota allows {quota.memory_gb:g} GB; lower resources.memory_gb"
+    if n > quota.max_nodes:
+        return f"one run needs {n} nodes but your quota allows {quota.max_nodes}; lower resources.nodes"
+    if p > backend.cores:
+        return f"one run needs {p} cores but backend {backend.name} has {backend.cores}; lower resources.processes or choose another backend"
+    if m > backend.memory_gb:
+        return f"one run needs {m:g} GB but backend {backend.name} has {backend.memory_gb:g} GB; lower resources.memory_gb"
+    if n > backend.max_nodes:
+        return f"one run needs {n} nodes but backend {backend.name} runs at most {backend.max_nodes} node(s) per run"
+    return None
+
+
+@transaction.atomic
+def study_create(*, tenant, owner, spec: dict[str, Any], submit: bool = False) -> Study:
+    resolved = spec_resolve(tenant=tenant, spec=spec)
+    study = Study(tenant=tenant, owner=owner, state=StudyState.DRAFT)
+    _apply(study, resolved, spec)
+    study.run_count = resolved.run_count
+    study.save()
+    if submit:
+        study_submit(study=study)
+    return study
+
+
+@transaction.atomic
+def study_update(*, study: Study, spec: dict[str, Any]) -> Study:
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    if study.state != StudyState.DRAFT:
+        raise Conflict(f"only a draft study can be edited; this one is {study.state}. Clone it to change it.", code=ErrorCode.STATE)
+    resolved = spec_resolve(tenant=study.tenant, spec=spec)
+    _apply(study, resolved, spec)
+    study.run_count = resolved.run_count
+    study.save()
+    return study
+
+
+def _runs_for(*, study: Study, resolved: ResolvedSpec, start_index: int, skip: set[tuple] | None = None) -> list[Simulation]:
+    names = [a.name for a in resolved.space.axes]
+    now = timezone.now()
+    runs = []
+    index = start_index
+    for params, context in resolved.points():
+        if skip is not None:
+            key = point_key(params, names)
+            if key in skip:
+                continue
+            skip.add(key)
+        runs.append(
+            Simulation(
+                study=study,
+                tenant_id=study.tenant_id,
+                backend=resolved.backend,
+                index=index,
+                parameters=params,
+                context=context,
+                processes=resolved.processes,
+                nodes=resolved.nodes,
+                memory_gb=resolved.memory_gb,
+                queued_at=now,
+                state=RunState.PENDING,
+                wait_reason=WaitReason.QUEUED,
+            )
+        )
+        index += 1
+    return runs
+
+
+@transaction.atomic
+def study_submit(*, study: Study) -> Study:
+    from scheduler.tasks import schedule_tenant
+
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    if study.state != StudyState.DRAFT:
+        raise Conflict(f"this study was already submitted (state {study.state})", code=ErrorCode.STATE)
+    resolved = spec_resolve(tenant=study.tenant, spec=study.spec)
+    quota = Quota.objects.get(tenant=study.tenant)
+    problem = single_run_problem(quota=quota, backend=resolved.backend, resolved=resolved)
+    if problem:
+        raise ApplicationError(problem, code=ErrorCode.QUOTA, field="resources")
+    _apply(study, resolved, study.spec)
+    runs = _runs_for(study=study, resolved=resolved, start_index=0)
+    Simulation.objects.bulk_create(runs, batch_size=1000)
+    study.run_count = len(runs)
+    study.state = StudyState.SUBMITTED
+    study.submitted_at = timezone.now()
+    study.save()
+    enqueue_on_commit(schedule_tenant, study.tenant_id)
+    return study
+
+
+@transaction.atomic
+def study_extend(*, study: Study, parameters: dict[str, Any]) -> list[Simulation]:
+    """Add parameter values; only the points not already in the study get new runs."""
+    from scheduler.tasks import schedule_tenant
+
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    if study.state == StudyState.DRAFT:
+        raise Conflict("a draft study is edited, not extended; submit it first", code=ErrorCode.STATE)
+    if not isinstance(parameters, dict) or not parameters:
+        raise ApplicationError("give the new values as parameters: {name: {values: [...]}}", field="parameters")
+    old_names = list((study.spec.get("parameters") or {}).keys())
+    if set(parameters) - set(old_names):
+        extra = ", ".join(sorted(set(parameters) - set(old_names)))
+        raise ApplicationError(
+            f"extend can add values to the study's parameters ({', '.join(old_names)}), not new parameters ({extra}); clone the study instead",
+            field="parameters",
+        )
+    spec = dict(study.spec)
+    spec["parameters"] = {**(spec.get("parameters") or {}), **parameters}
+    resolved = spec_resolve(tenant=study.tenant, spec=spec)
+    names = [a.name for a in resolved.space.axes]
+    existing = {point_key(p, names) for p in study.runs.values_list("parameters", flat=True)}
+    start = (study.runs.order_by("-index").values_list("index", flat=True).first() or -1) + 1
+    runs = _runs_for(study=study, resolved=resolved, start_index=start, skip=existing)
+    total = study.runs.count() + len(runs)
+    limit = settings.WINDTUNNEL["MAX_RUNS_PER_STUDY"]
+    if total > limit:
+        raise ApplicationError(f"the extended study would have {total:,} runs; at most {limit:,}", code=ErrorCode.TOO_MANY_RUNS, field="parameters")
+    Simulation.objects.bulk_create(runs, batch_size=1000)
+    study.spec = spec
+    study.run_count = total
+    if runs:
+        study.state = StudyState.SUBMITTED if study.state != StudyState.RUNNING else study.state
+        study.finished_at = None
+        enqueue_on_commit(schedule_tenant, study.tenant_id)
+    study.save()
+    return runs
+
+
+@transaction.atomic
+def study_clone(*, study: Study, owner, name: str | None = None) -> Study:
+    spec = dict(study.spec)
+    spec["name"] = name or f"{study.name} (copy)"[:200]
+    clone = study_create(tenant=study.tenant, owner=owner, spec=spec)
+    clone.cloned_from = study
+    clone.save(update_fields=["cloned_from"])
+    return clone
+
+
+@transaction.atomic
+def study_delete(*, study: Study) -> None:
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    if study.state != StudyState.DRAFT and study.runs.filter(state__in=(RunState.PENDING, *HOLDING_STATES)).exists():
+        raise Conflict("this study still has queued or running runs; cancel it first", code=ErrorCode.STATE)
+    study.delete()
+
+
+@transaction.atomic
+def study_cancel(*, study: Study, by) -> int:
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    if study.state == StudyState.DRAFT:
+        raise Conflict("a draft study has no runs to cancel; delete it instead", code=ErrorCode.STATE)
+    count = 0
+    for run in study.runs.filter(state__in=(RunState.PENDING, *HOLDING_STATES)):
+        if run_cancel(run=run, by=by, refresh_study=False):
+            count += 1
+    study.state = StudyState.CANCELLED
+    study.finished_at = timezone.now()
+    study.save(update_fields=["state", "finished_at", "updated_at"])
+    return count
+
+
+def study_refresh_state(*, study_id) -> None:
+    """Derive the study's state from its runs (called after every run transition)."""
+    with transaction.atomic():
+        study = Study.objects.select_for_update().filter(pk=study_id).first()
+        if study is None or study.state in (StudyState.DRAFT, StudyState.CANCELLED):
+            return
+        states = set(study.runs.values_list("state", flat=True).distinct())
+        if not states:
+            return
+        active = states & {RunState.PENDING, *HOLDING_STATES}
+        if active:
+            new = StudyState.RUNNING if states - {RunState.PENDING, RunState.ADMITTED} else StudyState.SUBMITTED
+            finished = None
+        else:
+            new = StudyState.COMPLETED if states == {RunState.COMPLETED} else StudyState.COMPLETED_WITH_FAILURES
+            finished = study.finished_at or timezone.now()
+        if new != study.state or finished != study.finished_at:
+            study.state, study.finished_at = new, finished
+            study.save(update_fields=["state", "finished_at", "updated_at"])
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+def _after_run_ended(run: Simulation) -> None:
+    from scheduler.tasks import schedule_tenant
+    from studies.tasks import refresh_study
+
+    enqueue_on_commit(refresh_study, str(run.study_id))
+    enqueue_on_commit(schedule_tenant, run.tenant_id)
+
+
+def run_cancel(*, run: Simulation, by, refresh_study: bool = True) -> bool:
+    """Cancel a run: queued runs end at once; started runs are killed on their backend."""
+    from studies.tasks import kill_run
+
+    with transaction.atomic():
+        run = Simulation.objects.select_for_update().get(pk=run.pk)
+        if run.state in TERMINAL_STATES:
+            return False
+        who = getattr(by, "username", None) or "the system"
+        started = run.state in STARTED_STATES
+        run.state = RunState.CANCELLED
+        run.end_reason = EndReason.CANCELLED_BY_USER
+        run.message = f"cancelled by {who}"
+        run.finished_at = timezone.now()
+        run.stop_requested = True
+        run.wait_reason = WaitReason.NONE
+        run.save(update_fields=["state", "end_reason", "message", "finished_at", "stop_requested", "wait_reason", "updated_at"])
+        if started and run.handle:
+            enqueue_on_commit(kill_run, str(run.id), run.attempt, run.handle)
+        if refresh_study:
+            _after_run_ended(run)
+        else:
+            from scheduler.tasks import schedule_tenant
+
+            enqueue_on_commit(schedule_tenant, run.tenant_id)
+    return True
+
+
+def _driver_for(backend: Backend):
+    opts = dict(backend.settings or {})
+    if backend.kind == "local":
+        opts.setdefault("cores", backend.cores)
+        opts.setdefault("memory_gb", backend.memory_gb)
+        opts.setdefault("work_root", str(settings.RUNS_DIR))
+    return get_driver(backend.kind, opts)
+
+
+def run_spec(*, run: Simulation, study: Study, token: str) -> RunSpec:
+    return RunSpec(
+        run_id=str(run.id),
+        attempt=run.attempt,
+        portal_url=settings.WINDTUNNEL["PUBLIC_URL"],
+        token=token,
+        case_dir=study.case_dir,
+        work_dir=str(Path(settings.RUNS_DIR) / str(run.id) / f"attempt-{run.attempt}"),
+        context=run.context,
+        steps=tuple(Step(name=s["name"], argv=tuple(s["argv"]), role=s.get("role", "other")) for s in study.steps),
+        processes=run.processes,
+        nodes=run.nodes,
+        memory_gb=run.memory_gb,
+        decompose=study.decompose,
+        env=study.env,
+        mounts=dict((run.backend.settings or {}).get("mounts") or {}),
+        heartbeat_interval=settings.WINDTUNNEL["HEARTBEAT_INTERVAL"],
+        telemetry_interval=settings.WINDTUNNEL["TELEMETRY_INTERVAL"],
+        archive_max_mb=settings.WINDTUNNEL["ARCHIVE_MAX_MB"],
+    )
+
+
+def hash_run_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def run_dispatch(*, run_id) -> bool:
+    """Claim an admitted run (admitted → provisioning, attempt + 1) and start it on its backend.
+
+    Claim first, start second: a redelivered task finds the run no longer admitted and does
+    nothing, so a run never starts twice. A worker that dies between the two leaves a
+    provisioning run without heartbeat, which the reaper requeues.
+    """
+    token = secrets.token_urlsafe(32)
+    with transaction.atomic():
+        run = Simulation.objects.select_for_update(skip_locked=True).select_related("study", "backend").filter(pk=run_id).first()
+        if run is None or run.state != RunState.ADMITTED:
+            return False
+        run.attempt += 1
+        run.state = RunState.PROVISIONING
+        run.provisioning_at = timezone.now()
+        run.heartbeat_at = None
+        run.token_hash = hash_run_token(token)
+        run.handle = ""
+        run.phase = ""
+        run.save(update_fields=["attempt", "state", "provisioning_at", "heartbeat_at", "token_hash", "handle", "phase", "updated_at"])
+    spec = run_spec(run=run, study=run.study, token=token)
+    try:
+        driver = _driver_for(run.backend)
+        driver.prepare(spec)
+        handle = driver.start(spec)
+    except (DriverError, OSError) as exc:
+        retryable = getattr(exc, "retryable", False)
+        run_requeue_or_fail(run=run, reason=EndReason.DISPATCH_FAILED, message=f"backend {run.backend.name} refused to start the run: {exc}", retry=retryable)
+        return False
+    updated = Simulation.objects.filter(pk=run.pk, attempt=run.attempt, state__in=STARTED_STATES).update(handle=handle)
+    if not updated:
+        # cancelled (or finished) while we were starting it: make sure nothing keeps running
+        Simulation.objects.filter(pk=run.pk, attempt=run.attempt).update(handle=handle)
+        current = Simulation.objects.filter(pk=run.pk).values_list("state", flat=True).first()
+        if current in (RunState.CANCELLED, RunState.FAILED):
+            driver.cancel(handle, grace=5.0)
+    return True
+
+
+def run_requeue_or_fail(*, run: Simulation, reason: str, message: str, retry: bool = True) -> str:
+    """End this attempt: back to the queue while retries remain, else failed."""
+    max_retries = settings.WINDTUNNEL["MAX_RETRIES"]
+    fence = Simulation.objects.filter(pk=run.pk, attempt=run.attempt, state__in=HOLDING_STATES)
+    if retry and run.attempt <= max_retries:
+        updated = fence.update(
+            state=RunState.PENDING,
+            wait_reason=WaitReason.RETRY,
+            wait_detail=f"attempt {run.attempt} ended: {message}"[:200],
+            handle="",
+            token_hash="",
+            phase="",
+            message=message,
+            updated_at=timezone.now(),
+        )
+        outcome = RunState.PENDING
+    else:
+        updated = fence.update(
+            state=RunState.FAILED,
+            end_reason=reason,
+            message=message,
+            finished_at=timezone.now(),
+            token_hash="",
+            updated_at=timezone.now(),
+        )
+        outcome = RunState.FAILED
+    if updated:
+        log.info("run %s attempt %s → %s: %s", run.pk, run.attempt, outcome, message)
+        _after_run_ended(run)
+    return outcome if updated else ""
+
+
+def run_kill(*, run_id, attempt: int, handle: str) -> None:
+    run = Simulation.objects.select_related("backend").filter(pk=run_id).first()
+    if run is None or not handle:
+        return
+    try:
+        _driver_for(run.backend).cancel(handle, grace=10.0)
+    except DriverError as exc:
+        log.warning("cancel of run %s attempt %s failed: %s", run_id, attempt, exc)
+
+
+def runs_reap() -> dict[str, int]:
+    """Find runs whose agent went silent or whose start was lost; requeue or fail them."""
+    from studies.tasks import dispatch_runs
+
+    now = timezone.now()
+    timeout = settings.WINDTUNNEL["HEARTBEAT_TIMEOUT"]
+    dispatch_timeout = settings.WINDTUNNEL["DISPATCH_TIMEOUT"]
+    stats = {"requeued": 0, "failed": 0, "redispatched": 0}
+    candidates = Simulation.objects.select_related("backend").filter(state__in=STARTED_STATES)
+    for run in candidates:
+        last = run.heartbeat_at or run.provisioning_at or run.updated_at
+        limit = timeout if run.heartbeat_at else max(timeout, dispatch_timeout)
+        if last and last > now - timezone.timedelta(seconds=limit):
+            continue
+        phase = RunPhase.UNKNOWN
+        if run.handle:
+            try:
+                phase = _driver_for(run.backend).poll(run.handle).phase
+            except DriverError as exc:
+                log.warning("poll of run %s failed: %s", run.pk, exc)
+                continue
+        if phase in (RunPhase.RUNNING, RunPhase.PENDING) and last and last > now - timezone.timedelta(seconds=3 * limit):
+            continue  # alive on the backend: give it up to 3 × the timeout to report
+        if phase in (RunPhase.RUNNING, RunPhase.PENDING):
+            run_kill(run_id=run.pk, attempt=run.attempt, handle=run.handle)
+        seconds = int((now - last).total_seconds()) if last else 0
+        message = f"agent lost: no heartbeat for {seconds} s (backend says {phase})"
+        outcome = run_requeue_or_fail(run=run, reason=EndReason.AGENT_LOST, message=message)
+        if outcome == RunState.PENDING:
+            stats["requeued"] += 1
+        elif outcome == RunState.FAILED:
+            stats["failed"] += 1
+    lost = Simulation.objects.filter(
+        state=RunState.ADMITTED, admitted_at__lt=now - timezone.timedelta(seconds=dispatch_timeout)
+    ).values_list("id", flat=True)
+    ids = [str(x) for x in lost]
+    if ids:
+        dispatch_runs.delay(ids)
+        stats["redispatched"] = len(ids)
+    return stats
+
+
+# --- reports from the agent --------------------------------------------------------------
+
+
+class StaleAttempt(Conflict):
+    def __init__(self) -> None:
+        super().__init__("this attempt was superseded; stop", code=ErrorCode.STALE_ATTEMPT)
+
+
+def run_heartbeat(*, run: Simulation, attempt: int, phase: str = "", resources: dict | None = None) -> bool:
+    """Record a sign of life; answer whether the agent should stop."""
+    resources = resources or {}
+    fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
+    if phase:
+        fields["phase"] = phase[:20]
+    if isinstance(resources.get("cpu_percent"), int | float):
+        fields["cpu_percent"] = float(resources["cpu_percent"])
+    if isinstance(resources.get("rss_bytes"), int | float):
+        fields["rss_bytes"] = int(resources["rss_bytes"])
+    updated = Simulation.objects.filter(pk=run.pk, attempt=attempt, state__in=STARTED_STATES).update(**fields)
+    if not updated:
+        raise StaleAttempt()
+    return Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first() or False
+
+
+def run_report_state(
+    *, run: Simulation, attempt: int, state: str, exit_code: int | None = None, reason: str = "", message: str = ""
+) -> bool:
+    """Apply a state the agent reports. Idempotent for a repeated final state."""
+    from telemetry.services import objectives_compute
+
+    now = timezone.now()
+    if state == RunState.RUNNING:
+        updated = Simulation.objects.filter(pk=run.pk, attempt=attempt, state=RunState.PROVISIONING).update(
+            state=RunState.RUNNING, started_at=now, heartbeat_at=now
+        )
+        if not updated:
+            current = Simulation.objects.filter(pk=run.pk).values_list("state", "attempt").first()
+            if current != (RunState.RUNNING, attempt):
+                raise StaleAttempt()
+        from studies.tasks import refresh_study
+
+        enqueue_on_commit(refresh_study, str(run.study_id))
+        return bool(Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first())
+    if state not in TERMINAL_STATES:
+        raise ApplicationError(f"state must be running, completed, failed or cancelled; got {state!r}", field="state")
+    with transaction.atomic():
+        current = Simulation.objects.select_for_update().get(pk=run.pk)
+        if current.attempt != attempt:
+            raise StaleAttempt()
+        if current.state in TERMINAL_STATES:
+            return False  # already ended (repeat, or cancelled by hand): idempotent
+        if current.state not in STARTED_STATES:
+            raise StaleAttempt()
+        current.state = state
+        current.exit_code = exit_code
+        current.finished_at = now
+        current.heartbeat_at = now
+        current.started_at = current.started_at or now
+        current.message = (message or "")[:5000]
+        if state == RunState.COMPLETED:
+            current.end_reason = EndReason.SUCCESS
+        elif state == RunState.CANCELLED:
+            current.end_reason = reason if reason in EndReason.values else EndReason.TERMINATED
+        else:
+            current.end_reason = reason if reason in EndReason.values and reason else EndReason.EXIT_CODE
+        current.objectives, current.iterations, current.last_time = objectives_compute(run=current)
+        current.save()
+        _after_run_ended(current)
+    return False
+
+
+def run_store_archive(*, run: Simulation, attempt: int, stream, max_bytes: int) -> int:
+    """Save the agent's result archive for this attempt; returns its size."""
+    current = Simulation.objects.filter(pk=run.pk).values_list("attempt", flat=True).first()
+    if current != attempt:
+        raise StaleAttempt()
+    target_dir = Path(settings.ARCHIVE_DIR) / str(run.pk)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / f"attempt-{attempt}.tar.gz"
+    tmp = target.with_suffix(".part")
+    size = 0
+    with tmp.open("wb") as fh:
+        while chunk := stream.read(1024 * 1024):
+            size += len(chunk)
+            if size > max_bytes:
+                fh.close()
+                tmp.unlink(missing_ok=True)
+                raise ApplicationError(f"the archive is larger than {max_bytes // (1024 * 1024)} MB", code=ErrorCode.UPLOAD)
+            fh.write(chunk)
+    tmp.replace(target)
+    Simulation.objects.filter(pk=run.pk, attempt=attempt).update(archive_path=str(target), archive_bytes=size)
+    return size
+
+
+def run_delete_files(*, run: Simulation) -> None:
+    for base in (settings.RUNS_DIR, settings.ARCHIVE_DIR):
+        shutil.rmtree(Path(base) / str(run.pk), ignore_errors=True)

@@ -1,0 +1,235 @@
+"""Parameter spaces: value lists, ranges, linspaces, combined as grid, zip or samples.
+
+Pure functions, no Django. Every error is a SpaceError naming the parameter and what to fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+Value = float | int | str | bool
+
+
+class SpaceError(ValueError):
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Axis:
+    """One parameter: either explicit values, or bounds to sample from."""
+
+    name: str
+    values: tuple[Value, ...] = ()
+    low: float | None = None
+    high: float | None = None
+    integer: bool = False
+
+    @property
+    def sampled(self) -> bool:
+        return self.low is not None
+
+
+def _number(value: Any, where: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpaceError(f"{where} must be a number, got {value!r}", field=where)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpaceError(f"{where} must be finite, got {value!r}", field=where)
+    return value
+
+
+def _clean(value: float) -> float | int:
+    """Turn 0.30000000000000004 into 0.3 and 2.0 into 2 where it was meant as such."""
+    rounded = float(Decimal(repr(value)).quantize(Decimal("1e-12")).normalize())
+    return int(rounded) if rounded.is_integer() and abs(rounded) < 2**53 else rounded
+
+
+def range_values(start: Any, stop: Any, step: Any, *, where: str) -> list[float | int]:
+    start, stop, step = (_number(v, f"{where}.range") for v in (start, stop, step))
+    if step == 0:
+        raise SpaceError(f"{where}.range: step must not be 0", field=where)
+    if (stop - start) * step < 0:
+        raise SpaceError(
+            f"{where}.range: step {step} never reaches stop {stop} from start {start}", field=where
+        )
+    count = math.floor((stop - start) / step + 1e-9) + 1
+    if count > 1_000_000:
+        raise SpaceError(f"{where}.range makes {count} values; at most 1,000,000", field=where)
+    values = [_clean(start + i * step) for i in range(count)]
+    if all(isinstance(v, int) for v in (start, stop, step)):
+        values = [int(v) for v in values]
+    return values
+
+
+def linspace_values(start: Any, stop: Any, num: Any, *, where: str) -> list[float | int]:
+    start, stop = (_number(v, f"{where}.linspace") for v in (start, stop))
+    if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+        raise SpaceError(f"{where}.linspace: the count must be a whole number ≥ 1, got {num!r}", field=where)
+    if num > 1_000_000:
+        raise SpaceError(f"{where}.linspace makes {num} values; at most 1,000,000", field=where)
+    if num == 1:
+        return [_clean(start)]
+    return [_clean(start + (stop - start) * i / (num - 1)) for i in range(num)]
+
+
+def parse_axis(name: str, raw: Any, *, sampled: bool) -> Axis:
+    """Parse one parameter's entry of the study spec."""
+    where = f"parameters.{name}"
+    if not isinstance(raw, dict):
+        if isinstance(raw, list):
+            return Axis(name=name, values=tuple(_scalar(v, where) for v in raw)) if raw else _empty(where)
+        return Axis(name=name, values=(_scalar(raw, where),))
+    keys = set(raw) - {"type"}
+    forms = keys & {"values", "value", "range", "linspace", "min", "max"}
+    if not forms:
+        raise SpaceError(
+            f"{where}: give one of values, value, range [start, stop, step], linspace [start, stop, count], "
+            "or min/max (for sampled studies)",
+            field=where,
+        )
+    unknown = keys - {"values", "value", "range", "linspace", "min", "max", "integer"}
+    if unknown:
+        raise SpaceError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}", field=where)
+    if "min" in raw or "max" in raw:
+        if not sampled:
+            raise SpaceError(
+                f"{where}: min/max bounds are for sampled studies (combine: lhs or random); "
+                "use range or linspace for a grid",
+                field=where,
+            )
+        if "min" not in raw or "max" not in raw:
+            raise SpaceError(f"{where}: sampling needs both min and max", field=where)
+        low, high = _number(raw["min"], f"{where}.min"), _number(raw["max"], f"{where}.max")
+        if low > high:
+            raise SpaceError(f"{where}: min {low} is above max {high}", field=where)
+        return Axis(name=name, low=float(low), high=float(high), integer=bool(raw.get("integer", False)))
+    if len(forms) > 1:
+        raise SpaceError(f"{where}: give only one of {', '.join(sorted(forms))}", field=where)
+    if "value" in raw:
+        return Axis(name=name, values=(_scalar(raw["value"], where),))
+    if "values" in raw:
+        values = raw["values"]
+        if not isinstance(values, list):
+            raise SpaceError(f"{where}.values must be a list", field=where)
+        if not values:
+            return _empty(where)
+        return Axis(name=name, values=tuple(_scalar(v, where) for v in values))
+    key = "range" if "range" in raw else "linspace"
+    triple = raw[key]
+    if not isinstance(triple, list) or len(triple) != 3:
+        shape = "[start, stop, step]" if key == "range" else "[start, stop, count]"
+        raise SpaceError(f"{where}.{key} must be a list {shape}", field=where)
+    make = range_values if key == "range" else linspace_values
+    return Axis(name=name, values=tuple(make(*triple, where=where)))
+
+
+def _empty(where: str) -> Axis:
+    raise SpaceError(f"{where}: the list of values is empty; give at least one value", field=where)
+
+
+def _scalar(value: Any, where: str) -> Value:
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SpaceError(f"{where}: values must be finite, got {value!r}", field=where)
+        return value
+    raise SpaceError(f"{where}: values must be numbers or strings, got {value!r}", field=where)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Space:
+    axes: tuple[Axis, ...]
+    combine: str = "grid"
+    samples: int = 0
+    seed: int = 0
+
+    def count(self) -> int:
+        if not self.axes:
+            return 1
+        if self.combine == "grid":
+            return math.prod(len(a.values) for a in self.axes)
+        if self.combine == "zip":
+            return len(self.axes[0].values)
+        return self.samples
+
+    def points(self) -> Iterator[dict[str, Value]]:
+        names = [a.name for a in self.axes]
+        if self.combine == "grid":
+            for combo in itertools.product(*(a.values for a in self.axes)):
+                yield dict(zip(names, combo, strict=True))
+        elif self.combine == "zip":
+            for combo in zip(*(a.values for a in self.axes), strict=True):
+                yield dict(zip(names, combo, strict=True))
+        else:
+            yield from self._sample()
+
+    def _sample(self) -> Iterator[dict[str, Value]]:
+        rng = random.Random(self.seed)
+        n = self.samples
+        columns: dict[str, list[Value]] = {}
+        for axis in self.axes:
+            if not axis.sampled:
+                columns[axis.name] = [axis.values[0]] * n
+                continue
+            assert axis.low is not None and axis.high is not None
+            if self.combine == "lhs":
+                # one sample in each of n equal strata, strata shuffled per axis
+                units = [(i + rng.random()) / n for i in range(n)]
+                rng.shuffle(units)
+            else:
+                units = [rng.random() for _ in range(n)]
+            col: list[Value] = []
+            for u in units:
+                v = axis.low + u * (axis.high - axis.low)
+                col.append(int(round(v)) if axis.integer else _clean(v))
+            columns[axis.name] = col
+        for i in range(n):
+            yield {name: columns[name][i] for name in columns}
+
+
+def parse_space(
+    parameters: Mapping[str, Any], *, combine: Any = "grid", samples: Any = None, seed: Any = None
+) -> Space:
+    if not isinstance(parameters, Mapping):
+        raise SpaceError("parameters must be a mapping of name → values", field="parameters")
+    if combine not in ("grid", "zip", "lhs", "random"):
+        raise SpaceError(f"combine must be grid, zip, lhs or random, got {combine!r}", field="combine")
+    sampled = combine in ("lhs", "random")
+    axes = tuple(parse_axis(str(name), raw, sampled=sampled) for name, raw in parameters.items())
+    n_samples = 0
+    if sampled:
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise SpaceError(f"combine: {combine} needs samples: a whole number ≥ 1", field="samples")
+        n_samples = samples
+        for axis in axes:
+            if not axis.sampled and len(axis.values) != 1:
+                raise SpaceError(
+                    f"parameters.{axis.name}: in a sampled study each parameter is min/max bounds "
+                    "or a single value",
+                    field=f"parameters.{axis.name}",
+                )
+    elif combine == "zip" and axes:
+        lengths = {a.name: len(a.values) for a in axes}
+        if len(set(lengths.values())) > 1:
+            detail = ", ".join(f"{k}: {v}" for k, v in lengths.items())
+            raise SpaceError(f"combine: zip needs lists of the same length, got {detail}", field="parameters")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise SpaceError("seed must be a whole number", field="seed")
+    return Space(axes=axes, combine=combine, samples=n_samples, seed=seed or 0)
+
+
+def point_key(point: Mapping[str, Any], names: Sequence[str]) -> tuple:
+    """A hashable identity of a point, tolerant of 4 vs 4.0."""
+    out = []
+    for name in names:
+        v = point.get(name)
+        out.append(float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v)
+    return tuple(out)

@@ -1,0 +1,26 @@
+"""Thin, idempotent tasks: take ids, call one service."""
+
+from celery import shared_task
+
+from studies import services
+
+
+@shared_task(name="studies.dispatch_runs", ignore_result=True)
+def dispatch_runs(run_ids: list[str]) -> None:
+    for run_id in run_ids:
+        services.run_dispatch(run_id=run_id)
+
+
+@shared_task(name="studies.kill_run", ignore_result=True)
+def kill_run(run_id: str, attempt: int, handle: str) -> None:
+    services.run_kill(run_id=run_id, attempt=attempt, handle=handle)
+
+
+@shared_task(name="studies.refresh_study", ignore_result=True)
+def refresh_study(study_id: str) -> None:
+    services.study_refresh_state(study_id=study_id)
+
+
+@shared_task(name="studies.reap", ignore_result=True)
+def reap() -> None:
+    services.runs_reap()

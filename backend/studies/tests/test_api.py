@@ -1,0 +1,159 @@
+"""The study API with the database and catalog real; no runs are started here."""
+
+import pytest
+
+from studies.models import Simulation, Study
+
+AIRFOIL = {"name": "sweep", "template": "airfoil2d", "parameters": {"aoa": {"range": [-4, 12, 2]}, "speed": {"values": [20, 26]}}}
+
+
+def post(api, path, data):
+    return api.post(path, data, format="json")
+
+
+def test_preview_counts_runs_shows_rows_and_quota_impact_without_creating_anything(api):
+    r = post(api, "/api/v1/studies/preview/", AIRFOIL)
+    assert r.status_code == 200, r.json()
+    body = r.json()
+    assert body["run_count"] == 18
+    assert body["rows"][0]["parameters"] == {"aoa": -4, "speed": 20}
+    assert body["rows"][0]["context"]["Ux"] == pytest.approx(20 * 0.99756, rel=1e-4)
+    assert body["quota"]["fits"] is True and body["quota"]["concurrent_runs"] >= 1
+    assert "wave" in body["quota"]["summary"]
+    assert Study.objects.count() == 0
+
+
+def test_draft_is_saved_and_launched_later(api):
+    r = post(api, "/api/v1/studies/", {**AIRFOIL, "draft": True})
+    assert r.status_code == 201, r.json()
+    study = r.json()
+    assert study["state"] == "draft" and study["run_count"] == 18
+    assert Simulation.objects.count() == 0
+    r = api.put(f"/api/v1/studies/{study['id']}/", {**AIRFOIL, "parameters": {"aoa": {"values": [0, 4]}}}, format="json")
+    assert r.status_code == 200 and r.json()["run_count"] == 2
+    r = post(api, f"/api/v1/studies/{study['id']}/submit/", {})
+    assert r.status_code == 200 and r.json()["state"] == "submitted"
+    assert Simulation.objects.filter(study_id=study["id"], state="pending").count() == 2
+    r = post(api, f"/api/v1/studies/{study['id']}/submit/", {})
+    assert r.status_code == 409
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "needle"),
+    [
+        ({"parameters": {"aoa": {"range": [0, 100000, 1]}, "speed": {"range": [1, 100, 1]}}}, "parameters", "at most 10,000"),
+        ({"parameters": {"aoa": {"values": []}}}, "parameters.aoa", "empty"),
+        ({"derived": {"foo": "aoa * bogus"}}, "derived.foo", "unknown name(s) bogus"),
+        ({"parameters": {"aoa": {"values": [45]}}}, "parameters.aoa", "above its maximum"),
+        ({"parameters": {"alpha": {"values": [1]}}}, "parameters.alpha", "has no parameter 'alpha'"),
+        ({"template": "nope"}, "template", "unknown template 'nope'"),
+        ({"solver": "bashFoam"}, "solver", "unknown solver"),
+        ({"resources": {"processes": 64}}, "resources", "quota allows 4 cores"),
+        ({"objectives": {"Cl": {"series": "forceCoeffs.Cl"}, "LD": {"expr": "Cl / Cx"}}}, "objectives.LD.expr", "unknown name(s) Cx"),
+        ({"objectives": {"Cl": {"series": "forceCoeffs.Cl", "reduce": "median"}}}, "objectives.Cl.reduce", "must be one of"),
+        ({"bogus_key": 1}, "bogus_key", "unknown key"),
+    ],
+)
+def test_bad_specs_answer_400_naming_the_field(api, change, field, needle):
+    r = post(api, "/api/v1/studies/", {**AIRFOIL, **change})
+    assert r.status_code == 400, r.content
+    body = r.json()
+    assert needle in body["message"], body
+    assert body["field"] == field, body
+    assert Study.objects.count() == 0
+
+
+def test_errors_are_json_with_code_and_message_for_malformed_input(api):
+    r = api.post("/api/v1/studies/", "not json", content_type="application/json")
+    assert r.status_code == 400 and r.json()["code"] and r.json()["message"]
+    r = api.get("/api/v1/studies/not-a-uuid/")
+    assert r.status_code == 404 and r.json()["code"] == "not_found"
+    r = api.get("/api/v1/runs/00000000-0000-0000-0000-000000000000/telemetry/?max_points=abc")
+    assert r.status_code == 404
+
+
+def test_another_tenants_objects_answer_404(api, make_tenant):
+    from rest_framework.test import APIClient
+
+    study = post(api, "/api/v1/studies/", AIRFOIL).json()
+    run = Simulation.objects.filter(study_id=study["id"]).first()
+    other = make_tenant()
+    intruder = APIClient()
+    intruder.force_authenticate(other.user)
+    for path in (
+        f"/api/v1/studies/{study['id']}/",
+        f"/api/v1/studies/{study['id']}/results/",
+        f"/api/v1/studies/{study['id']}/results.csv",
+        f"/api/v1/runs/{run.id}/",
+        f"/api/v1/runs/{run.id}/log/",
+    ):
+        assert intruder.get(path).status_code == 404, path
+    assert intruder.post(f"/api/v1/studies/{study['id']}/cancel/").status_code == 404
+    assert intruder.post(f"/api/v1/runs/{run.id}/cancel/").status_code == 404
+    assert intruder.get("/api/v1/studies/").json()["count"] == 0
+    assert intruder.get("/api/v1/runs/").json()["count"] == 0
+
+
+def test_unauthenticated_requests_are_refused(db):
+    from rest_framework.test import APIClient
+
+    r = APIClient().get("/api/v1/studies/")
+    assert r.status_code in (401, 403) and r.json()["code"] == "not_authenticated"
+
+
+def test_token_login_gives_a_working_token(make_tenant, catalog):
+    from rest_framework.test import APIClient
+
+    tenant = make_tenant("acme")
+    client = APIClient()
+    r = client.post("/api/v1/auth/token/", {"username": "acme-user", "password": "wrong"}, format="json")
+    assert r.status_code == 401
+    r = client.post("/api/v1/auth/token/", {"username": "acme-user", "password": "pw-acme"}, format="json")
+    assert r.status_code == 200 and r.json()["tenant"] == tenant.name
+    client.credentials(HTTP_AUTHORIZATION=f"Token {r.json()['token']}")
+    assert client.get("/api/v1/me/").json()["tenant"] == "acme"
+
+
+def test_extend_adds_only_new_points_and_clone_makes_a_draft(api):
+    study = post(api, "/api/v1/studies/", {**AIRFOIL, "parameters": {"aoa": {"values": [0, 4]}}}).json()
+    r = post(api, f"/api/v1/studies/{study['id']}/extend/", {"parameters": {"aoa": {"values": [0, 4, 8, 12]}}})
+    assert r.status_code == 200, r.json()
+    assert r.json()["run_count"] == 4
+    assert sorted(r["parameters"]["aoa"] for r in Simulation.objects.filter(study_id=study["id"]).values("parameters")) == [0, 4, 8, 12]
+    r = post(api, f"/api/v1/studies/{study['id']}/extend/", {"parameters": {"mach": {"values": [1]}}})
+    assert r.status_code == 400 and "not new parameters" in r.json()["message"]
+    clone = post(api, f"/api/v1/studies/{study['id']}/clone/", {})
+    assert clone.status_code == 201 and clone.json()["state"] == "draft"
+    assert clone.json()["cloned_from"] == study["id"]
+    assert api.delete(f"/api/v1/studies/{clone.json()['id']}/").status_code == 204
+
+
+def test_cancel_of_a_queued_study_ends_every_run(api):
+    study = post(api, "/api/v1/studies/", AIRFOIL).json()
+    r = post(api, f"/api/v1/studies/{study['id']}/cancel/", {})
+    assert r.status_code == 200 and r.json()["state"] == "cancelled"
+    assert set(Simulation.objects.filter(study_id=study["id"]).values_list("state", flat=True)) == {"cancelled"}
+
+
+def test_list_endpoints_use_a_constant_number_of_queries(api, django_assert_max_num_queries):
+    for i in range(3):
+        post(api, "/api/v1/studies/", {**AIRFOIL, "name": f"s{i}"})
+    with django_assert_max_num_queries(8):
+        r = api.get("/api/v1/studies/")
+    assert r.json()["count"] == 3
+    with django_assert_max_num_queries(8):
+        r = api.get("/api/v1/runs/?state=pending")
+    assert r.json()["count"] == 54
+    assert r.json()["results"][0]["queue_position"] is not None
+
+
+def test_quota_endpoint_reports_limits_usage_and_queued_demand(api):
+    post(api, "/api/v1/studies/", {**AIRFOIL, "draft": False})
+    body = api.get("/api/v1/quota/").json()
+    assert body["limits"]["cores"] == 4
+    assert body["queued"]["runs"] == 18 and body["usage"]["runs"] == 0
+
+
+def test_schema_and_health(api):
+    assert api.get("/api/schema/").status_code == 200
+    assert api.get("/healthz").json()["status"] == "ok"

@@ -1,0 +1,234 @@
+"""Case uploads: every archive member is checked before anything is extracted."""
+
+from __future__ import annotations
+
+
+import shutil
+import stat
+import tarfile
+import tempfile
+import uuid
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from django.conf import settings
+
+from core.exceptions import ApplicationError, ErrorCode
+from orchestration import render
+from studies.models import Upload
+
+SUFFIXES = (".tar.gz", ".tgz", ".zip")
+
+
+def _reject(message: str, entry: str | None = None) -> ApplicationError:
+    details = {"entry": entry} if entry else None
+    return ApplicationError(message, code=ErrorCode.UPLOAD, field="file", details=details)
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    size: int
+    is_dir: bool
+
+
+def _check_name(name: str) -> str:
+    if "\x00" in name:
+        raise _reject(f"entry {name!r} has a NUL byte in its name", name)
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":") or name.startswith("\\"):
+        raise _reject(f"entry {name!r} has an absolute path; archive the case with relative paths", name)
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    if ".." in parts:
+        raise _reject(f"entry {name!r} climbs out of the case with '..'", name)
+    return "/".join(p for p in parts if p not in ("", "."))
+
+
+def _tar_members(fh: IO[bytes]) -> list[Member]:
+    try:
+        tar = tarfile.open(fileobj=fh, mode="r:gz")
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise _reject(f"not a readable .tar.gz archive: {exc}") from exc
+    out = []
+    limit = settings.WINDTUNNEL["UPLOAD_MAX_ENTRIES"]
+    with tar:
+        try:
+            for info in tar:
+                if len(out) >= limit:
+                    raise _reject(f"the archive has more than {limit:,} entries")
+                name = _check_name(info.name)
+                if info.issym() or info.islnk():
+                    raise _reject(f"entry {info.name!r} is a link; links are not allowed in a case archive", info.name)
+                if not (info.isreg() or info.isdir()):
+                    raise _reject(f"entry {info.name!r} is a device, pipe or other special file", info.name)
+                if name:
+                    out.append(Member(name=name, size=info.size, is_dir=info.isdir()))
+        except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
+            raise _reject(f"the .tar.gz archive is damaged: {exc}") from exc
+    return out
+
+
+def _zip_members(fh: IO[bytes]) -> list[Member]:
+    try:
+        archive = zipfile.ZipFile(fh)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise _reject(f"not a readable .zip archive: {exc}") from exc
+    out = []
+    limit = settings.WINDTUNNEL["UPLOAD_MAX_ENTRIES"]
+    with archive:
+        infos = archive.infolist()
+        if len(infos) > limit:
+            raise _reject(f"the archive has {len(infos):,} entries; at most {limit:,}")
+        for info in infos:
+            name = _check_name(info.filename)
+            mode = (info.external_attr >> 16) & 0xFFFF
+            if mode and stat.S_ISLNK(mode):
+                raise _reject(f"entry {info.filename!r} is a link; links are not allowed in a case archive", info.filename)
+            if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and stat.S_IFMT(mode):
+                raise _reject(f"entry {info.filename!r} is a device, pipe or other special file", info.filename)
+            if info.flag_bits & 0x1:
+                raise _reject(f"entry {info.filename!r} is encrypted", info.filename)
+            if name:
+                out.append(Member(name=name, size=info.file_size, is_dir=info.is_dir()))
+    return out
+
+
+def _strip_common_root(members: list[Member]) -> str:
+    """Archives often hold one top folder (`cavity/system/...`); find the case root in them."""
+    names = [m.name for m in members]
+    if any(n == "system/controlDict" for n in names):
+        return ""
+    roots = [n[: -len("system/controlDict")] for n in names if n.endswith("/system/controlDict")]
+    if len(roots) == 1:
+        return roots[0]
+    if len(roots) > 1:
+        raise _reject("the archive holds several cases (several system/controlDict); upload one case at a time")
+    raise _reject("the archive has no system/controlDict; an OpenFOAM case needs one (at its top or in one top folder)")
+
+
+def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int) -> Upload:
+    cfg = settings.WINDTUNNEL
+    lower = (filename or "").lower()
+    if not lower.endswith(SUFFIXES):
+        raise _reject(f"{filename!r}: upload a .tar.gz, .tgz or .zip archive of the case")
+    if size > cfg["UPLOAD_MAX_BYTES"]:
+        raise _reject(f"the file is {size / 1e6:.1f} MB; at most {cfg['UPLOAD_MAX_BYTES'] / 1e6:.0f} MB")
+    if size == 0:
+        raise _reject("the file is empty")
+    is_zip = lower.endswith(".zip")
+    fileobj.seek(0)
+    members = _zip_members(fileobj) if is_zip else _tar_members(fileobj)
+    total = sum(m.size for m in members if not m.is_dir)
+    if total > cfg["UPLOAD_MAX_UNPACKED_BYTES"]:
+        raise _reject(f"the archive unpacks to {total / 1e6:.0f} MB; at most {cfg['UPLOAD_MAX_UNPACKED_BYTES'] / 1e6:.0f} MB")
+    ratio = total / max(size, 1)
+    if ratio > cfg["UPLOAD_MAX_RATIO"] and total > 10 * 1024 * 1024:
+        raise _reject(f"the archive expands {ratio:.0f}× (at most {cfg['UPLOAD_MAX_RATIO']:.0f}×); it looks like an archive bomb")
+    root = _strip_common_root(members)
+
+    upload_id = uuid.uuid4()
+    final = Path(settings.UPLOAD_DIR) / str(upload_id)
+    staging = Path(tempfile.mkdtemp(prefix="upload-", dir=_ensure(Path(settings.UPLOAD_DIR))))
+    case = staging / "case"
+    case.mkdir()
+    try:
+        fileobj.seek(0)
+        written = _extract(fileobj, is_zip=is_zip, root=root, dest=case, budget=total)
+        try:
+            placeholders = render.find_placeholders(case)
+        except render.RenderError as exc:
+            raise _reject(f"a case file has a broken {{{{ }}}} placeholder: {exc}") from exc
+        staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    case = final / "case"
+    return Upload.objects.create(
+        id=upload_id,
+        tenant=tenant,
+        owner=owner,
+        filename=Path(filename).name[:255],
+        size_bytes=size,
+        unpacked_bytes=written,
+        files_count=sum(1 for m in members if not m.is_dir),
+        path=str(case),
+        placeholders=placeholders,
+        has_mesh=(case / "constant" / "polyMesh" / "points").exists() or (case / "constant" / "polyMesh" / "points.gz").exists(),
+        has_block_mesh_dict=(case / "system" / "blockMeshDict").exists(),
+    )
+
+
+def _ensure(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _target(dest: Path, name: str, root: str) -> Path | None:
+    if root and not name.startswith(root):
+        return None
+    rel = name[len(root) :]
+    if not rel:
+        return None
+    target = (dest / rel).resolve()
+    if not str(target).startswith(str(dest.resolve()) + "/"):
+        raise _reject(f"entry {name!r} would land outside the case", name)
+    return target
+
+
+def _copy_limited(src: IO[bytes], dst: Path, budget: list[int], name: str) -> int:
+    """Copy while counting real bytes: a lying header cannot get past the size limit."""
+    written = 0
+    with dst.open("wb") as out:
+        while chunk := src.read(1024 * 1024):
+            written += len(chunk)
+            budget[0] -= len(chunk)
+            if budget[0] < 0:
+                raise _reject(f"entry {name!r} is larger than its header says", name)
+            out.write(chunk)
+    return written
+
+
+def _extract(fileobj: IO[bytes], *, is_zip: bool, root: str, dest: Path, budget: int) -> int:
+    remaining = [budget]
+    written = 0
+    if is_zip:
+        with zipfile.ZipFile(fileobj) as archive:
+            for info in archive.infolist():
+                target = _target(dest, _check_name(info.filename), root)
+                if target is None:
+                    continue
+                if info.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as src:
+                    written += _copy_limited(src, target, remaining, info.filename)
+        return written
+    with tarfile.open(fileobj=fileobj, mode="r:gz") as tar:
+        for info in tar:
+            target = _target(dest, _check_name(info.name), root)
+            if target is None:
+                continue
+            if info.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            if not info.isreg():
+                raise _reject(f"entry {info.name!r} is not a regular file", info.name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            src = tar.extractfile(info)
+            if src is None:
+                continue
+            written += _copy_limited(src, target, remaining, info.name)
+    return written
+
+
+def upload_delete(*, upload: Upload) -> None:
+    from studies.models import Study
+
+    if Study.objects.filter(upload=upload).exists():
+        raise ApplicationError("studies use this upload; delete them first", code=ErrorCode.STATE, status=409)
+    shutil.rmtree(Path(upload.path).parent, ignore_errors=True)
+    upload.delete()
+
+

@@ -1,0 +1,30 @@
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+
+
+class SeriesChunk(models.Model):
+    """A batch of points of one series of one run attempt: arrays, never a row per point."""
+
+    run = models.ForeignKey("studies.Simulation", on_delete=models.CASCADE, related_name="chunks")
+    attempt = models.PositiveIntegerField()
+    name = models.CharField(max_length=200)
+    seq = models.PositiveIntegerField()
+    xs = ArrayField(models.FloatField())
+    ys = ArrayField(models.FloatField(null=True))
+    x_min = models.FloatField()
+    x_max = models.FloatField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "attempt", "name", "seq"], name="chunk_series")]
+
+
+class LogChunk(models.Model):
+    run = models.ForeignKey("studies.Simulation", on_delete=models.CASCADE, related_name="log_chunks")
+    attempt = models.PositiveIntegerField()
+    seq = models.PositiveIntegerField()
+    lines = ArrayField(models.TextField())
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "attempt", "seq"], name="log_seq")]

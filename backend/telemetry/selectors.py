@@ -1,0 +1,73 @@
+"""Reads of telemetry: whole series, downsampled series, log tails."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from telemetry.models import LogChunk, SeriesChunk
+
+
+def series_values(*, run, attempt: int, name: str) -> tuple[list[float], list[float | None]]:
+    xs: list[float] = []
+    ys: list[float | None] = []
+    for cx, cy in SeriesChunk.objects.filter(run=run, attempt=attempt, name=name).order_by("seq").values_list("xs", "ys"):
+        xs.extend(cx)
+        ys.extend(cy)
+    return xs, ys
+
+
+def series_names(*, run, attempt: int) -> list[str]:
+    return sorted(SeriesChunk.objects.filter(run=run, attempt=attempt).values_list("name", flat=True).distinct())
+
+
+def downsample(xs: list[float], ys: list[float | None], max_points: int) -> tuple[list[float], list[float | None]]:
+    """Min/max per bucket, in x order: spikes survive, the shape stays, the count is bounded."""
+    n = len(xs)
+    if n <= max_points or max_points < 4:
+        return xs, ys
+    buckets = max_points // 2
+    size = n / buckets
+    out_x: list[float] = []
+    out_y: list[float | None] = []
+    for b in range(buckets):
+        lo, hi = int(b * size), min(int((b + 1) * size), n)
+        if lo >= hi:
+            continue
+        idx = [i for i in range(lo, hi) if ys[i] is not None]
+        if not idx:
+            out_x.append(xs[lo])
+            out_y.append(None)
+            continue
+        i_min = min(idx, key=lambda i: ys[i])  # type: ignore[arg-type,return-value]
+        i_max = max(idx, key=lambda i: ys[i])  # type: ignore[arg-type,return-value]
+        for i in sorted({i_min, i_max}):
+            out_x.append(xs[i])
+            out_y.append(ys[i])
+    return out_x, out_y
+
+
+def series_read(*, run, attempt: int | None, names: list[str], max_points: int = 2000) -> dict[str, Any]:
+    attempt = run.attempt if attempt is None else attempt
+    out = {}
+    for name in names:
+        xs, ys = series_values(run=run, attempt=attempt, name=name)
+        total = len(xs)
+        dx, dy = downsample(xs, ys, max_points)
+        out[name] = {
+            "x": dx,
+            "y": [None if (v is None or (isinstance(v, float) and math.isnan(v))) else v for v in dy],
+            "points": total,
+            "returned": len(dx),
+        }
+    return out
+
+
+def log_tail(*, run, attempt: int | None = None, lines: int = 200) -> list[str]:
+    attempt = run.attempt if attempt is None else attempt
+    collected: list[str] = []
+    for chunk in LogChunk.objects.filter(run=run, attempt=attempt).order_by("-seq").values_list("lines", flat=True).iterator(chunk_size=20):
+        collected[:0] = chunk
+        if len(collected) >= lines:
+            break
+    return collected[-lines:]

@@ -1,0 +1,6 @@
+from django.db import models
+
+
+class Role(models.TextChoices):
+    MEMBER = "member", "Member"
+    ADMIN = "admin", "Admin"

@@ -1,0 +1,1 @@
+"""Compute drivers, the run agent and the image composer. Never imports Django."""

@@ -1,0 +1,3 @@
+from orchestration.agent.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""Case preparation: render the source case into <work_dir>/case and write decomposeParDict."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestration.render import render_case
+
+__all__ = ["decompose_par_dict", "prepare_case", "split_subdomains"]
+
+_HEADER = """/*--------------------------------*- C++ -*----------------------------------*\\
+  Written by the Windtunnel run agent.
+\\*---------------------------------------------------------------------------*/
+FoamFile
+{
+    version     2.0;
+    format      ascii;
+    class       dictionary;
+    location    "system";
+    object      decomposeParDict;
+}
+"""
+
+
+def split_subdomains(count: int) -> tuple[int, int, int]:
+    """`count` as (nx, ny, 1), as square as possible: 2D cases have one cell in z."""
+    ny = max(d for d in range(1, math.isqrt(count) + 1) if count % d == 0)
+    return count // ny, ny, 1
+
+
+def decompose_par_dict(decompose: Mapping[str, Any]) -> str:
+    count = int(decompose["subdomains"])
+    method = str(decompose.get("method") or "hierarchical")
+    n = tuple(decompose.get("n") or split_subdomains(count))
+    coeffs = f"    n           ({n[0]} {n[1]} {n[2]});\n"
+    if method == "hierarchical":
+        coeffs += "    order       xyz;\n"
+    body = (
+        f"numberOfSubdomains {count};\n\nmethod          {method};\n\n"
+        f"coeffs\n{{\n{coeffs}}}\n\n{method}Coeffs\n{{\n{coeffs}}}\n"
+    )
+    return _HEADER + "\n" + body
+
+
+def prepare_case(
+    *, case_dir: Path, dest: Path, context: Mapping[str, Any], decompose: Mapping[str, Any] | None
+) -> list[str]:
+    """Render `case_dir` into `dest`; return the rendered files' relative paths."""
+    rendered = render_case(case_dir, dest, context)
+    if decompose:
+        system = dest / "system"
+        system.mkdir(exist_ok=True)
+        (system / "decomposeParDict").write_text(decompose_par_dict(decompose))
+    return rendered

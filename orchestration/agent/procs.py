@@ -1,0 +1,168 @@
+"""Process groups: start, sample (CPU/RSS of the tree) and stop. psutil if present, else /proc."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+try:  # optional: the agent also runs where only the stdlib is installed
+    import psutil
+except ImportError:  # pragma: no cover - exercised on nodes without psutil
+    psutil = None  # type: ignore[assignment]
+
+__all__ = ["TreeSampler", "group_alive", "kill_group", "tree_pids"]
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _proc_stat(pid: int) -> tuple[int, int, int, int] | None:
+    """(ppid, pgid, cpu ticks, rss pages) from /proc/<pid>/stat."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(")") + 2 :].split()
+    # fields[0] is state; ppid=1, pgrp=2, utime=11, stime=12, rss=21
+    return int(fields[1]), int(fields[2]), int(fields[11]) + int(fields[12]), int(fields[21])
+
+
+def _all_pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def tree_pids(root: int) -> list[int]:
+    """`root` and all its descendants (empty when `root` is gone)."""
+    if psutil is not None:
+        try:
+            proc = psutil.Process(root)
+            return [root, *(child.pid for child in proc.children(recursive=True))]
+        except psutil.Error:
+            return []
+    parents: dict[int, list[int]] = {}
+    for pid in _all_pids():
+        info = _proc_stat(pid)
+        if info:
+            parents.setdefault(info[0], []).append(pid)
+    if _proc_stat(root) is None:
+        return []
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(parents.get(pid, []))
+    return found
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_pids(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_group(
+    pgid: int,
+    *,
+    grace: float,
+    extra_pids: list[int] | None = None,
+    reap: Callable[[], object] | None = None,
+) -> None:
+    """SIGTERM the group (and `extra_pids`, descendants that left it), SIGKILL after `grace`.
+
+    `reap` (e.g. ``popen.poll``) is called while waiting so our own child does not linger
+    as a zombie that keeps the group "alive".
+    """
+    extra = list(extra_pids or [])
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    _signal_pids(extra, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if reap is not None:
+            reap()
+        if not group_alive(pgid) and not _any_alive(extra):
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _signal_pids(extra, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Exists and is not a zombie."""
+    if psutil is not None:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _any_alive(pids: list[int]) -> bool:
+    return any(_alive(pid) for pid in pids)
+
+
+class TreeSampler:
+    """CPU % (summed over processes, 100 = one core) and RSS bytes of a process tree."""
+
+    def __init__(self) -> None:
+        self._procs: dict[int, object] = {}  # psutil.Process objects keep cpu_percent state
+        self._ticks: dict[int, int] = {}
+        self._last = time.monotonic()
+
+    def sample(self, root: int) -> tuple[float, int]:
+        return self._sample_psutil(root) if psutil is not None else self._sample_proc(root)
+
+    def _sample_psutil(self, root: int) -> tuple[float, int]:
+        cpu, rss = 0.0, 0
+        current = {}
+        for pid in tree_pids(root):
+            try:
+                proc = self._procs.get(pid) or psutil.Process(pid)
+                with proc.oneshot():
+                    cpu += proc.cpu_percent(None)  # 0.0 on the first call for a process
+                    rss += proc.memory_info().rss
+                current[pid] = proc
+            except psutil.Error:
+                continue
+        self._procs = current
+        return cpu, rss
+
+    def _sample_proc(self, root: int) -> tuple[float, int]:
+        now = time.monotonic()
+        elapsed = max(now - self._last, 1e-6)
+        self._last = now
+        cpu_ticks, rss = 0, 0
+        ticks: dict[int, int] = {}
+        for pid in tree_pids(root):
+            info = _proc_stat(pid)
+            if info is None:
+                continue
+            ticks[pid] = info[2]
+            cpu_ticks += info[2] - self._ticks.get(pid, info[2])
+            rss += info[3] * _PAGE
+        self._ticks = ticks
+        return 100.0 * cpu_ticks / _CLK_TCK / elapsed, rss

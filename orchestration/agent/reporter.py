@@ -1,0 +1,231 @@
+"""Background reporting: heartbeats and telemetry batches with retries and a bounded buffer."""
+
+from __future__ import annotations
+
+import collections
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from orchestration.agent.client import (
+    Backoff,
+    PortalClient,
+    PortalError,
+    StaleAttempt,
+    TransientError,
+    json_safe,
+)
+from orchestration.logparse import Point
+
+__all__ = ["Reporter"]
+
+MAX_BUFFERED_POINTS = 200_000
+MAX_BATCH_POINTS = 20_000
+MAX_LOG_LINES = 200  # per telemetry batch
+MAX_BUFFERED_LOG_LINES = 5_000
+MAX_LOG_LINE_CHARS = 2_000
+
+
+class Reporter:
+    """Owns every non-final call to the portal while the run goes on (one thread).
+
+    `stop_requested` is set when an answer carries ``"stop": true``; `stale` on a 409.
+    Call `close()` then `flush(deadline=…)` to send what is left synchronously.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: PortalClient,
+        heartbeat_interval: float,
+        telemetry_interval: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.heartbeat_interval = heartbeat_interval
+        self.telemetry_interval = telemetry_interval
+        self.clock = clock
+        self.stop_requested = threading.Event()
+        self.stale = threading.Event()
+        self.phase = "preparing"
+        self.resources: dict[str, float | int] = {"cpu_percent": 0.0, "rss_bytes": 0}
+        self._lock = threading.Lock()
+        self._series: dict[str, list[list[float | str]]] = {}
+        self._points = 0
+        self._dropped_points = 0
+        self._log: collections.deque[str] = collections.deque()
+        self._skipped_lines = 0
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="reporter", daemon=True)
+        self._last_accepted = clock()
+        self._next_telemetry = clock()
+        self._retry_at = 0.0
+        self._backoff = Backoff()
+
+    # -- producers (any thread) -----------------------------------------------------------
+
+    def add_points(self, points: Iterable[Point]) -> None:
+        with self._lock:
+            for series, x, y in points:
+                self._series.setdefault(series, []).append([json_safe(x), json_safe(y)])
+                self._points += 1
+            if self._points > MAX_BUFFERED_POINTS:
+                self._shed_points()
+
+    def add_log(self, lines: Iterable[str]) -> None:
+        with self._lock:
+            for line in lines:
+                self._log.append(line[:MAX_LOG_LINE_CHARS])
+            while len(self._log) > MAX_BUFFERED_LOG_LINES:
+                self._log.popleft()
+                self._skipped_lines += 1
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+
+    def set_resources(self, *, cpu_percent: float, rss_bytes: int) -> None:
+        self.resources = {"cpu_percent": round(cpu_percent, 1), "rss_bytes": int(rss_bytes)}
+
+    def has_pending(self) -> bool:
+        with self._lock:
+            return bool(self._points or self._log or self._skipped_lines)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the background thread (pending data stays for `flush`)."""
+        self._closing.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.client.timeout + 5)
+
+    def flush(self, *, deadline: float, sleep: Callable[[float], Any] = time.sleep) -> bool:
+        """Send everything left, retrying until `deadline`; True when all was accepted."""
+        backoff = Backoff()
+        while self.has_pending():
+            try:
+                self._send_telemetry()
+                backoff.reset()
+            except TransientError as exc:
+                if self.clock() >= deadline:
+                    print(f"agent: giving up on telemetry: {exc}", file=sys.stderr)
+                    return False
+                sleep(min(backoff.next(), max(deadline - self.clock(), 0.0)))
+            except PortalError as exc:
+                print(f"agent: telemetry refused, dropped: {exc}", file=sys.stderr)
+        return True
+
+    # -- the thread -----------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._closing.is_set() and not self.stale.is_set():
+            now = self.clock()
+            if now >= self._retry_at:
+                try:
+                    if now >= self._next_telemetry and self.has_pending():
+                        self._next_telemetry = now + self.telemetry_interval
+                        self._send_telemetry()
+                    elif now - self._last_accepted >= self.heartbeat_interval:
+                        self._send_heartbeat()
+                    self._backoff.reset()
+                except TransientError as exc:
+                    delay = self._backoff.next()
+                    self._retry_at = self.clock() + delay
+                    print(f"agent: report failed ({exc}); retry in {delay:.1f} s", file=sys.stderr)
+                except PortalError as exc:
+                    print(f"agent: report refused: {exc}", file=sys.stderr)
+                except StaleAttempt:
+                    return  # `stale` is set; the supervisor kills the solver
+                except Exception as exc:  # never let the reporter die silently
+                    print(f"agent: reporter error: {exc!r}", file=sys.stderr)
+            self._closing.wait(0.1)
+
+    def _answer(self, answer: dict[str, Any]) -> None:
+        self._last_accepted = self.clock()
+        if answer.get("stop"):
+            self.stop_requested.set()
+
+    def _call(self, path: str, body: dict[str, Any]) -> None:
+        try:
+            answer = self.client.post(path, body)
+        except StaleAttempt:
+            self.stale.set()
+            raise
+        self._answer(answer)
+
+    def _send_heartbeat(self) -> None:
+        self._call("heartbeat/", {"phase": self.phase, "resources": dict(self.resources)})
+
+    def _send_telemetry(self) -> None:
+        series, log, count = self._take_batch()
+        try:
+            self._call("telemetry/", {"series": series, "log": log})
+        except TransientError:
+            self._put_back(series, log, count)
+            raise
+        except StaleAttempt:
+            raise
+        except PortalError:
+            raise  # the batch is dropped: resending what was refused would loop forever
+
+    # -- buffer ---------------------------------------------------------------------------
+
+    def _take_batch(self) -> tuple[dict[str, list[list[float | str]]], list[str], int]:
+        with self._lock:
+            batch: dict[str, list[list[float | str]]] = {}
+            taken = 0
+            for name in list(self._series):
+                room = MAX_BATCH_POINTS - taken
+                if room <= 0:
+                    break
+                points = self._series[name]
+                batch[name], rest = points[:room], points[room:]
+                taken += len(batch[name])
+                if rest:
+                    self._series[name] = rest
+                else:
+                    del self._series[name]
+            self._points -= taken
+            skipped = self._skipped_lines + max(len(self._log) - MAX_LOG_LINES, 0)
+            lines = list(self._log)[-MAX_LOG_LINES:]
+            if skipped:
+                lines.insert(0, f"[… {skipped} lines skipped …]")
+            self._log.clear()
+            self._skipped_lines = 0
+            if self._dropped_points:
+                lines.append(f"[… {self._dropped_points} telemetry points dropped …]")
+                self._dropped_points = 0
+            return batch, lines, taken
+
+    def _put_back(
+        self, batch: dict[str, list[list[float | str]]], lines: list[str], count: int
+    ) -> None:
+        """A failed batch goes back in front of what arrived since."""
+        with self._lock:
+            self._log.extendleft(reversed(lines))
+            while len(self._log) > MAX_BUFFERED_LOG_LINES:
+                self._log.popleft()
+                self._skipped_lines += 1
+            for name, points in batch.items():
+                self._series[name] = points + self._series.get(name, [])
+            self._points += count
+            if self._points > MAX_BUFFERED_POINTS:
+                self._shed_points()
+
+    def _shed_points(self) -> None:
+        """Over the bound: drop every other point of the oldest half of the largest series."""
+        while self._points > MAX_BUFFERED_POINTS:
+            name = max(self._series, key=lambda n: len(self._series[n]))
+            points = self._series[name]
+            half = len(points) // 2
+            if half < 2:
+                break
+            kept = points[:half:2] + points[half:]
+            removed = len(points) - len(kept)
+            self._series[name] = kept
+            self._points -= removed
+            self._dropped_points += removed

@@ -1,0 +1,158 @@
+"""The agent's view of `run.json` (validated, typed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["AgentSpec", "AgentStep", "SpecError", "load_spec"]
+
+ROLES = ("prepare", "decompose", "solve", "reconstruct", "other")
+
+
+class SpecError(ValueError):
+    """`run.json` is missing, unreadable or invalid."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AgentStep:
+    name: str
+    argv: tuple[str, ...]
+    role: str = "solve"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AgentSpec:
+    run_id: str
+    attempt: int
+    portal_url: str
+    token: str
+    case_dir: Path
+    work_dir: Path
+    context: Mapping[str, Any]
+    steps: tuple[AgentStep, ...]
+    decompose: Mapping[str, Any] | None = None
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    heartbeat_interval: float = 5.0
+    telemetry_interval: float = 1.0
+    archive_max_mb: float = 512.0
+    kill_grace: float = 10.0  # SIGTERM → SIGKILL of the solver group on `stop: true`
+    final_timeout: float = 300.0  # retry window for the final reports
+
+    @property
+    def case_path(self) -> Path:
+        return self.work_dir / "case"
+
+
+def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in data:
+        raise SpecError(f"run.json: missing {key!r}")
+    value = data[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise SpecError(f"run.json: {key!r} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _interval(data: Mapping[str, Any], key: str, default: float) -> float:
+    value = data.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(f"run.json: {key!r} must be a number")
+    if not math.isfinite(value) or value <= 0:
+        raise SpecError(f"run.json: {key!r} must be positive")
+    return float(value)
+
+
+def _step(raw: Any, index: int) -> AgentStep:
+    if not isinstance(raw, Mapping):
+        raise SpecError(f"run.json: steps[{index}] must be an object")
+    name = raw.get("name")
+    argv = raw.get("argv")
+    role = raw.get("role", "solve")
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise SpecError(f"run.json: steps[{index}].name must be a plain non-empty string")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise SpecError(f"run.json: steps[{index}].argv must be a non-empty list of strings")
+    if role not in ROLES:
+        raise SpecError(f"run.json: steps[{index}].role must be one of {', '.join(ROLES)}")
+    return AgentStep(name=name, argv=tuple(argv), role=role)
+
+
+def _decompose(raw: Any) -> Mapping[str, Any] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise SpecError("run.json: 'decompose' must be an object or null")
+    method = raw.get("method", "hierarchical")
+    subdomains = raw.get("subdomains")
+    if not isinstance(method, str) or not method.isidentifier():
+        raise SpecError("run.json: decompose.method must be a word")
+    if isinstance(subdomains, bool) or not isinstance(subdomains, int) or subdomains < 1:
+        raise SpecError("run.json: decompose.subdomains must be a positive integer")
+    n = raw.get("n")
+    if n is not None and (
+        not isinstance(n, list)
+        or len(n) != 3
+        or not all(isinstance(v, int) and v > 0 for v in n)
+        or n[0] * n[1] * n[2] != subdomains
+    ):
+        raise SpecError("run.json: decompose.n must be 3 positive integers whose product is subdomains")
+    return {"method": method, "subdomains": subdomains, "n": n}
+
+
+def parse_spec(data: Any) -> AgentSpec:
+    if not isinstance(data, Mapping):
+        raise SpecError("run.json: must be a JSON object")
+    if data.get("version", 1) != 1:
+        raise SpecError(f"run.json: unsupported version {data.get('version')!r}")
+    steps_raw = _require(data, "steps", list)
+    if not steps_raw:
+        raise SpecError("run.json: 'steps' is empty")
+    env = data.get("env") or {}
+    if not isinstance(env, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        raise SpecError("run.json: 'env' must map strings to strings")
+    context = data.get("context") or {}
+    if not isinstance(context, Mapping):
+        raise SpecError("run.json: 'context' must be an object")
+    attempt = _require(data, "attempt", int)
+    if attempt < 1:
+        raise SpecError("run.json: 'attempt' must be >= 1")
+    portal_url = _require(data, "portal_url", str).rstrip("/")
+    if not portal_url.startswith(("http://", "https://")):
+        raise SpecError("run.json: 'portal_url' must be an http(s) URL")
+    return AgentSpec(
+        run_id=_require(data, "run_id", str),
+        attempt=attempt,
+        portal_url=portal_url,
+        token=_require(data, "token", str),
+        case_dir=Path(_require(data, "case_dir", str)),
+        work_dir=Path(_require(data, "work_dir", str)),
+        context=dict(context),
+        steps=tuple(_step(raw, i) for i, raw in enumerate(steps_raw)),
+        decompose=_decompose(data.get("decompose")),
+        env=dict(env),
+        heartbeat_interval=_interval(data, "heartbeat_interval", 5.0),
+        telemetry_interval=_interval(data, "telemetry_interval", 1.0),
+        archive_max_mb=_interval(data, "archive_max_mb", 512.0),
+        kill_grace=_interval(data, "kill_grace", 10.0),
+        final_timeout=_interval(data, "final_timeout", 300.0),
+    )
+
+
+def load_spec(path: Path) -> tuple[AgentSpec | None, dict[str, Any], str]:
+    """Read `path`: (spec or None, the raw JSON object (possibly empty), error message)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return None, {}, f"cannot read run spec {path}: {exc}"
+    try:
+        return parse_spec(data), data if isinstance(data, dict) else {}, ""
+    except SpecError as exc:
+        return None, data if isinstance(data, dict) else {}, str(exc)

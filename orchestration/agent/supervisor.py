@@ -1,0 +1,233 @@
+"""Runs the steps of one attempt, follows their output and decides how the attempt ended."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from orchestration.agent.procs import TreeSampler, kill_group, tree_pids
+from orchestration.agent.reporter import Reporter
+from orchestration.agent.spec import AgentSpec, AgentStep
+from orchestration.dat import DatFollower
+from orchestration.logparse import LogParser
+
+__all__ = ["Outcome", "Stale", "StepResult", "Supervisor", "log"]
+
+PHASES = {
+    "prepare": "meshing",
+    "decompose": "decomposing",
+    "solve": "solving",
+    "reconstruct": "reconstructing",
+    "other": "solving",
+}
+TERMINATE_GRACE = 3.0  # on SIGTERM the driver waits for us: leave time to report
+POLL = 0.1
+
+
+def log(message: str) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    print(f"{stamp} agent: {message}", file=sys.stderr, flush=True)
+
+
+class Stale(Exception):
+    """The portal answered 409: this attempt is over."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Outcome:
+    state: str  # completed | failed | cancelled
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepResult:
+    returncode: int
+    interrupted: str = ""  # "" | "stop" | "terminated"
+    fatal_error: str | None = None
+    converged: bool = False
+
+
+def _describe_exit(name: str, code: int) -> str:
+    if code < 0:
+        try:
+            signame = signal.Signals(-code).name
+        except ValueError:
+            signame = f"signal {-code}"
+        return f"{name} was killed by {signame}"
+    return f"{name} exited with code {code}"
+
+
+class Supervisor:
+    def __init__(
+        self,
+        *,
+        spec: AgentSpec,
+        reporter: Reporter,
+        terminate: threading.Event,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.spec = spec
+        self.reporter = reporter
+        self.terminate = terminate
+        self.clock = clock
+        self.started = clock()
+        self.sampler = TreeSampler()
+        self.dat = DatFollower(spec.case_path)
+        self.env = {**os.environ, **spec.env}
+        self._follow_dat = False
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def run_steps(self) -> Outcome:
+        """Run every step in order; stop at the first failure, `stop` or SIGTERM."""
+        messages: list[str] = []
+        for index, step in enumerate(self.spec.steps):
+            self._check_interrupts()
+            if self.terminate.is_set():
+                return Outcome(state="cancelled", reason="terminated")
+            if self.reporter.stop_requested.is_set():
+                return Outcome(state="cancelled", reason="stopped by the portal")
+            result = self.run_step(step)
+            if result.converged:
+                messages.append(f"{step.name}: solution converged")
+            if result.interrupted == "terminated":
+                return Outcome(state="cancelled", reason="terminated")
+            if result.interrupted == "stop":
+                self._reconstruct_after_stop(self.spec.steps[index + 1 :])
+                return Outcome(state="cancelled", reason="stopped by the portal")
+            if result.returncode != 0:
+                return Outcome(
+                    state="failed",
+                    exit_code=result.returncode,
+                    reason=_describe_exit(step.name, result.returncode),
+                    message=result.fatal_error or "",
+                )
+        return Outcome(state="completed", exit_code=0, message="; ".join(messages))
+
+    def _reconstruct_after_stop(self, rest: tuple[AgentStep, ...]) -> None:
+        """A stopped parallel run still gets its latest time reconstructed (best effort)."""
+        for step in rest:
+            if step.role == "reconstruct" and not self.terminate.is_set():
+                result = self.run_step(step, interruptible=False)
+                if result.returncode != 0:
+                    log(f"{step.name} after stop: {_describe_exit(step.name, result.returncode)}")
+
+    def _check_interrupts(self) -> None:
+        if self.reporter.stale.is_set():
+            raise Stale()
+
+    def run_step(self, step: AgentStep, *, interruptible: bool = True) -> StepResult:
+        case = self.spec.case_path
+        self.reporter.set_phase(PHASES.get(step.role, "solving"))
+        self.reporter.add_log([f"== {step.name}: {' '.join(step.argv)} =="])
+        log(f"step {step.name}: {step.argv}")
+        if step.role == "solve":
+            self._follow_dat = True
+        logfile = (case / f"log.{step.name}").open("wb")
+        try:
+            proc = subprocess.Popen(
+                list(step.argv),
+                cwd=case,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            logfile.write(f"cannot start {step.argv[0]}: {exc}\n".encode())
+            logfile.close()
+            self.reporter.add_log([f"cannot start {step.argv[0]}: {exc}"])
+            return StepResult(returncode=127, fatal_error=f"cannot start {step.argv[0]}: {exc}")
+        parser = LogParser()
+        reader = threading.Thread(
+            target=self._pump,
+            args=(proc.stdout, logfile, parser, step.role == "solve"),
+            name=f"reader-{step.name}",
+            daemon=True,
+        )
+        reader.start()
+        interrupted = self._watch(proc, interruptible=interruptible)
+        proc.wait()
+        reader.join(timeout=10)
+        logfile.close()
+        if step.role == "solve":
+            self.reporter.add_points(parser.flush())
+        else:
+            parser.flush()
+        self._sample(proc.pid, final=True)
+        self.reporter.add_log([f"== {step.name}: {_describe_exit(step.name, proc.returncode)} =="])
+        log(f"step {step.name}: {_describe_exit(step.name, proc.returncode)}")
+        return StepResult(
+            returncode=proc.returncode,
+            interrupted=interrupted,
+            fatal_error=parser.fatal_error,
+            converged=parser.converged,
+        )
+
+    def _watch(self, proc: subprocess.Popen[bytes], *, interruptible: bool) -> str:
+        """Wait for `proc`, sampling as it runs; stop it on stale/stop/SIGTERM."""
+        next_sample = self.clock()
+        while proc.poll() is None:
+            if self.reporter.stale.is_set():
+                self.kill(proc, grace=0.0)
+                raise Stale()
+            if self.terminate.is_set():
+                self.kill(proc, grace=TERMINATE_GRACE)
+                return "terminated"
+            if interruptible and self.reporter.stop_requested.is_set():
+                self.kill(proc, grace=self.spec.kill_grace)
+                return "stop"
+            if self.clock() >= next_sample:
+                next_sample = self.clock() + self.spec.telemetry_interval
+                self._sample(proc.pid)
+            self.terminate.wait(POLL)
+        return ""
+
+    def kill(self, proc: subprocess.Popen[bytes], *, grace: float) -> None:
+        """SIGTERM the step's process group (plus strays), SIGKILL after `grace`."""
+        log(f"stopping pid {proc.pid} (grace {grace:.0f} s)")
+        kill_group(proc.pid, grace=grace, extra_pids=tree_pids(proc.pid), reap=proc.poll)
+
+    # -- following ------------------------------------------------------------------------
+
+    def _pump(
+        self, stream: IO[bytes] | None, logfile: IO[bytes], parser: LogParser, solve: bool
+    ) -> None:
+        if stream is None:
+            return
+        last_flush = self.clock()
+        for raw in iter(stream.readline, b""):
+            logfile.write(raw)
+            if self.clock() - last_flush > 1.0:
+                logfile.flush()
+                last_flush = self.clock()
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            points = parser.feed(line)
+            if solve and points:
+                self.reporter.add_points(points)
+            self.reporter.add_log([line])
+        stream.close()
+
+    def _sample(self, pid: int, *, final: bool = False) -> None:
+        x = round(self.clock() - self.started, 3)
+        if not final:
+            cpu, rss = self.sampler.sample(pid)
+            self.reporter.set_resources(cpu_percent=cpu, rss_bytes=rss)
+            self.reporter.add_points([("cpu.percent", x, cpu), ("memory.rss", x, float(rss))])
+        if self._follow_dat:
+            self.reporter.add_points(self.dat.poll())
+
+    def poll_dat(self) -> None:
+        if self._follow_dat or Path(self.spec.case_path / "postProcessing").is_dir():
+            self.reporter.add_points(self.dat.poll())

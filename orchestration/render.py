@@ -1,0 +1,384 @@
+"""Sandboxed case rendering and parameter expressions.
+
+Shared by the portal (template validation, derived values) and the run agent (rendering a
+case before it runs). Only ``{{ … }}`` is template syntax: Jinja's block and comment
+delimiters are set to strings that never occur in text files, so OpenFOAM's own ``{``,
+``}``, ``#include``, ``#{ … #}`` and ``{#`` pass through untouched. A literal ``{{`` is
+written ``{{ '{{' }}``.
+
+Expressions use Jinja's expression grammar (not Python's): ``**`` is left-associative
+(``2**3**2 == 64``) and ``~`` concatenates strings. Everything runs in
+``jinja2.sandbox.SandboxedEnvironment`` with ``StrictUndefined``; globals are only
+``FUNCTIONS``; filters are a small allow-list; arithmetic that could exhaust memory or CPU
+(huge powers, string/list repetition, ``%``-formatting) is refused.
+
+Stdlib + jinja2 only: this module ships with the agent onto cluster nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import shutil
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.meta
+from jinja2 import nodes
+from jinja2.sandbox import SandboxedEnvironment, SecurityError
+
+__all__ = [
+    "FUNCTIONS",
+    "MAX_EXPRESSION_LENGTH",
+    "MAX_TEMPLATE_BYTES",
+    "RenderError",
+    "evaluate",
+    "evaluate_derived",
+    "expression_names",
+    "find_placeholders",
+    "is_binary_file",
+    "render_case",
+    "render_text",
+]
+
+MAX_EXPRESSION_LENGTH = 500
+MAX_TEMPLATE_BYTES = 20 * 1024 * 1024
+_MAX_MAGNITUDE_DIGITS = 300  # results of ** above ~1e300 are refused
+_MAX_SEQUENCE = 100_000  # longest string/list a `*` may build
+
+# Delimiters nobody writes in a text file (control characters): only {{ }} stays live.
+_BLOCK_START, _BLOCK_END = "\x02\x02%", "%\x03\x03"
+_COMMENT_START, _COMMENT_END = "\x02\x02#", "#\x03\x03"
+
+
+class RenderError(ValueError):
+    """A template or expression could not be parsed or evaluated; the message says where."""
+
+
+def _safe_pow(base: Any, exponent: Any) -> Any:
+    if isinstance(base, numbers.Real) and isinstance(exponent, numbers.Real):
+        b, e = abs(float(base)), float(exponent)
+        if b not in (0.0, 1.0) and math.isfinite(b) and math.isfinite(e):
+            if abs(e) * abs(math.log10(b)) > _MAX_MAGNITUDE_DIGITS:
+                raise RenderError(f"power {base!r} ** {exponent!r} is too large")
+    try:
+        return base**exponent
+    except OverflowError as exc:
+        raise RenderError(f"power {base!r} ** {exponent!r} overflows") from exc
+
+
+def _check_sequence_mul(left: Any, right: Any) -> None:
+    for seq, count in ((left, right), (right, left)):
+        if isinstance(seq, str | list | tuple) and isinstance(count, int):
+            if len(seq) * max(count, 0) > _MAX_SEQUENCE:
+                raise RenderError("repetition result too long")
+
+
+FUNCTIONS: dict[str, Any] = {
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "asin": math.asin,
+    "acos": math.acos,
+    "atan": math.atan,
+    "atan2": math.atan2,
+    "radians": math.radians,
+    "degrees": math.degrees,
+    "sqrt": math.sqrt,
+    "exp": math.exp,
+    "log": math.log,
+    "log10": math.log10,
+    "pi": math.pi,
+    "abs": abs,
+    "min": min,
+    "max": max,
+    "round": round,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "pow": _safe_pow,
+}
+
+_ALLOWED_FILTERS = (
+    "abs count d default first float int join last length lower max min round string sum "
+    "trim upper"
+).split()
+
+
+class _Environment(SandboxedEnvironment):
+    intercepted_binops = frozenset({"**", "*", "%"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**":
+            return _safe_pow(left, right)
+        if operator == "*":
+            _check_sequence_mul(left, right)
+            return left * right
+        if operator == "%":
+            if isinstance(left, str):
+                raise SecurityError("string formatting with % is not allowed")
+            return left % right
+        return super().call_binop(context, operator, left, right)
+
+
+def _format_value(value: Any) -> Any:
+    """Render values the way OpenFOAM reads them."""
+    if isinstance(value, jinja2.Undefined):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        number = float(value)  # numpy scalars and Decimals become plain floats
+        if not math.isfinite(number):
+            raise RenderError(f"value {number!r} cannot be written into a case file")
+        return repr(number)
+    if isinstance(value, list | tuple):
+        return "(" + " ".join(str(_format_value(v)) for v in value) + ")"
+    return value
+
+
+def _build_environment() -> _Environment:
+    env = _Environment(
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        block_start_string=_BLOCK_START,
+        block_end_string=_BLOCK_END,
+        comment_start_string=_COMMENT_START,
+        comment_end_string=_COMMENT_END,
+        line_statement_prefix=None,
+        line_comment_prefix=None,
+        finalize=_format_value,
+    )
+    env.globals.clear()
+    env.globals.update(FUNCTIONS)
+    env.filters = {name: env.filters[name] for name in _ALLOWED_FILTERS}
+    env.tests = {name: env.tests[name] for name in ("defined", "undefined", "number", "string")}
+    return env
+
+
+_ENV = _build_environment()
+_ENV_CRLF = _ENV.overlay(newline_sequence="\r\n")  # Jinja normalises newlines; keep CRLF files
+
+
+def _known(names: Mapping[str, Any]) -> str:
+    return ", ".join(sorted(names)) or "(none)"
+
+
+def _parse_expression(expr: str) -> nodes.Expr:
+    if not isinstance(expr, str) or not expr.strip():
+        raise RenderError(f"empty expression {expr!r}")
+    if len(expr) > MAX_EXPRESSION_LENGTH:
+        raise RenderError(
+            f"expression is {len(expr)} characters long; the limit is {MAX_EXPRESSION_LENGTH}"
+        )
+    try:
+        parser = jinja2.parser.Parser(_ENV, expr, state="variable")
+        node = parser.parse_expression()
+        if not parser.stream.eos:
+            token = parser.stream.current
+            raise RenderError(
+                f"syntax error in expression {expr!r}: unexpected {token.value!r} "
+                "after a complete expression"
+            )
+    except jinja2.TemplateSyntaxError as exc:
+        raise RenderError(f"syntax error in expression {expr!r}: {exc.message}") from exc
+    return node
+
+
+def _names_in(node: nodes.Node) -> set[str]:
+    found = [node, *node.find_all(nodes.Name)] if isinstance(node, nodes.Name) else []
+    found = found or list(node.find_all(nodes.Name))
+    return {n.name for n in found if n.ctx == "load"}
+
+
+def expression_names(expr: str) -> set[str]:
+    """Names `expr` uses that are not in FUNCTIONS (raises RenderError on a syntax error)."""
+    return _names_in(_parse_expression(expr)) - FUNCTIONS.keys()
+
+
+def evaluate(expr: str, names: Mapping[str, Any]) -> Any:
+    """Evaluate one expression in the sandbox with `names` (plus FUNCTIONS) in scope."""
+    node = _parse_expression(expr)
+    unknown = sorted(_names_in(node) - FUNCTIONS.keys() - names.keys())
+    if unknown:
+        raise RenderError(
+            f"unknown name {unknown[0]!r} in expression {expr!r}; known names: {_known(names)}"
+        )
+    try:
+        result = _ENV.compile_expression(expr, undefined_to_none=False)(**names)
+    except jinja2.TemplateSyntaxError as exc:
+        raise RenderError(f"invalid expression {expr!r}: {exc.message}") from exc
+    except RenderError as exc:
+        raise RenderError(f"cannot evaluate {expr!r}: {exc}") from exc
+    except jinja2.UndefinedError as exc:
+        raise RenderError(f"cannot evaluate {expr!r}: {exc.message}") from exc
+    except SecurityError as exc:
+        raise RenderError(f"expression {expr!r} is not allowed: {exc}") from exc
+    except (ArithmeticError, TypeError, ValueError) as exc:
+        raise RenderError(f"cannot evaluate {expr!r}: {type(exc).__name__}: {exc}") from exc
+    if isinstance(result, jinja2.Undefined):
+        raise RenderError(f"expression {expr!r} has no value")
+    return result
+
+
+def evaluate_derived(derived: Mapping[str, str], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Evaluate derived expressions in dependency order; returns only the derived values.
+
+    A derived expression may use parameters (`values`) and other derived values. A derived
+    name takes precedence over a parameter of the same name. Cycles raise RenderError.
+    """
+    deps = {name: expression_names(expr) & derived.keys() for name, expr in derived.items()}
+    order: list[str] = []
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            cycle = path[path.index(name) :] + [name]
+            raise RenderError(f"cycle in derived values: {' -> '.join(cycle)}")
+        state[name] = 1
+        for dep in sorted(deps[name]):
+            visit(dep, [*path, name])
+        state[name] = 2
+        order.append(name)
+
+    for name in sorted(derived):
+        visit(name, [])
+    scope: dict[str, Any] = dict(values)
+    result: dict[str, Any] = {}
+    for name in order:
+        try:
+            scope[name] = result[name] = evaluate(derived[name], scope)
+        except RenderError as exc:
+            raise RenderError(f"derived value {name!r}: {exc}") from exc
+    return result
+
+
+def _where(filename: str, lineno: int | None) -> str:
+    label = filename or "<template>"
+    return f"{label} line {lineno}" if lineno else label
+
+
+def _parse_template(text: str, filename: str) -> nodes.Template:
+    """Parse and compile-check `text` (unknown filters are found at compile time)."""
+    try:
+        tree = _ENV.parse(text)
+        _ENV.compile(tree)
+    except jinja2.TemplateSyntaxError as exc:
+        where = _where(filename, exc.lineno)
+        raise RenderError(f"{where}: template syntax error: {exc.message}") from None
+    return tree
+
+
+def render_text(text: str, context: Mapping[str, Any], *, filename: str = "") -> str:
+    """Render the `{{ … }}` placeholders of `text` with `context` (plus FUNCTIONS)."""
+    tree = _parse_template(text, filename)
+    for node in tree.find_all(nodes.Name):
+        if node.ctx == "load" and node.name not in context and node.name not in FUNCTIONS:
+            raise RenderError(
+                f"{_where(filename, node.lineno)}: unknown name {node.name!r}; "
+                f"known names: {_known(context)}"
+            )
+    env = _ENV_CRLF if "\r\n" in text else _ENV
+    try:
+        return env.from_string(text).render(**context)
+    except RenderError as exc:
+        raise RenderError(f"{_where(filename, None)}: {exc}") from exc
+    except jinja2.UndefinedError as exc:
+        raise RenderError(f"{_where(filename, None)}: {exc.message}") from exc
+    except SecurityError as exc:
+        raise RenderError(f"{_where(filename, None)}: not allowed: {exc}") from exc
+    except (ArithmeticError, TypeError, ValueError) as exc:
+        raise RenderError(f"{_where(filename, None)}: {type(exc).__name__}: {exc}") from exc
+
+
+def is_binary_file(path: Path) -> bool:
+    """True for gzip files and files with NUL bytes or invalid UTF-8 in their first 8 KiB."""
+    with path.open("rb") as fh:
+        head = fh.read(8192)
+    if head.startswith(b"\x1f\x8b") or b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(head) - 4  # a multi-byte char cut at the boundary is fine
+    return False
+
+
+def _read_template(path: Path) -> str | None:
+    """The text of `path` if it is a renderable text file containing `{{`, else None."""
+    if path.stat().st_size > MAX_TEMPLATE_BYTES or is_binary_file(path):
+        return None
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            text = fh.read()
+    except UnicodeDecodeError:
+        return None
+    return text if "{{" in text else None
+
+
+def _walk(root: Path) -> list[tuple[Path, str]]:
+    """Every regular file under `root` as (path, posix relative path); symlinks are an error."""
+    found: list[tuple[Path, str]] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise RenderError(f"{rel}: symbolic links are not allowed in a case")
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                raise RenderError(f"{rel}: only regular files and directories are allowed")
+            if stat.S_ISREG(mode):
+                found.append((path, rel))
+    return found
+
+
+def find_placeholders(case_dir: Path) -> dict[str, list[str]]:
+    """Relative path → sorted placeholder names, for every text file that contains `{{`."""
+    result: dict[str, list[str]] = {}
+    for path, rel in _walk(Path(case_dir)):
+        text = _read_template(path)
+        if text is None:
+            continue
+        tree = _parse_template(text, rel)
+        result[rel] = sorted(jinja2.meta.find_undeclared_variables(tree) - FUNCTIONS.keys())
+    return result
+
+
+def render_case(src: Path, dst: Path, context: Mapping[str, Any]) -> list[str]:
+    """Copy the case tree `src` to `dst` rendering text files with `{{`; return those paths.
+
+    `dst` must not exist or be empty. Symbolic links and special files in `src` are errors.
+    """
+    src, dst = Path(src), Path(dst)
+    if not src.is_dir():
+        raise RenderError(f"case directory {src} does not exist")
+    if dst.exists() and any(dst.iterdir()):
+        raise RenderError(f"destination {dst} is not empty")
+    files = _walk(src)  # validates the whole tree before writing anything
+    dst.mkdir(parents=True, exist_ok=True)
+    for dirpath, dirnames, _ in os.walk(src, followlinks=False):
+        for name in dirnames:
+            (dst / Path(dirpath).relative_to(src) / name).mkdir(exist_ok=True)
+    rendered: list[str] = []
+    for path, rel in files:
+        target = dst / rel
+        text = _read_template(path)
+        if text is None:
+            shutil.copy2(path, target, follow_symlinks=False)
+            continue
+        with target.open("w", encoding="utf-8", newline="") as fh:
+            fh.write(render_text(text, context, filename=rel))
+        shutil.copystat(path, target, follow_symlinks=False)
+        rendered.append(rel)
+    return rendered
+

@@ -1,0 +1,250 @@
+"""Fixtures for orchestration tests: a fake portal, real OpenFOAM cases. No Django needed."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import re
+import shutil
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestration.drivers.base import RunSpec, Step
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TUTORIALS = Path("/usr/share/doc/openfoam-examples/examples")
+CAVITY = TUTORIALS / "incompressible/icoFoam/cavity/cavity"
+OPENFOAM_ENV = {"WM_PROJECT_DIR": "/usr/share/openfoam"}
+TOKEN = "test-token"
+
+needs_openfoam = pytest.mark.skipif(
+    not (CAVITY.is_dir() and shutil.which("icoFoam") and shutil.which("blockMesh")),
+    reason="OpenFOAM (Debian openfoam + openfoam-examples) is not installed",
+)
+
+
+# -- the fake portal -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Call:
+    method: str
+    endpoint: str  # "state/", "heartbeat/", "telemetry/", "archive/"
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any  # parsed JSON, or bytes for the archive
+    at: float
+
+
+Responder = Callable[[Call], "tuple[int, dict[str, Any]] | None"]
+
+
+class FakePortal:
+    """The ingest API on a loopback port: records every call; `responder` may override."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.lock = threading.Lock()
+        self.responder: Responder | None = None
+        portal = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                portal._handle(self)
+
+            def do_PUT(self) -> None:
+                portal._handle(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def _handle(self, request: BaseHTTPRequestHandler) -> None:
+        parsed = urllib.parse.urlsplit(request.path)
+        match = re.fullmatch(r"/api/v1/ingest/runs/[^/]+/(\w+/)", parsed.path)
+        raw = request.rfile.read(int(request.headers.get("Content-Length") or 0))
+        body: Any = raw
+        if request.headers.get("Content-Type") == "application/json":
+            body = json.loads(raw)
+        call = Call(
+            method=request.command,
+            endpoint=match.group(1) if match else parsed.path,
+            query=urllib.parse.parse_qs(parsed.query),
+            headers=dict(request.headers),
+            body=body,
+            at=time.monotonic(),
+        )
+        with self.lock:
+            self.calls.append(call)
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}" or not match:
+            status, answer = 401, {"code": "unauthorized"}
+        else:
+            override = self.responder(call) if self.responder else None
+            status, answer = override or (200, {} if call.method == "PUT" else {"stop": False})
+        data = json.dumps(answer).encode()
+        request.send_response(status)
+        request.send_header("Content-Type", "application/json")
+        request.send_header("Content-Length", str(len(data)))
+        request.end_headers()
+        request.wfile.write(data)
+
+    # -- queries --------------------------------------------------------------------------
+
+    def of(self, endpoint: str) -> list[Call]:
+        with self.lock:
+            return [c for c in self.calls if c.endpoint == endpoint]
+
+    def states(self) -> list[str]:
+        return [c.body["state"] for c in self.of("state/")]
+
+    def series(self) -> dict[str, list[list[Any]]]:
+        merged: dict[str, list[list[Any]]] = {}
+        for call in self.of("telemetry/"):
+            for name, points in call.body["series"].items():
+                merged.setdefault(name, []).extend(points)
+        return merged
+
+    def log_lines(self) -> list[str]:
+        return [line for call in self.of("telemetry/") for line in call.body["log"]]
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 180.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.05)
+        return predicate()
+
+
+@pytest.fixture
+def portal() -> Iterator[FakePortal]:
+    fake = FakePortal()
+    fake.thread.start()
+    yield fake
+    fake.server.shutdown()
+    fake.server.server_close()
+
+
+# -- cases ---------------------------------------------------------------------------------
+
+
+def copy_tutorial(src: Path, dst: Path) -> Path:
+    """Copy an OpenFOAM tutorial, decompressing the Debian package's .gz files."""
+    for path in sorted(src.rglob("*")):
+        target = dst / path.relative_to(src)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif path.suffix == ".gz":
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.with_suffix("").write_bytes(gzip.decompress(path.read_bytes()))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    return dst
+
+
+def _sub(path: Path, pattern: str, replacement: str) -> None:
+    text = path.read_text()
+    new = re.sub(pattern, replacement, text, flags=re.MULTILINE)
+    assert re.search(pattern, text, flags=re.MULTILINE), f"{pattern!r} not found in {path}"
+    path.write_text(new)
+
+
+def make_cavity(
+    dst: Path, *, end_time: float = 0.025, write_interval: int = 5, cells: int = 10
+) -> Path:
+    """A small cavity template: lid speed and viscosity are placeholders."""
+    case = copy_tutorial(CAVITY, dst)
+    _sub(case / "system/blockMeshDict", r"\(20 20 1\)", f"({cells} {cells} 1)")
+    _sub(case / "system/controlDict", r"^endTime\s+.*;", f"endTime         {end_time};")
+    _sub(
+        case / "system/controlDict",
+        r"^writeInterval\s+.*;",
+        f"writeInterval   {write_interval};",
+    )
+    _sub(case / "constant/transportProperties", r"0\.01;", "{{ nu }};")
+    _sub(case / "0/U", r"uniform \(1 0 0\)", "uniform ({{ lid }} 0 0)")
+    return case
+
+
+@pytest.fixture
+def cavity(tmp_path: Path) -> Path:
+    return make_cavity(tmp_path / "template")
+
+
+def serial_steps() -> list[Step]:
+    return [
+        Step(name="blockMesh", argv=("blockMesh",), role="prepare"),
+        Step(name="icoFoam", argv=("icoFoam",), role="solve"),
+    ]
+
+
+def parallel_steps(n: int = 2) -> list[Step]:
+    return [
+        Step(name="blockMesh", argv=("blockMesh",), role="prepare"),
+        Step(name="decomposePar", argv=("decomposePar", "-force"), role="decompose"),
+        Step(
+            name="icoFoam",
+            argv=("mpirun", "--oversubscribe", "-np", str(n), "icoFoam", "-parallel"),
+            role="solve",
+        ),
+        Step(name="reconstructPar", argv=("reconstructPar", "-latestTime"), role="reconstruct"),
+    ]
+
+
+def make_spec(
+    *,
+    portal: FakePortal,
+    case_dir: Path,
+    work_dir: Path,
+    steps: list[Step],
+    attempt: int = 1,
+    **extra: Any,
+) -> RunSpec:
+    fields: dict[str, Any] = {
+        "run_id": "00000000-0000-4000-8000-000000000001",
+        "attempt": attempt,
+        "portal_url": portal.url,
+        "token": TOKEN,
+        "case_dir": str(case_dir),
+        "work_dir": str(work_dir),
+        "context": {"nu": 0.01, "lid": 1.0},
+        "steps": steps,
+        "env": dict(OPENFOAM_ENV),
+        "heartbeat_interval": 0.3,
+        "telemetry_interval": 0.2,
+        **extra,
+    }
+    return RunSpec(**fields)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 180.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent must reach the loopback portal directly."""
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")

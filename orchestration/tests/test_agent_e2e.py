@@ -1,0 +1,284 @@
+"""End to end: the LocalDriver starts the real agent on a real OpenFOAM case against a fake portal."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import psutil
+import pytest
+
+from orchestration.agent.main import main
+from orchestration.drivers.base import RunPhase, Step
+from orchestration.drivers.local import REPO_ROOT, LocalDriver, parse_handle
+from orchestration.tests.conftest import (
+    FakePortal,
+    make_cavity,
+    make_spec,
+    needs_openfoam,
+    parallel_steps,
+    serial_steps,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.solver, pytest.mark.slow, needs_openfoam]
+
+
+def _finish(driver: LocalDriver, handle: str) -> int | None:
+    assert wait_until(lambda: driver.poll(handle).phase == RunPhase.EXITED), "agent still running"
+    return driver.poll(handle).exit_code
+
+
+def _agent(handle: str) -> psutil.Process:
+    parsed = parse_handle(handle)
+    assert parsed is not None
+    return psutil.Process(parsed[0])
+
+
+def _descendants(handle: str) -> list[psutil.Process]:
+    try:
+        return _agent(handle).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _gone(procs: list[psutil.Process]) -> bool:
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            continue
+    return True
+
+
+def _archive_names(portal: FakePortal) -> list[str]:
+    (upload,) = portal.of("archive/")
+    assert upload.query == {"attempt": ["1"]}
+    with tarfile.open(fileobj=io.BytesIO(upload.body), mode="r:gz") as tar:
+        return tar.getnames()
+
+
+def _increasing(points: list[list[float]]) -> bool:
+    xs = [x for x, _ in points]
+    return len(xs) >= 2 and all(a < b for a, b in zip(xs, xs[1:], strict=False))
+
+
+def _solving(portal: FakePortal) -> bool:
+    return "residual.p" in portal.series()
+
+
+def _assert_completed_run(portal: FakePortal, work: Path) -> None:
+    states = portal.states()
+    assert states[0] == "running" and states[-1] == "completed"
+    final = portal.of("state/")[-1].body
+    assert final["exit_code"] == 0 and final["attempt"] == 1
+    series = portal.series()
+    assert _increasing(series["residual.Ux"]) and _increasing(series["residual.p"])
+    assert series["residual.Ux"][0] == [0.005, 1.0]
+    assert "cpu.percent" in series and "memory.rss" in series
+    assert portal.of("heartbeat/"), "no heartbeat arrived"
+    names = _archive_names(portal)
+    assert "log.icoFoam" in names and "0.025/U" in names and "system/controlDict" in names
+    # the final order: last telemetry → archive → final state
+    endpoints = [c.endpoint for c in portal.calls]
+    assert endpoints.index("archive/") > max(
+        i for i, e in enumerate(endpoints) if e == "telemetry/"
+    )
+    assert endpoints[-1] == "state/"
+    rendered = (work / "case/constant/transportProperties").read_text()
+    assert "nu              0.01;" in rendered or "0.01;" in rendered
+    assert "uniform (1.0 0 0)" in (work / "case/0/U").read_text()
+    assert any("Solving for Ux" in line for line in portal.log_lines())
+
+
+def test_serial_cavity_run_reports_running_telemetry_archive_and_completed(
+    portal: FakePortal, cavity: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "run"
+    spec = make_spec(portal=portal, case_dir=cavity, work_dir=work, steps=serial_steps())
+    driver = LocalDriver()
+    driver.prepare(spec)
+    assert (work / "run.json").stat().st_mode & 0o777 == 0o600
+    handle = driver.start(spec)
+    assert _finish(driver, handle) == 0
+    _assert_completed_run(portal, work)
+    driver.collect(handle)
+
+
+def test_parallel_cavity_run_decomposes_solves_with_mpirun_and_reconstructs(
+    portal: FakePortal, cavity: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "run"
+    spec = make_spec(
+        portal=portal,
+        case_dir=cavity,
+        work_dir=work,
+        steps=parallel_steps(2),
+        processes=2,
+        decompose={"method": "hierarchical", "subdomains": 2},
+    )
+    driver = LocalDriver()
+    driver.prepare(spec)
+    handle = driver.start(spec)
+    assert _finish(driver, handle) == 0
+    _assert_completed_run(portal, work)
+    assert "numberOfSubdomains 2;" in (work / "case/system/decomposeParDict").read_text()
+    assert (work / "case/processor1").is_dir()
+    assert "log.reconstructPar" in _archive_names(portal)
+
+
+def test_failing_solver_reports_failed_with_exit_code_and_fatal_error(
+    portal: FakePortal, cavity: Path, tmp_path: Path
+) -> None:
+    (cavity / "0/p").unlink()
+    spec = make_spec(portal=portal, case_dir=cavity, work_dir=tmp_path / "run", steps=serial_steps())
+    driver = LocalDriver()
+    driver.prepare(spec)
+    assert _finish(driver, driver.start(spec)) == 0
+    final = portal.of("state/")[-1].body
+    assert final["state"] == "failed"
+    assert final["exit_code"] == 1
+    assert final["reason"] == "icoFoam exited with code 1"
+    assert final["message"].startswith("FOAM FATAL ERROR: cannot find file")
+    assert "log.icoFoam" in _archive_names(portal)
+
+
+def test_unknown_placeholder_fails_the_preparation_with_the_file_named(
+    portal: FakePortal, cavity: Path, tmp_path: Path
+) -> None:
+    spec = make_spec(
+        portal=portal,
+        case_dir=cavity,
+        work_dir=tmp_path / "run",
+        steps=serial_steps(),
+        context={"nu": 0.01},
+    )
+    driver = LocalDriver()
+    driver.prepare(spec)
+    assert _finish(driver, driver.start(spec)) == 0
+    final = portal.of("state/")[-1].body
+    assert final["state"] == "failed" and final["reason"] == "case preparation failed"
+    assert "0/U line" in final["message"] and "'lid'" in final["message"]
+
+
+def _long_spec(portal: FakePortal, tmp_path: Path, **extra: object):
+    case = make_cavity(tmp_path / "long", end_time=1000, write_interval=100, cells=20)
+    return make_spec(
+        portal=portal, case_dir=case, work_dir=tmp_path / "run", steps=serial_steps(), **extra
+    )
+
+
+def test_stop_answer_cancels_the_run_and_kills_the_solver_group(
+    portal: FakePortal, tmp_path: Path
+) -> None:
+    def stop_once_solving(call):
+        if call.endpoint == "telemetry/" and "residual.p" in call.body["series"]:
+            return 200, {"stop": True}
+        return None
+
+    spec = _long_spec(portal, tmp_path)
+    driver = LocalDriver()
+    driver.prepare(spec)
+    handle = driver.start(spec)
+    assert wait_until(lambda: _solving(portal))
+    solver = _descendants(handle)
+    assert any(p.name() == "icoFoam" for p in solver)
+    portal.responder = stop_once_solving
+    assert _finish(driver, handle) == 0
+    assert portal.states()[-1] == "cancelled"
+    assert portal.of("state/")[-1].body["reason"] == "stopped by the portal"
+    assert wait_until(lambda: _gone(solver), timeout=30)
+    assert "log.icoFoam" in _archive_names(portal)
+
+
+def test_stale_attempt_answer_kills_the_solver_and_exits_3_without_more_reports(
+    portal: FakePortal, tmp_path: Path
+) -> None:
+    spec = _long_spec(portal, tmp_path)
+    driver = LocalDriver()
+    driver.prepare(spec)
+    handle = driver.start(spec)
+    assert wait_until(lambda: _solving(portal))
+    solver = _descendants(handle)
+    portal.responder = lambda call: (409, {"code": "stale_attempt"})
+    assert _finish(driver, handle) == 3
+    assert wait_until(lambda: _gone(solver), timeout=30)
+    assert portal.states() == ["running"]
+    assert not portal.of("archive/")
+
+
+def test_local_driver_cancel_terminates_agent_and_solver_and_reports_cancelled(
+    portal: FakePortal, tmp_path: Path
+) -> None:
+    spec = _long_spec(portal, tmp_path)
+    driver = LocalDriver(grace=10.0)
+    driver.prepare(spec)
+    handle = driver.start(spec)
+    assert wait_until(lambda: _solving(portal))
+    tree = [_agent(handle), *_descendants(handle)]
+    driver.cancel(handle)
+    assert _gone(tree), [p.pid for p in tree if p.is_running()]
+    assert driver.poll(handle).phase == RunPhase.EXITED
+    final = portal.of("state/")[-1].body
+    assert final["state"] == "cancelled" and final["reason"] == "terminated"
+
+
+def test_bad_spec_exits_2_and_tells_the_portal(portal: FakePortal, tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(
+        json.dumps(
+            {
+                "run_id": "r1",
+                "attempt": 1,
+                "portal_url": portal.url,
+                "token": "test-token",
+                "steps": [],
+            }
+        )
+    )
+    assert main([str(path)]) == 2
+    assert portal.of("state/")[-1].body["state"] == "failed"
+    assert main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_unreachable_portal_for_the_final_report_exits_4(tmp_path: Path) -> None:
+    case = tmp_path / "case"
+    (case / "system").mkdir(parents=True)
+    spec = {
+        "run_id": "r1",
+        "attempt": 1,
+        "portal_url": "http://127.0.0.1:9",  # discard port: connection refused
+        "token": "t",
+        "case_dir": str(case),
+        "work_dir": str(tmp_path / "run"),
+        "steps": [{"name": "true", "argv": ["true"], "role": "solve"}],
+        "final_timeout": 1.0,
+    }
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(spec))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    agent = [sys.executable, "-m", "orchestration.agent", str(path)]
+    assert subprocess.run(agent, env=env, timeout=120, capture_output=True).returncode == 4
+
+
+def test_missing_executable_fails_the_step_with_code_127(portal: FakePortal, tmp_path: Path) -> None:
+    case = tmp_path / "case"
+    (case / "system").mkdir(parents=True)
+    spec = make_spec(
+        portal=portal,
+        case_dir=case,
+        work_dir=tmp_path / "run",
+        steps=[Step(name="nope", argv=("no-such-solver-xyz",), role="solve")],
+    )
+    driver = LocalDriver()
+    driver.prepare(spec)
+    assert _finish(driver, driver.start(spec)) == 0
+    final = portal.of("state/")[-1].body
+    assert final["state"] == "failed" and final["exit_code"] == 127
+    assert "no-such-solver-xyz" in final["message"]

@@ -1,0 +1,215 @@
+"""Sandboxed rendering and parameter expressions."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from orchestration.render import (
+    FUNCTIONS,
+    RenderError,
+    evaluate,
+    evaluate_derived,
+    expression_names,
+    find_placeholders,
+    render_case,
+    render_text,
+)
+
+OPENFOAM_TEXT = """FoamFile
+{
+    version     2.0;
+    object      U;
+}
+#include "initialConditions"
+#includeEtc "caseDicts/setConstraintTypes"
+{# not a jinja comment #}
+{% not a jinja block %}
+code
+#{
+    const scalar x = 1; // {{# braces #}}
+#};
+internalField   uniform $flowVelocity;
+inlet { type fixedValue; value uniform (1 0 0); }
+"""
+
+
+def test_openfoam_syntax_passes_through_untouched() -> None:
+    text = OPENFOAM_TEXT.replace("{{# braces #}}", "{ braces }")
+    assert render_text(text, {}) == text
+
+
+def test_placeholders_render_with_functions_and_openfoam_numbers() -> None:
+    out = render_text(
+        "U ({{ speed*cos(radians(aoa)) }} {{ speed*sin(radians(aoa)) }} 0);\n"
+        "n {{ n }}; f {{ f }}; small {{ 1e-5 }}; flag {{ on }}; v {{ v }};\n",
+        {"speed": 26, "aoa": 4.0, "n": 3, "f": 2.0, "on": True, "v": [1, 2.5, 0]},
+    )
+    ux = 26 * math.cos(math.radians(4.0))
+    assert out.startswith(f"U ({ux!r} ")
+    assert "n 3; f 2.0; small 1e-05; flag true; v (1 2.5 0);" in out
+    assert out.endswith("\n")
+
+
+def test_floats_render_repr_like_from_numpy_like_floats() -> None:
+    class NumpyLikeFloat(float):
+        def __repr__(self) -> str:
+            return f"np.float64({float(self)!r})"
+
+    assert render_text("{{ x }}", {"x": NumpyLikeFloat(25.94)}) == "25.94"
+
+
+def test_non_finite_values_are_refused() -> None:
+    with pytest.raises(RenderError, match="cannot be written"):
+        render_text("{{ x }}", {"x": float("nan")})
+
+
+def test_unknown_name_in_a_file_names_the_file_line_and_known_names() -> None:
+    with pytest.raises(RenderError, match=r"0/U line 3: unknown name 'aoa'; known names: speed"):
+        render_text("a\nb\nc {{ aoa }}\n", {"speed": 1}, filename="0/U")
+
+
+def test_template_syntax_error_names_the_file_and_line() -> None:
+    with pytest.raises(RenderError, match=r"system/controlDict line 2: template syntax error"):
+        render_text("ok\n{{ 1 + }}\n", {}, filename="system/controlDict")
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ x.__class__.__mro__ }}",
+        "{{ x.__class__ }}",
+        "{{ ''.__class__.__subclasses__() }}",
+        "{{ cycler }}",
+        "{{ range(10) }}",
+        "{{ 'a' * 1000000 }}",
+        "{{ '%0999999d' % 1 }}",
+        "{{ x|format(1) }}",
+        "{{ 'a'|center(1000000000) }}",
+        "{{ sin.__globals__ }}",
+    ],
+)
+def test_sandbox_escapes_and_bombs_are_refused(template: str) -> None:
+    with pytest.raises(RenderError):
+        render_text(template, {"x": "%s"})
+
+
+@pytest.mark.parametrize("expr", ["9**(9**9)", "10.0**400", "pow(10, 1000)", "exp(1000)"])
+def test_huge_powers_are_refused(expr: str) -> None:
+    with pytest.raises(RenderError):
+        evaluate(expr, {})
+
+
+def test_long_expressions_are_refused() -> None:
+    with pytest.raises(RenderError, match="limit is 500"):
+        evaluate("1+" * 300 + "1", {})
+
+
+def test_evaluate_uses_names_and_functions() -> None:
+    assert evaluate("speed*cos(radians(aoa))", {"speed": 26, "aoa": 0}) == 26.0
+    assert evaluate("max(a, b) + pi", {"a": 1, "b": 2}) == 2 + math.pi
+    assert evaluate("floor(2.7) + ceil(0.2) + round(1.26, 1)", {}) == 2 + 1 + 1.3
+
+
+def test_evaluate_unknown_name_lists_known_names() -> None:
+    with pytest.raises(
+        RenderError, match=r"unknown name 'x' in expression 'x\*2'; known names: a, b"
+    ):
+        evaluate("x*2", {"a": 1, "b": 2})
+
+
+@pytest.mark.parametrize("expr", ["1 +", "a b", "(", ""])
+def test_syntax_errors_raise_render_error(expr: str) -> None:
+    with pytest.raises(RenderError):
+        expression_names(expr)
+
+
+def test_expression_names_excludes_functions() -> None:
+    assert expression_names("speed*cos(radians(aoa)) + pi") == {"speed", "aoa"}
+    assert expression_names("c") == {"c"}
+    assert {"sin", "pow", "pi"} <= FUNCTIONS.keys()
+
+
+def test_division_by_zero_is_a_render_error() -> None:
+    with pytest.raises(RenderError, match="ZeroDivisionError"):
+        evaluate("1/a", {"a": 0})
+
+
+def test_derived_values_resolve_in_dependency_order() -> None:
+    derived = {"mag": "sqrt(Ux**2 + Uy**2)", "Ux": "speed*cos(radians(aoa))", "Uy": "speed*sin(radians(aoa))"}
+    values = evaluate_derived(derived, {"speed": 26.0, "aoa": 4.0})
+    assert set(values) == {"mag", "Ux", "Uy"}
+    assert values["mag"] == pytest.approx(26.0)
+
+
+def test_derived_cycles_are_named() -> None:
+    with pytest.raises(RenderError, match=r"cycle in derived values: a -> b -> c -> a"):
+        evaluate_derived({"a": "b + 1", "b": "c", "c": "a"}, {})
+    with pytest.raises(RenderError, match=r"cycle in derived values: x -> x"):
+        evaluate_derived({"x": "x + 1"}, {"x": 1})
+
+
+def test_derived_unknown_name_names_the_derived_value() -> None:
+    with pytest.raises(RenderError, match=r"derived value 'Ux': unknown name 'speed'"):
+        evaluate_derived({"Ux": "speed*2"}, {"aoa": 1})
+
+
+def _tree(root: Path) -> Path:
+    (root / "0").mkdir(parents=True)
+    (root / "system").mkdir()
+    (root / "constant/polyMesh").mkdir(parents=True)
+    (root / "0/U").write_text("internalField uniform ({{ Ux }} {{ Uy }} 0);\n")
+    (root / "system/controlDict").write_text("endTime {{ end }};\n#include \"x\"\n")
+    (root / "system/fvSchemes").write_text("div { default none; }\n")
+    (root / "constant/polyMesh/points.gz").write_bytes(b"\x1f\x8b\x08\x00{{ x }}")
+    (root / "constant/blob").write_bytes(b"\x00\x01{{ y }}")
+    (root / "Allrun").write_text("#!/bin/sh\necho {{ end }}\n")
+    (root / "Allrun").chmod(0o755)
+    return root
+
+
+def test_find_placeholders_lists_text_files_only(tmp_path: Path) -> None:
+    found = find_placeholders(_tree(tmp_path / "case"))
+    assert found == {"0/U": ["Ux", "Uy"], "Allrun": ["end"], "system/controlDict": ["end"]}
+
+
+def test_find_placeholders_reports_syntax_errors_with_file_and_line(tmp_path: Path) -> None:
+    case = _tree(tmp_path / "case")
+    (case / "system/fvSolution").write_text("a\nb {{ 1 + }}\n")
+    with pytest.raises(RenderError, match=r"system/fvSolution line 2"):
+        find_placeholders(case)
+
+
+def test_render_case_copies_everything_and_renders_templates(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "case")
+    dst = tmp_path / "out"
+    rendered = render_case(src, dst, {"Ux": 1.5, "Uy": 0, "end": 100})
+    assert rendered == ["0/U", "Allrun", "system/controlDict"]
+    assert (dst / "0/U").read_text() == "internalField uniform (1.5 0 0);\n"
+    assert (dst / "system/fvSchemes").read_text() == "div { default none; }\n"
+    assert (dst / "constant/blob").read_bytes() == b"\x00\x01{{ y }}"
+    assert (dst / "constant/polyMesh/points.gz").read_bytes().startswith(b"\x1f\x8b")
+    assert os.access(dst / "Allrun", os.X_OK)
+
+
+def test_render_case_refuses_symlinks(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "case")
+    (src / "system/link").symlink_to("/etc/passwd")
+    with pytest.raises(RenderError, match="system/link: symbolic links"):
+        render_case(src, tmp_path / "out", {"Ux": 1, "Uy": 0, "end": 1})
+    assert not (tmp_path / "out").exists()
+
+
+def test_render_case_refuses_a_non_empty_destination(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "case")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out/x").write_text("")
+    with pytest.raises(RenderError, match="not empty"):
+        render_case(src, tmp_path / "out", {})
+
+
+def test_crlf_files_keep_their_line_endings() -> None:
+    assert render_text("a {{ x }}\r\nb\r\n", {"x": 1}) == "a 1\r\nb\r\n"
