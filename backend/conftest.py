@@ -46,13 +46,25 @@ def make_tenant(db):
 
     counter = iter(range(1, 10_000))
 
-    def make(name: str | None = None, *, cores: int = 4, memory_gb: float = 8, max_runs: int = 4, max_nodes: int = 4):
+    def make(
+        name: str | None = None,
+        *,
+        cores: int = 4,
+        memory_gb: float = 8,
+        max_runs: int = 4,
+        max_nodes: int = 4,
+    ):
         name = name or f"t{next(counter)}"
         tenant = tenant_create_or_update(
             name=name,
             username=f"{name}-user",
             password="pw-" + name,
-            quota={"cores": cores, "memory_gb": memory_gb, "max_runs": max_runs, "max_nodes": max_nodes},
+            quota={
+                "cores": cores,
+                "memory_gb": memory_gb,
+                "max_runs": max_runs,
+                "max_nodes": max_nodes,
+            },
         )
         tenant.user = tenant.memberships.get().user
         return tenant
@@ -98,8 +110,22 @@ class Stack:
 
     def start_web(self) -> None:
         self.web = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
-            env=self.env, cwd=ROOT, stdout=open(self.logs / "web.log", "ab"), stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "config.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            env=self.env,
+            cwd=ROOT,
+            stdout=open(self.logs / "web.log", "ab"),
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -113,9 +139,27 @@ class Stack:
 
     def start_worker(self) -> None:
         self.worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-B", "--pool", "threads", "--concurrency", "4",
-             "--loglevel", "INFO", "--schedule", str(self.logs / "beat-schedule")],
-            env=self.env, cwd=ROOT, stdout=open(self.logs / "worker.log", "ab"), stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-B",
+                "--pool",
+                "threads",
+                "--concurrency",
+                "4",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                str(self.logs / "beat-schedule"),
+            ],
+            env=self.env,
+            cwd=ROOT,
+            stdout=open(self.logs / "worker.log", "ab"),
+            stderr=subprocess.STDOUT,
         )
 
     def stop_worker(self, sig: int = signal.SIGTERM) -> None:
@@ -153,7 +197,9 @@ def live(stack, transactional_db, catalog, make_tenant):
 
     tenant = make_tenant(cores=2, memory_gb=4, max_runs=2)
     token = api_token_create(user=tenant.user)
-    client = httpx.Client(base_url=stack.url, headers={"Authorization": f"Token {token}"}, timeout=30)
+    client = httpx.Client(
+        base_url=stack.url, headers={"Authorization": f"Token {token}"}, timeout=30
+    )
     client.tenant = tenant
     client.stack = stack
     yield client
@@ -172,14 +218,3 @@ def _cancel_leftovers() -> None:
             get_driver("local", {}).cancel(run.handle, grace=2)
         except Exception:  # noqa: BLE001
             pass
-
-
-def wait_for(predicate, *, timeout: float = 120, interval: float = 0.5, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value {last!r}")

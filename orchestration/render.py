@@ -103,8 +103,7 @@ FUNCTIONS: dict[str, Any] = {
 }
 
 _ALLOWED_FILTERS = (
-    "abs count d default first float int join last length lower max min round string sum "
-    "trim upper"
+    "abs count d default first float int join last length lower max min round string sum trim upper"
 ).split()
 
 
@@ -380,5 +379,4 @@ def render_case(src: Path, dst: Path, context: Mapping[str, Any]) -> list[str]:
             fh.write(render_text(text, context, filename=rel))
         shutil.copystat(path, target, follow_symlinks=False)
         rendered.append(rel)
-    return rendered
-
+    return sorted(rendered)

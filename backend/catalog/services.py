@@ -33,7 +33,9 @@ def packages_sync(*, root: Path | None = None) -> list[Package]:
         data = _load_yaml(manifest)
         name = data.get("name") or manifest.parent.name
         if name != manifest.parent.name:
-            raise ApplicationError(f"{manifest}: name {name!r} must equal its folder name {manifest.parent.name!r}")
+            raise ApplicationError(
+                f"{manifest}: name {name!r} must equal its folder name {manifest.parent.name!r}"
+            )
         package, _ = Package.objects.update_or_create(
             name=name,
             defaults={
@@ -87,7 +89,8 @@ def backend_ensure_local() -> Backend:
     cores = cfg["LOCAL_CORES"] or os.cpu_count() or 1
     memory = cfg["LOCAL_MEMORY_GB"] or round(psutil.virtual_memory().total / 1024**3, 1)
     backend, created = Backend.objects.get_or_create(
-        name="local", defaults={"kind": "local", "cores": cores, "memory_gb": memory, "max_nodes": 1}
+        name="local",
+        defaults={"kind": "local", "cores": cores, "memory_gb": memory, "max_nodes": 1},
     )
     if not created and (cfg["LOCAL_CORES"] or cfg["LOCAL_MEMORY_GB"]):
         backend.cores, backend.memory_gb = cores, memory

@@ -57,6 +57,7 @@ urlpatterns = [
     path("api/v1/me/", MeView.as_view()),
     path("api/v1/quota/", QuotaView.as_view()),
     path("api/v1/ingest/", include(ingest_urls)),
+    path("api/v1/studies/<str:pk>/results.csv", StudyViewSet.as_view({"get": "results_csv"})),
     path("api/v1/", include(router.urls)),
     path("api-auth/", include("rest_framework.urls")),
 ]

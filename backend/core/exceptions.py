@@ -92,7 +92,9 @@ def error_body(
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
-        return Response(error_body(exc.code, exc.message, exc.field, exc.details), status=exc.status)
+        return Response(
+            error_body(exc.code, exc.message, exc.field, exc.details), status=exc.status
+        )
     if isinstance(exc, DjangoValidationError):
         exc = drf.ValidationError(getattr(exc, "message_dict", None) or exc.messages)
     if isinstance(exc, Http404):

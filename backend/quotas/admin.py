@@ -6,7 +6,15 @@ from quotas.selectors import usage_for_tenant
 
 @admin.register(Quota)
 class QuotaAdmin(admin.ModelAdmin):
-    list_display = ["tenant", "cores", "memory_gb", "max_nodes", "max_runs", "storage_gb", "cores_in_use"]
+    list_display = [
+        "tenant",
+        "cores",
+        "memory_gb",
+        "max_nodes",
+        "max_runs",
+        "storage_gb",
+        "cores_in_use",
+    ]
 
     @admin.display(description="cores in use")
     def cores_in_use(self, obj) -> int:

@@ -18,11 +18,15 @@ class Quota(TimeStamped):
         default=4, validators=[MinValueValidator(1)], help_text="concurrent runs"
     )
     storage_gb = models.FloatField(default=50.0, validators=[MinValueValidator(0.0)])
-    core_hours_budget = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
+    core_hours_budget = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0)]
+    )
 
     def clean(self) -> None:
         if self.memory_gb <= 0:
             raise ValidationError({"memory_gb": "must be positive"})
 
     def __str__(self) -> str:
-        return f"quota of {self.tenant}: {self.cores} cores, {self.memory_gb} GB, {self.max_runs} runs"
+        return (
+            f"quota of {self.tenant}: {self.cores} cores, {self.memory_gb} GB, {self.max_runs} runs"
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Sum
 from django.db.models.functions import Coalesce
 
 from quotas.models import Quota
@@ -35,7 +35,9 @@ def _aggregate(qs) -> Usage:
         nodes=Coalesce(Sum("nodes"), 0),
         runs=Count("id"),
     )
-    return Usage(cores=row["cores"], memory_gb=float(row["memory_gb"]), nodes=row["nodes"], runs=row["runs"])
+    return Usage(
+        cores=row["cores"], memory_gb=float(row["memory_gb"]), nodes=row["nodes"], runs=row["runs"]
+    )
 
 
 def usage_for_tenant(*, tenant_id: int) -> Usage:
@@ -50,7 +52,9 @@ def queued_demand_for_tenant(*, tenant_id: int) -> Usage:
     return _aggregate(Simulation.objects.filter(tenant_id=tenant_id, state=RunState.PENDING))
 
 
-def quota_limit_problem(*, quota: Quota, usage: Usage, cores: int, memory_gb: float, nodes: int) -> str | None:
+def quota_limit_problem(
+    *, quota: Quota, usage: Usage, cores: int, memory_gb: float, nodes: int
+) -> str | None:
     """None when one more run of this shape fits; else the name of the limit that holds."""
     if usage.runs + 1 > quota.max_runs:
         return f"concurrent runs ({usage.runs}/{quota.max_runs})"

@@ -20,7 +20,9 @@ from studies.models import Simulation
 SCAN_BATCH = 500
 
 
-def backend_limit_problem(*, backend: Backend, usage: Usage, cores: int, memory_gb: float, nodes: int) -> str | None:
+def backend_limit_problem(
+    *, backend: Backend, usage: Usage, cores: int, memory_gb: float, nodes: int
+) -> str | None:
     if usage.cores + cores > backend.cores:
         return f"{backend.name}: cores ({usage.cores}+{cores} > {backend.cores})"
     if usage.memory_gb + memory_gb > backend.memory_gb + 1e-9:
@@ -42,7 +44,10 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
         backend_ids = sorted(set(pending.values_list("backend_id", flat=True).distinct()))
         if not backend_ids:
             return []
-        backends = {b.id: b for b in Backend.objects.select_for_update().filter(id__in=backend_ids).order_by("id")}
+        backends = {
+            b.id: b
+            for b in Backend.objects.select_for_update().filter(id__in=backend_ids).order_by("id")
+        }
         usage = usage_for_tenant(tenant_id=tenant_id)
         backend_usage = {bid: usage_for_backend(backend_id=bid) for bid in backends}
         admitted: list = []
@@ -57,7 +62,11 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
                 if len(full_backends) == len(backends):
                     break
                 continue
-            shape = {"cores": row["processes"], "memory_gb": row["memory_gb"], "nodes": row["nodes"]}
+            shape = {
+                "cores": row["processes"],
+                "memory_gb": row["memory_gb"],
+                "nodes": row["nodes"],
+            }
             quota_problem = quota_limit_problem(quota=quota, usage=usage, **shape)
             if quota_problem:
                 break  # strict FIFO: later runs of the tenant wait behind this one
@@ -76,23 +85,30 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
         now = timezone.now()
         if admitted:
             Simulation.objects.filter(id__in=admitted, state=RunState.PENDING).update(
-                state=RunState.ADMITTED, admitted_at=now, wait_reason=WaitReason.NONE, wait_detail=""
+                state=RunState.ADMITTED,
+                admitted_at=now,
+                wait_reason=WaitReason.NONE,
+                wait_detail="",
             )
-        _record_wait_reasons(pending=pending, quota_problem=quota_problem, full_backends=full_backends)
+        _record_wait_reasons(
+            pending=pending, quota_problem=quota_problem, full_backends=full_backends
+        )
         if admitted and dispatch:
             for i in range(0, len(admitted), 50):
                 enqueue_on_commit(dispatch_runs, [str(x) for x in admitted[i : i + 50]])
     return admitted
 
 
-def _record_wait_reasons(*, pending, quota_problem: str | None, full_backends: dict[int, str]) -> None:
+def _record_wait_reasons(
+    *, pending, quota_problem: str | None, full_backends: dict[int, str]
+) -> None:
     """Tell queued runs why they wait. Writes only rows whose reason changed."""
     remaining = pending.filter(state=RunState.PENDING)
     for bid, problem in full_backends.items():
         detail = f"backend capacity: {problem}"
-        remaining.filter(backend_id=bid).exclude(wait_reason=WaitReason.BACKEND, wait_detail=detail).update(
-            wait_reason=WaitReason.BACKEND, wait_detail=detail[:200]
-        )
+        remaining.filter(backend_id=bid).exclude(
+            wait_reason=WaitReason.BACKEND, wait_detail=detail
+        ).update(wait_reason=WaitReason.BACKEND, wait_detail=detail[:200])
     if quota_problem:
         detail = f"tenant quota: {quota_problem}"
         remaining.exclude(backend_id__in=list(full_backends)).exclude(
@@ -102,5 +118,9 @@ def _record_wait_reasons(*, pending, quota_problem: str | None, full_backends: d
 
 def schedule_all() -> int:
     """The periodic safety tick: schedule every tenant with queued runs."""
-    tenant_ids = Simulation.objects.filter(state=RunState.PENDING).values_list("tenant_id", flat=True).distinct()
+    tenant_ids = (
+        Simulation.objects.filter(state=RunState.PENDING)
+        .values_list("tenant_id", flat=True)
+        .distinct()
+    )
     return sum(len(schedule_tenant(tenant_id=t)) for t in list(tenant_ids))

@@ -13,7 +13,15 @@ class StudyAdmin(admin.ModelAdmin):
 
 @admin.register(Simulation)
 class SimulationAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "tenant", "state", "attempt", "wait_reason", "end_reason", "heartbeat_at"]
+    list_display = [
+        "__str__",
+        "tenant",
+        "state",
+        "attempt",
+        "wait_reason",
+        "end_reason",
+        "heartbeat_at",
+    ]
     list_filter = ["state", "tenant", "end_reason"]
     readonly_fields = ["id", "token_hash", "handle"]
     list_select_related = ["study", "tenant"]

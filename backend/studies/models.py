@@ -30,7 +30,9 @@ class Study(PublicIdModel):
     description = models.TextField(blank=True)
     state = models.CharField(max_length=32, choices=StudyState.choices, default=StudyState.DRAFT)
     spec = models.JSONField(help_text="the study spec as the user wrote it (docs/study-spec.md)")
-    template = models.ForeignKey("catalog.CaseTemplate", on_delete=models.PROTECT, null=True, blank=True)
+    template = models.ForeignKey(
+        "catalog.CaseTemplate", on_delete=models.PROTECT, null=True, blank=True
+    )
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, null=True, blank=True)
     backend = models.ForeignKey("catalog.Backend", on_delete=models.PROTECT)
     solver = models.CharField(max_length=100)
@@ -66,13 +68,17 @@ class Simulation(PublicIdModel):
     backend = models.ForeignKey("catalog.Backend", on_delete=models.PROTECT, related_name="runs")
     index = models.PositiveIntegerField()
     parameters = models.JSONField(help_text="the values of the study's parameters for this run")
-    context = models.JSONField(help_text="parameters plus derived values, as rendered into the case")
+    context = models.JSONField(
+        help_text="parameters plus derived values, as rendered into the case"
+    )
     state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.PENDING)
     attempt = models.PositiveIntegerField(default=0, help_text="fence: the current attempt number")
     processes = models.PositiveIntegerField(default=1)
     nodes = models.PositiveIntegerField(default=1)
     memory_gb = models.FloatField(default=1.0)
-    wait_reason = models.CharField(max_length=20, choices=WaitReason.choices, default=WaitReason.QUEUED, blank=True)
+    wait_reason = models.CharField(
+        max_length=20, choices=WaitReason.choices, default=WaitReason.QUEUED, blank=True
+    )
     wait_detail = models.CharField(max_length=200, blank=True)
     handle = models.CharField(max_length=200, blank=True)
     token_hash = models.CharField(max_length=64, blank=True)
@@ -85,7 +91,9 @@ class Simulation(PublicIdModel):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
-    end_reason = models.CharField(max_length=20, choices=EndReason.choices, default=EndReason.NONE, blank=True)
+    end_reason = models.CharField(
+        max_length=20, choices=EndReason.choices, default=EndReason.NONE, blank=True
+    )
     message = models.TextField(blank=True)
     objectives = models.JSONField(default=dict, blank=True)
     iterations = models.IntegerField(null=True, blank=True)

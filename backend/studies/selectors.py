@@ -92,13 +92,28 @@ def study_progress(study: Study) -> dict[str, Any]:
         counts.update(dict(rows))
     total = sum(counts.values())
     done = counts["completed"] + counts["failed"] + counts["cancelled"]
-    return {"total": total, "done": done, "percent": round(100 * done / total, 1) if total else 0.0, "by_state": counts}
+    return {
+        "total": total,
+        "done": done,
+        "percent": round(100 * done / total, 1) if total else 0.0,
+        "by_state": counts,
+    }
 
 
 def study_results(*, study: Study) -> list[dict[str, Any]]:
     rows = []
     for run in study.runs.order_by("index").only(
-        "id", "index", "parameters", "state", "objectives", "iterations", "started_at", "finished_at", "end_reason", "message", "attempt"
+        "id",
+        "index",
+        "parameters",
+        "state",
+        "objectives",
+        "iterations",
+        "started_at",
+        "finished_at",
+        "end_reason",
+        "message",
+        "attempt",
     ):
         rows.append(
             {
@@ -126,7 +141,9 @@ def study_results_csv(*, study: Study) -> str:
     objectives = list((study.objectives or {}).keys())
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["run", "index", *params, "state", *objectives, "iterations", "wall_seconds", "end_reason"])
+    writer.writerow(
+        ["run", "index", *params, "state", *objectives, "iterations", "wall_seconds", "end_reason"]
+    )
     for row in rows:
         writer.writerow(
             [
@@ -134,7 +151,10 @@ def study_results_csv(*, study: Study) -> str:
                 row["index"],
                 *[row["parameters"].get(p, "") for p in params],
                 row["state"],
-                *["" if row["objectives"].get(o) is None else repr(row["objectives"][o]) for o in objectives],
+                *[
+                    "" if row["objectives"].get(o) is None else repr(row["objectives"][o])
+                    for o in objectives
+                ],
                 "" if row["iterations"] is None else row["iterations"],
                 "" if row["wall_seconds"] is None else f"{row['wall_seconds']:.3f}",
                 row["end_reason"],

@@ -16,7 +16,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from catalog.models import Backend
@@ -81,7 +80,11 @@ def study_preview(*, tenant, spec: dict[str, Any], rows: int = 20) -> dict[str, 
         "rows": first,
         "solver": resolved.solver,
         "backend": resolved.backend.name,
-        "resources": {"processes": resolved.processes, "nodes": resolved.nodes, "memory_gb": resolved.memory_gb},
+        "resources": {
+            "processes": resolved.processes,
+            "nodes": resolved.nodes,
+            "memory_gb": resolved.memory_gb,
+        },
         "steps": resolved.steps,
         "objectives": resolved.objectives,
         "quota": quota_impact(tenant=tenant, resolved=resolved),
@@ -91,7 +94,11 @@ def study_preview(*, tenant, spec: dict[str, Any], rows: int = 20) -> dict[str, 
 def quota_impact(*, tenant, resolved: ResolvedSpec) -> dict[str, Any]:
     quota = Quota.objects.get(tenant=tenant)
     backend = resolved.backend
-    per_run = {"cores": resolved.processes, "memory_gb": resolved.memory_gb, "nodes": resolved.nodes}
+    per_run = {
+        "cores": resolved.processes,
+        "memory_gb": resolved.memory_gb,
+        "nodes": resolved.nodes,
+    }
     problem = single_run_problem(quota=quota, backend=backend, resolved=resolved)
     concurrent = 0
     if problem is None:
@@ -117,8 +124,18 @@ def quota_impact(*, tenant, resolved: ResolvedSpec) -> dict[str, Any]:
     return {
         "per_run": per_run,
         "total": total,
-        "limits": {"cores": quota.cores, "memory_gb": quota.memory_gb, "nodes": quota.max_nodes, "runs": quota.max_runs},
-        "in_use": {"cores": usage.cores, "memory_gb": usage.memory_gb, "nodes": usage.nodes, "runs": usage.runs},
+        "limits": {
+            "cores": quota.cores,
+            "memory_gb": quota.memory_gb,
+            "nodes": quota.max_nodes,
+            "runs": quota.max_runs,
+        },
+        "in_use": {
+            "cores": usage.cores,
+            "memory_gb": usage.memory_gb,
+            "nodes": usage.nodes,
+            "runs": usage.runs,
+        },
         "concurrent_runs": concurrent,
         "waves": waves,
         "fits": problem is None,
@@ -160,7 +177,10 @@ def study_create(*, tenant, owner, spec: dict[str, Any], submit: bool = False) -
 def study_update(*, study: Study, spec: dict[str, Any]) -> Study:
     study = Study.objects.select_for_update().get(pk=study.pk)
     if study.state != StudyState.DRAFT:
-        raise Conflict(f"only a draft study can be edited; this one is {study.state}. Clone it to change it.", code=ErrorCode.STATE)
+        raise Conflict(
+            f"only a draft study can be edited; this one is {study.state}. Clone it to change it.",
+            code=ErrorCode.STATE,
+        )
     resolved = spec_resolve(tenant=study.tenant, spec=spec)
     _apply(study, resolved, spec)
     study.run_count = resolved.run_count
@@ -168,7 +188,9 @@ def study_update(*, study: Study, spec: dict[str, Any]) -> Study:
     return study
 
 
-def _runs_for(*, study: Study, resolved: ResolvedSpec, start_index: int, skip: set[tuple] | None = None) -> list[Simulation]:
+def _runs_for(
+    *, study: Study, resolved: ResolvedSpec, start_index: int, skip: set[tuple] | None = None
+) -> list[Simulation]:
     names = [a.name for a in resolved.space.axes]
     now = timezone.now()
     runs = []
@@ -205,7 +227,9 @@ def study_submit(*, study: Study) -> Study:
 
     study = Study.objects.select_for_update().get(pk=study.pk)
     if study.state != StudyState.DRAFT:
-        raise Conflict(f"this study was already submitted (state {study.state})", code=ErrorCode.STATE)
+        raise Conflict(
+            f"this study was already submitted (state {study.state})", code=ErrorCode.STATE
+        )
     resolved = spec_resolve(tenant=study.tenant, spec=study.spec)
     quota = Quota.objects.get(tenant=study.tenant)
     problem = single_run_problem(quota=quota, backend=resolved.backend, resolved=resolved)
@@ -229,9 +253,13 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> list[Simulation
 
     study = Study.objects.select_for_update().get(pk=study.pk)
     if study.state == StudyState.DRAFT:
-        raise Conflict("a draft study is edited, not extended; submit it first", code=ErrorCode.STATE)
+        raise Conflict(
+            "a draft study is edited, not extended; submit it first", code=ErrorCode.STATE
+        )
     if not isinstance(parameters, dict) or not parameters:
-        raise ApplicationError("give the new values as parameters: {name: {values: [...]}}", field="parameters")
+        raise ApplicationError(
+            "give the new values as parameters: {name: {values: [...]}}", field="parameters"
+        )
     old_names = list((study.spec.get("parameters") or {}).keys())
     if set(parameters) - set(old_names):
         extra = ", ".join(sorted(set(parameters) - set(old_names)))
@@ -249,7 +277,11 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> list[Simulation
     total = study.runs.count() + len(runs)
     limit = settings.WINDTUNNEL["MAX_RUNS_PER_STUDY"]
     if total > limit:
-        raise ApplicationError(f"the extended study would have {total:,} runs; at most {limit:,}", code=ErrorCode.TOO_MANY_RUNS, field="parameters")
+        raise ApplicationError(
+            f"the extended study would have {total:,} runs; at most {limit:,}",
+            code=ErrorCode.TOO_MANY_RUNS,
+            field="parameters",
+        )
     Simulation.objects.bulk_create(runs, batch_size=1000)
     study.spec = spec
     study.run_count = total
@@ -274,8 +306,13 @@ def study_clone(*, study: Study, owner, name: str | None = None) -> Study:
 @transaction.atomic
 def study_delete(*, study: Study) -> None:
     study = Study.objects.select_for_update().get(pk=study.pk)
-    if study.state != StudyState.DRAFT and study.runs.filter(state__in=(RunState.PENDING, *HOLDING_STATES)).exists():
-        raise Conflict("this study still has queued or running runs; cancel it first", code=ErrorCode.STATE)
+    if (
+        study.state != StudyState.DRAFT
+        and study.runs.filter(state__in=(RunState.PENDING, *HOLDING_STATES)).exists()
+    ):
+        raise Conflict(
+            "this study still has queued or running runs; cancel it first", code=ErrorCode.STATE
+        )
     study.delete()
 
 
@@ -283,7 +320,9 @@ def study_delete(*, study: Study) -> None:
 def study_cancel(*, study: Study, by) -> int:
     study = Study.objects.select_for_update().get(pk=study.pk)
     if study.state == StudyState.DRAFT:
-        raise Conflict("a draft study has no runs to cancel; delete it instead", code=ErrorCode.STATE)
+        raise Conflict(
+            "a draft study has no runs to cancel; delete it instead", code=ErrorCode.STATE
+        )
     count = 0
     for run in study.runs.filter(state__in=(RunState.PENDING, *HOLDING_STATES)):
         if run_cancel(run=run, by=by, refresh_study=False):
@@ -305,10 +344,18 @@ def study_refresh_state(*, study_id) -> None:
             return
         active = states & {RunState.PENDING, *HOLDING_STATES}
         if active:
-            new = StudyState.RUNNING if states - {RunState.PENDING, RunState.ADMITTED} else StudyState.SUBMITTED
+            new = (
+                StudyState.RUNNING
+                if states - {RunState.PENDING, RunState.ADMITTED}
+                else StudyState.SUBMITTED
+            )
             finished = None
         else:
-            new = StudyState.COMPLETED if states == {RunState.COMPLETED} else StudyState.COMPLETED_WITH_FAILURES
+            new = (
+                StudyState.COMPLETED
+                if states == {RunState.COMPLETED}
+                else StudyState.COMPLETED_WITH_FAILURES
+            )
             finished = study.finished_at or timezone.now()
         if new != study.state or finished != study.finished_at:
             study.state, study.finished_at = new, finished
@@ -342,7 +389,17 @@ def run_cancel(*, run: Simulation, by, refresh_study: bool = True) -> bool:
         run.finished_at = timezone.now()
         run.stop_requested = True
         run.wait_reason = WaitReason.NONE
-        run.save(update_fields=["state", "end_reason", "message", "finished_at", "stop_requested", "wait_reason", "updated_at"])
+        run.save(
+            update_fields=[
+                "state",
+                "end_reason",
+                "message",
+                "finished_at",
+                "stop_requested",
+                "wait_reason",
+                "updated_at",
+            ]
+        )
         if started and run.handle:
             enqueue_on_commit(kill_run, str(run.id), run.attempt, run.handle)
         if refresh_study:
@@ -372,7 +429,10 @@ def run_spec(*, run: Simulation, study: Study, token: str) -> RunSpec:
         case_dir=study.case_dir,
         work_dir=str(Path(settings.RUNS_DIR) / str(run.id) / f"attempt-{run.attempt}"),
         context=run.context,
-        steps=tuple(Step(name=s["name"], argv=tuple(s["argv"]), role=s.get("role", "other")) for s in study.steps),
+        steps=tuple(
+            Step(name=s["name"], argv=tuple(s["argv"]), role=s.get("role", "other"))
+            for s in study.steps
+        ),
         processes=run.processes,
         nodes=run.nodes,
         memory_gb=run.memory_gb,
@@ -398,7 +458,12 @@ def run_dispatch(*, run_id) -> bool:
     """
     token = secrets.token_urlsafe(32)
     with transaction.atomic():
-        run = Simulation.objects.select_for_update(skip_locked=True).select_related("study", "backend").filter(pk=run_id).first()
+        run = (
+            Simulation.objects.select_for_update(skip_locked=True)
+            .select_related("study", "backend")
+            .filter(pk=run_id)
+            .first()
+        )
         if run is None or run.state != RunState.ADMITTED:
             return False
         run.attempt += 1
@@ -408,7 +473,18 @@ def run_dispatch(*, run_id) -> bool:
         run.token_hash = hash_run_token(token)
         run.handle = ""
         run.phase = ""
-        run.save(update_fields=["attempt", "state", "provisioning_at", "heartbeat_at", "token_hash", "handle", "phase", "updated_at"])
+        run.save(
+            update_fields=[
+                "attempt",
+                "state",
+                "provisioning_at",
+                "heartbeat_at",
+                "token_hash",
+                "handle",
+                "phase",
+                "updated_at",
+            ]
+        )
     spec = run_spec(run=run, study=run.study, token=token)
     try:
         driver = _driver_for(run.backend)
@@ -416,9 +492,16 @@ def run_dispatch(*, run_id) -> bool:
         handle = driver.start(spec)
     except (DriverError, OSError) as exc:
         retryable = getattr(exc, "retryable", False)
-        run_requeue_or_fail(run=run, reason=EndReason.DISPATCH_FAILED, message=f"backend {run.backend.name} refused to start the run: {exc}", retry=retryable)
+        run_requeue_or_fail(
+            run=run,
+            reason=EndReason.DISPATCH_FAILED,
+            message=f"backend {run.backend.name} refused to start the run: {exc}",
+            retry=retryable,
+        )
         return False
-    updated = Simulation.objects.filter(pk=run.pk, attempt=run.attempt, state__in=STARTED_STATES).update(handle=handle)
+    updated = Simulation.objects.filter(
+        pk=run.pk, attempt=run.attempt, state__in=STARTED_STATES
+    ).update(handle=handle)
     if not updated:
         # cancelled (or finished) while we were starting it: make sure nothing keeps running
         Simulation.objects.filter(pk=run.pk, attempt=run.attempt).update(handle=handle)
@@ -491,9 +574,13 @@ def runs_reap() -> dict[str, int]:
             except DriverError as exc:
                 log.warning("poll of run %s failed: %s", run.pk, exc)
                 continue
-        if phase in (RunPhase.RUNNING, RunPhase.PENDING) and last and last > now - timezone.timedelta(seconds=3 * limit):
+        if (
+            phase in (RunPhase.RUNNING, RunPhase.PENDING)
+            and last
+            and last > now - timezone.timedelta(seconds=3 * limit)
+        ):
             continue  # alive on the backend: give it up to 3 × the timeout to report
-        if phase in (RunPhase.RUNNING, RunPhase.PENDING):
+        if run.handle:  # whatever the agent left behind must not run on beside a retry
             run_kill(run_id=run.pk, attempt=run.attempt, handle=run.handle)
         seconds = int((now - last).total_seconds()) if last else 0
         message = f"agent lost: no heartbeat for {seconds} s (backend says {phase})"
@@ -520,7 +607,9 @@ class StaleAttempt(Conflict):
         super().__init__("this attempt was superseded; stop", code=ErrorCode.STALE_ATTEMPT)
 
 
-def run_heartbeat(*, run: Simulation, attempt: int, phase: str = "", resources: dict | None = None) -> bool:
+def run_heartbeat(
+    *, run: Simulation, attempt: int, phase: str = "", resources: dict | None = None
+) -> bool:
     """Record a sign of life; answer whether the agent should stop."""
     resources = resources or {}
     fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
@@ -530,23 +619,34 @@ def run_heartbeat(*, run: Simulation, attempt: int, phase: str = "", resources: 
         fields["cpu_percent"] = float(resources["cpu_percent"])
     if isinstance(resources.get("rss_bytes"), int | float):
         fields["rss_bytes"] = int(resources["rss_bytes"])
-    updated = Simulation.objects.filter(pk=run.pk, attempt=attempt, state__in=STARTED_STATES).update(**fields)
+    updated = Simulation.objects.filter(
+        pk=run.pk, attempt=attempt, state__in=STARTED_STATES
+    ).update(**fields)
     if not updated:
         raise StaleAttempt()
-    return Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first() or False
+    return (
+        Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first()
+        or False
+    )
 
 
 def run_report_state(
-    *, run: Simulation, attempt: int, state: str, exit_code: int | None = None, reason: str = "", message: str = ""
+    *,
+    run: Simulation,
+    attempt: int,
+    state: str,
+    exit_code: int | None = None,
+    reason: str = "",
+    message: str = "",
 ) -> bool:
     """Apply a state the agent reports. Idempotent for a repeated final state."""
     from telemetry.services import objectives_compute
 
     now = timezone.now()
     if state == RunState.RUNNING:
-        updated = Simulation.objects.filter(pk=run.pk, attempt=attempt, state=RunState.PROVISIONING).update(
-            state=RunState.RUNNING, started_at=now, heartbeat_at=now
-        )
+        updated = Simulation.objects.filter(
+            pk=run.pk, attempt=attempt, state=RunState.PROVISIONING
+        ).update(state=RunState.RUNNING, started_at=now, heartbeat_at=now)
         if not updated:
             current = Simulation.objects.filter(pk=run.pk).values_list("state", "attempt").first()
             if current != (RunState.RUNNING, attempt):
@@ -554,9 +654,13 @@ def run_report_state(
         from studies.tasks import refresh_study
 
         enqueue_on_commit(refresh_study, str(run.study_id))
-        return bool(Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first())
+        return bool(
+            Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first()
+        )
     if state not in TERMINAL_STATES:
-        raise ApplicationError(f"state must be running, completed, failed or cancelled; got {state!r}", field="state")
+        raise ApplicationError(
+            f"state must be running, completed, failed or cancelled; got {state!r}", field="state"
+        )
     with transaction.atomic():
         current = Simulation.objects.select_for_update().get(pk=run.pk)
         if current.attempt != attempt:
@@ -576,7 +680,9 @@ def run_report_state(
         elif state == RunState.CANCELLED:
             current.end_reason = reason if reason in EndReason.values else EndReason.TERMINATED
         else:
-            current.end_reason = reason if reason in EndReason.values and reason else EndReason.EXIT_CODE
+            current.end_reason = (
+                reason if reason in EndReason.values and reason else EndReason.EXIT_CODE
+            )
         current.objectives, current.iterations, current.last_time = objectives_compute(run=current)
         current.save()
         _after_run_ended(current)
@@ -599,10 +705,15 @@ def run_store_archive(*, run: Simulation, attempt: int, stream, max_bytes: int) 
             if size > max_bytes:
                 fh.close()
                 tmp.unlink(missing_ok=True)
-                raise ApplicationError(f"the archive is larger than {max_bytes // (1024 * 1024)} MB", code=ErrorCode.UPLOAD)
+                raise ApplicationError(
+                    f"the archive is larger than {max_bytes // (1024 * 1024)} MB",
+                    code=ErrorCode.UPLOAD,
+                )
             fh.write(chunk)
     tmp.replace(target)
-    Simulation.objects.filter(pk=run.pk, attempt=attempt).update(archive_path=str(target), archive_bytes=size)
+    Simulation.objects.filter(pk=run.pk, attempt=attempt).update(
+        archive_path=str(target), archive_bytes=size
+    )
     return size
 
 

@@ -71,7 +71,9 @@ def range_values(start: Any, stop: Any, step: Any, *, where: str) -> list[float 
 def linspace_values(start: Any, stop: Any, num: Any, *, where: str) -> list[float | int]:
     start, stop = (_number(v, f"{where}.linspace") for v in (start, stop))
     if isinstance(num, bool) or not isinstance(num, int) or num < 1:
-        raise SpaceError(f"{where}.linspace: the count must be a whole number ≥ 1, got {num!r}", field=where)
+        raise SpaceError(
+            f"{where}.linspace: the count must be a whole number ≥ 1, got {num!r}", field=where
+        )
     if num > 1_000_000:
         raise SpaceError(f"{where}.linspace makes {num} values; at most 1,000,000", field=where)
     if num == 1:
@@ -84,7 +86,11 @@ def parse_axis(name: str, raw: Any, *, sampled: bool) -> Axis:
     where = f"parameters.{name}"
     if not isinstance(raw, dict):
         if isinstance(raw, list):
-            return Axis(name=name, values=tuple(_scalar(v, where) for v in raw)) if raw else _empty(where)
+            return (
+                Axis(name=name, values=tuple(_scalar(v, where) for v in raw))
+                if raw
+                else _empty(where)
+            )
         return Axis(name=name, values=(_scalar(raw, where),))
     keys = set(raw) - {"type"}
     forms = keys & {"values", "value", "range", "linspace", "min", "max"}
@@ -109,7 +115,9 @@ def parse_axis(name: str, raw: Any, *, sampled: bool) -> Axis:
         low, high = _number(raw["min"], f"{where}.min"), _number(raw["max"], f"{where}.max")
         if low > high:
             raise SpaceError(f"{where}: min {low} is above max {high}", field=where)
-        return Axis(name=name, low=float(low), high=float(high), integer=bool(raw.get("integer", False)))
+        return Axis(
+            name=name, low=float(low), high=float(high), integer=bool(raw.get("integer", False))
+        )
     if len(forms) > 1:
         raise SpaceError(f"{where}: give only one of {', '.join(sorted(forms))}", field=where)
     if "value" in raw:
@@ -201,13 +209,17 @@ def parse_space(
     if not isinstance(parameters, Mapping):
         raise SpaceError("parameters must be a mapping of name → values", field="parameters")
     if combine not in ("grid", "zip", "lhs", "random"):
-        raise SpaceError(f"combine must be grid, zip, lhs or random, got {combine!r}", field="combine")
+        raise SpaceError(
+            f"combine must be grid, zip, lhs or random, got {combine!r}", field="combine"
+        )
     sampled = combine in ("lhs", "random")
     axes = tuple(parse_axis(str(name), raw, sampled=sampled) for name, raw in parameters.items())
     n_samples = 0
     if sampled:
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-            raise SpaceError(f"combine: {combine} needs samples: a whole number ≥ 1", field="samples")
+            raise SpaceError(
+                f"combine: {combine} needs samples: a whole number ≥ 1", field="samples"
+            )
         n_samples = samples
         for axis in axes:
             if not axis.sampled and len(axis.values) != 1:
@@ -220,7 +232,9 @@ def parse_space(
         lengths = {a.name: len(a.values) for a in axes}
         if len(set(lengths.values())) > 1:
             detail = ", ".join(f"{k}: {v}" for k, v in lengths.items())
-            raise SpaceError(f"combine: zip needs lists of the same length, got {detail}", field="parameters")
+            raise SpaceError(
+                f"combine: zip needs lists of the same length, got {detail}", field="parameters"
+            )
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise SpaceError("seed must be a whole number", field="seed")
     return Space(axes=axes, combine=combine, samples=n_samples, seed=seed or 0)

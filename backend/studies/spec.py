@@ -23,14 +23,40 @@ from studies.space import Space, SpaceError, Value, parse_space
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 TOP_LEVEL_KEYS = {
-    "name", "description", "template", "case", "solver", "backend", "resources", "parameters",
-    "combine", "samples", "seed", "derived", "objectives", "prepare",
+    "name",
+    "description",
+    "template",
+    "case",
+    "solver",
+    "backend",
+    "resources",
+    "parameters",
+    "combine",
+    "samples",
+    "seed",
+    "derived",
+    "objectives",
+    "prepare",
 }
 # Utilities a spec may run before the solver (argv only, never a shell).
 PREPARE_UTILITIES = {
-    "blockMesh", "snappyHexMesh", "surfaceFeatureExtract", "surfaceFeatures", "extrudeMesh",
-    "setFields", "topoSet", "createPatch", "checkMesh", "renumberMesh", "refineMesh",
-    "transformPoints", "mirrorMesh", "createBaffles", "potentialFoam", "mapFields", "changeDictionary",
+    "blockMesh",
+    "snappyHexMesh",
+    "surfaceFeatureExtract",
+    "surfaceFeatures",
+    "extrudeMesh",
+    "setFields",
+    "topoSet",
+    "createPatch",
+    "checkMesh",
+    "renumberMesh",
+    "refineMesh",
+    "transformPoints",
+    "mirrorMesh",
+    "createBaffles",
+    "potentialFoam",
+    "mapFields",
+    "changeDictionary",
 }
 DEFAULT_RUN_CONFIGURATIONS = {
     "serial": {"argv": ["{solver}"]},
@@ -39,16 +65,29 @@ DEFAULT_RUN_CONFIGURATIONS = {
             {"name": "decomposePar", "argv": ["decomposePar", "-force"], "role": "decompose"},
             {
                 "name": "{solver}",
-                "argv": ["mpirun", "--oversubscribe", "-np", "{processes}", "{solver}", "-parallel"],
+                "argv": [
+                    "mpirun",
+                    "--oversubscribe",
+                    "-np",
+                    "{processes}",
+                    "{solver}",
+                    "-parallel",
+                ],
                 "role": "solve",
             },
-            {"name": "reconstructPar", "argv": ["reconstructPar", "-latestTime"], "role": "reconstruct"},
+            {
+                "name": "reconstructPar",
+                "argv": ["reconstructPar", "-latestTime"],
+                "role": "reconstruct",
+            },
         ]
     },
 }
 
 
-def _invalid(message: str, field: str | None = None, code: ErrorCode = ErrorCode.INVALID) -> ApplicationError:
+def _invalid(
+    message: str, field: str | None = None, code: ErrorCode = ErrorCode.INVALID
+) -> ApplicationError:
     return ApplicationError(message, code=code, field=field)
 
 
@@ -68,17 +107,28 @@ class ParameterDef:
                 raise _invalid(f"{where}: {self.name} must be a number, got {value!r}", where)
             if self.type == "int":
                 if isinstance(value, float) and not value.is_integer():
-                    raise _invalid(f"{where}: {self.name} must be a whole number, got {value!r}", where)
+                    raise _invalid(
+                        f"{where}: {self.name} must be a whole number, got {value!r}", where
+                    )
                 value = int(value)
             if self.min is not None and value < self.min:
-                raise _invalid(f"{where}: {self.name} = {value} is below its minimum {self.min:g}{self.unit and ' ' + self.unit}", where)
+                raise _invalid(
+                    f"{where}: {self.name} = {value} is below its minimum {self.min:g}{self.unit and ' ' + self.unit}",
+                    where,
+                )
             if self.max is not None and value > self.max:
-                raise _invalid(f"{where}: {self.name} = {value} is above its maximum {self.max:g}{self.unit and ' ' + self.unit}", where)
+                raise _invalid(
+                    f"{where}: {self.name} = {value} is above its maximum {self.max:g}{self.unit and ' ' + self.unit}",
+                    where,
+                )
         elif self.type == "str":
             if not isinstance(value, str):
                 raise _invalid(f"{where}: {self.name} must be text, got {value!r}", where)
             if self.choices and value not in self.choices:
-                raise _invalid(f"{where}: {self.name} must be one of {', '.join(map(str, self.choices))}; got {value!r}", where)
+                raise _invalid(
+                    f"{where}: {self.name} must be one of {', '.join(map(str, self.choices))}; got {value!r}",
+                    where,
+                )
         return value
 
 
@@ -113,12 +163,16 @@ class ResolvedSpec:
             params = {}
             for name, value in point.items():
                 definition = self.definitions.get(name)
-                params[name] = definition.check(value, f"parameters.{name}") if definition else value
+                params[name] = (
+                    definition.check(value, f"parameters.{name}") if definition else value
+                )
             values = {**self.constants, **params}
             try:
                 derived = render.evaluate_derived(self.derived, values)
             except render.RenderError as exc:
-                raise _invalid(f"run {i} ({_describe(params)}): {exc}", "derived", ErrorCode.EXPRESSION) from exc
+                raise _invalid(
+                    f"run {i} ({_describe(params)}): {exc}", "derived", ErrorCode.EXPRESSION
+                ) from exc
             yield params, {**values, **derived}
 
 
@@ -155,12 +209,16 @@ def _int(value: Any, field: str, *, low: int, high: int) -> int:
 def _case_source(*, tenant, spec: Mapping[str, Any]) -> tuple[CaseTemplate | None, Upload | None]:
     has_template, has_case = bool(spec.get("template")), bool(spec.get("case"))
     if has_template == has_case:
-        raise _invalid("give exactly one of template (a template name) or case (an upload id)", "template")
+        raise _invalid(
+            "give exactly one of template (a template name) or case (an upload id)", "template"
+        )
     if has_template:
         name = spec["template"]
         template = CaseTemplate.objects.filter(name=str(name), retired=False).first()
         if template is None:
-            known = ", ".join(CaseTemplate.objects.filter(retired=False).values_list("name", flat=True))
+            known = ", ".join(
+                CaseTemplate.objects.filter(retired=False).values_list("name", flat=True)
+            )
             raise _invalid(f"unknown template {name!r}; available: {known or 'none'}", "template")
         return template, None
     upload = None
@@ -169,13 +227,20 @@ def _case_source(*, tenant, spec: Mapping[str, Any]) -> tuple[CaseTemplate | Non
     except (ValueError, TypeError, Exception):  # malformed UUID
         upload = None
     if upload is None:
-        raise _invalid(f"no upload with id {spec['case']!r} in your tenant; upload a case first (POST /api/v1/uploads/)", "case")
+        raise _invalid(
+            f"no upload with id {spec['case']!r} in your tenant; upload a case first (POST /api/v1/uploads/)",
+            "case",
+        )
     return None, upload
 
 
 def _backend(*, tenant, name: Any) -> Backend:
     qs = Backend.objects.filter(enabled=True)
-    visible = [b for b in qs.prefetch_related("tenants") if not b.tenants.all() or tenant in b.tenants.all()]
+    visible = [
+        b
+        for b in qs.prefetch_related("tenants")
+        if not b.tenants.all() or tenant in b.tenants.all()
+    ]
     if name in (None, ""):
         if not visible:
             raise _invalid("no compute backend is enabled for your tenant; ask an admin", "backend")
@@ -202,7 +267,9 @@ def known_solvers() -> list[str]:
     return sorted(names)
 
 
-def _steps(*, solver: str, processes: int, prepare: list[list[str]], package: Package | None) -> list[dict[str, Any]]:
+def _steps(
+    *, solver: str, processes: int, prepare: list[list[str]], package: Package | None
+) -> list[dict[str, Any]]:
     configs = (package.run_configurations if package else None) or DEFAULT_RUN_CONFIGURATIONS
     fmt = {"solver": solver, "processes": str(processes), "np": str(processes)}
 
@@ -216,7 +283,13 @@ def _steps(*, solver: str, processes: int, prepare: list[list[str]], package: Pa
     else:
         mpi = configs.get("mpi") or DEFAULT_RUN_CONFIGURATIONS["mpi"]
         for step in mpi["steps"]:
-            steps.append({"name": str(step["name"]).format(**fmt), "argv": expand(step["argv"]), "role": step.get("role", "other")})
+            steps.append(
+                {
+                    "name": str(step["name"]).format(**fmt),
+                    "argv": expand(step["argv"]),
+                    "role": step.get("role", "other"),
+                }
+            )
     return steps
 
 
@@ -227,8 +300,13 @@ def _prepare(raw: Any, *, template: CaseTemplate | None, upload: Upload | None) 
         if upload is not None and not upload.has_mesh and upload.has_block_mesh_dict:
             return [["blockMesh"]]
         return []
-    if not isinstance(raw, list) or not all(isinstance(a, list) and a and all(isinstance(x, str) for x in a) for a in raw):
-        raise _invalid("prepare must be a list of commands, each a list of strings, e.g. [[blockMesh]]", "prepare")
+    if not isinstance(raw, list) or not all(
+        isinstance(a, list) and a and all(isinstance(x, str) for x in a) for a in raw
+    ):
+        raise _invalid(
+            "prepare must be a list of commands, each a list of strings, e.g. [[blockMesh]]",
+            "prepare",
+        )
     for i, argv in enumerate(raw):
         if argv[0] not in PREPARE_UTILITIES:
             raise _invalid(
@@ -242,14 +320,19 @@ def _objectives(raw: Any, *, names_in_scope: set[str]) -> dict[str, dict[str, An
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
-        raise _invalid("objectives must be a mapping of name → {series, reduce} or {expr}", "objectives")
+        raise _invalid(
+            "objectives must be a mapping of name → {series, reduce} or {expr}", "objectives"
+        )
     out: dict[str, dict[str, Any]] = {}
     for name, obj in raw.items():
         where = f"objectives.{name}"
         if not NAME_RE.match(str(name)) or keyword.iskeyword(str(name)):
             raise _invalid(f"{where}: objective names are identifiers (letters, digits, _)", where)
         if not isinstance(obj, Mapping):
-            raise _invalid(f"{where} must be {{series: NAME, reduce: last|mean_last|min|max}} or {{expr: ...}}", where)
+            raise _invalid(
+                f"{where} must be {{series: NAME, reduce: last|mean_last|min|max}} or {{expr: ...}}",
+                where,
+            )
         if "expr" in obj:
             out[name] = {"expr": str(obj["expr"])}
             continue
@@ -258,7 +341,10 @@ def _objectives(raw: Any, *, names_in_scope: set[str]) -> dict[str, dict[str, An
             raise _invalid(f"{where}: give series (e.g. forceCoeffs.Cl) or expr", where)
         reduce = obj.get("reduce", "last")
         if reduce not in Reduce.values:
-            raise _invalid(f"{where}.reduce must be one of {', '.join(Reduce.values)}, got {reduce!r}", f"{where}.reduce")
+            raise _invalid(
+                f"{where}.reduce must be one of {', '.join(Reduce.values)}, got {reduce!r}",
+                f"{where}.reduce",
+            )
         entry: dict[str, Any] = {"series": series, "reduce": reduce}
         if reduce == Reduce.MEAN_LAST:
             entry["n"] = _int(obj.get("n", 20), f"{where}.n", low=1, high=1_000_000)
@@ -269,7 +355,11 @@ def _objectives(raw: Any, *, names_in_scope: set[str]) -> dict[str, dict[str, An
             try:
                 used = render.expression_names(obj["expr"])
             except render.RenderError as exc:
-                raise _invalid(f"objectives.{name}.expr: {exc}", f"objectives.{name}.expr", ErrorCode.EXPRESSION) from exc
+                raise _invalid(
+                    f"objectives.{name}.expr: {exc}",
+                    f"objectives.{name}.expr",
+                    ErrorCode.EXPRESSION,
+                ) from exc
             unknown = sorted(used - scope)
             if unknown:
                 raise _invalid(
@@ -278,7 +368,11 @@ def _objectives(raw: Any, *, names_in_scope: set[str]) -> dict[str, dict[str, An
                     ErrorCode.EXPRESSION,
                 )
             if name in used:
-                raise _invalid(f"objectives.{name}.expr refers to itself", f"objectives.{name}.expr", ErrorCode.EXPRESSION)
+                raise _invalid(
+                    f"objectives.{name}.expr refers to itself",
+                    f"objectives.{name}.expr",
+                    ErrorCode.EXPRESSION,
+                )
     return out
 
 
@@ -305,7 +399,10 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
     solvers = known_solvers()
     allowed = set(solvers) | set(tspec.get("solvers") or [])
     if solver not in allowed:
-        raise _invalid(f"unknown solver {solver!r}; available: {', '.join(sorted(allowed)) or 'none'}", "solver")
+        raise _invalid(
+            f"unknown solver {solver!r}; available: {', '.join(sorted(allowed)) or 'none'}",
+            "solver",
+        )
 
     backend = _backend(tenant=tenant, name=spec.get("backend"))
     resources = spec.get("resources") or {}
@@ -313,26 +410,56 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
         raise _invalid("resources must be {processes, nodes, memory_gb}", "resources")
     extra = set(resources) - {"processes", "nodes", "memory_gb"}
     if extra:
-        raise _invalid(f"resources: unknown key(s) {', '.join(sorted(extra))}; use processes, nodes, memory_gb", "resources")
+        raise _invalid(
+            f"resources: unknown key(s) {', '.join(sorted(extra))}; use processes, nodes, memory_gb",
+            "resources",
+        )
     defaults = tspec.get("resources") or {}
-    processes = _int(resources.get("processes", defaults.get("processes", 1)), "resources.processes", low=1, high=4096)
-    nodes = _int(resources.get("nodes", defaults.get("nodes", 1)), "resources.nodes", low=1, high=256)
+    processes = _int(
+        resources.get("processes", defaults.get("processes", 1)),
+        "resources.processes",
+        low=1,
+        high=4096,
+    )
+    nodes = _int(
+        resources.get("nodes", defaults.get("nodes", 1)), "resources.nodes", low=1, high=256
+    )
     memory = resources.get("memory_gb", defaults.get("memory_gb", 1))
     if isinstance(memory, bool) or not isinstance(memory, int | float) or not 0 < memory <= 65536:
-        raise _invalid(f"resources.memory_gb must be a number of GB above 0, got {memory!r}", "resources.memory_gb")
+        raise _invalid(
+            f"resources.memory_gb must be a number of GB above 0, got {memory!r}",
+            "resources.memory_gb",
+        )
     if nodes > processes:
-        raise _invalid(f"resources.nodes ({nodes}) cannot exceed resources.processes ({processes})", "resources.nodes")
+        raise _invalid(
+            f"resources.nodes ({nodes}) cannot exceed resources.processes ({processes})",
+            "resources.nodes",
+        )
 
     raw_params = spec.get("parameters")
     if raw_params is None:
         raw_params = {}
     try:
-        space = parse_space(raw_params, combine=spec.get("combine", "grid"), samples=spec.get("samples"), seed=spec.get("seed"))
+        space = parse_space(
+            raw_params,
+            combine=spec.get("combine", "grid"),
+            samples=spec.get("samples"),
+            seed=spec.get("seed"),
+        )
     except SpaceError as exc:
-        raise _invalid(str(exc), exc.field, ErrorCode.EMPTY_SPACE if "empty" in str(exc) else ErrorCode.INVALID) from exc
+        raise _invalid(
+            str(exc), exc.field, ErrorCode.EMPTY_SPACE if "empty" in str(exc) else ErrorCode.INVALID
+        ) from exc
     for axis in space.axes:
-        if not NAME_RE.match(axis.name) or keyword.iskeyword(axis.name) or axis.name in render.FUNCTIONS:
-            raise _invalid(f"parameters.{axis.name}: parameter names are identifiers and not a function name", f"parameters.{axis.name}")
+        if (
+            not NAME_RE.match(axis.name)
+            or keyword.iskeyword(axis.name)
+            or axis.name in render.FUNCTIONS
+        ):
+            raise _invalid(
+                f"parameters.{axis.name}: parameter names are identifiers and not a function name",
+                f"parameters.{axis.name}",
+            )
         if definitions and axis.name not in definitions:
             raise _invalid(
                 f"parameters.{axis.name}: template {template.name} has no parameter {axis.name!r}; it has: {', '.join(definitions)}",
@@ -347,14 +474,19 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
             ErrorCode.TOO_MANY_RUNS,
         )
     if count == 0:
-        raise _invalid("the parameter space is empty: no run to make", "parameters", ErrorCode.EMPTY_SPACE)
+        raise _invalid(
+            "the parameter space is empty: no run to make", "parameters", ErrorCode.EMPTY_SPACE
+        )
 
     varied = {a.name for a in space.axes}
     constants: dict[str, Value] = {}
     for pname, definition in definitions.items():
         if pname not in varied:
             if definition.default is None:
-                raise _invalid(f"parameters.{pname}: template {template.name} needs a value for {pname}", f"parameters.{pname}")
+                raise _invalid(
+                    f"parameters.{pname}: template {template.name} needs a value for {pname}",
+                    f"parameters.{pname}",
+                )
             constants[pname] = definition.check(definition.default, f"parameters.{pname}")
 
     derived = dict(tspec.get("derived") or {})
@@ -366,7 +498,10 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
     for dname, expr in derived.items():
         where = f"derived.{dname}"
         if not NAME_RE.match(dname) or dname in names or dname in render.FUNCTIONS:
-            raise _invalid(f"{where}: derived names are identifiers that are neither a parameter nor a function", where)
+            raise _invalid(
+                f"{where}: derived names are identifiers that are neither a parameter nor a function",
+                where,
+            )
         try:
             used = render.expression_names(expr)
         except render.RenderError as exc:
@@ -390,14 +525,20 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
             )
 
     objectives_raw = spec.get("objectives")
-    objectives = _objectives(tspec.get("objectives") if objectives_raw is None else objectives_raw, names_in_scope=context_names)
+    objectives = _objectives(
+        tspec.get("objectives") if objectives_raw is None else objectives_raw,
+        names_in_scope=context_names,
+    )
 
     prepare = _prepare(spec.get("prepare"), template=template, upload=upload)
     package = _solver_package(solver)
     steps = _steps(solver=solver, processes=processes, prepare=prepare, package=package)
     decompose = None
     if processes > 1:
-        decompose = {"method": tspec.get("decompose_method", "hierarchical"), "subdomains": processes}
+        decompose = {
+            "method": tspec.get("decompose_method", "hierarchical"),
+            "subdomains": processes,
+        }
     env: dict[str, str] = {"WM_PROJECT_DIR": settings.WINDTUNNEL["OPENFOAM_DIR"]}
     for pkg in Package.objects.filter(retired=False):
         env.update({str(k): str(v) for k, v in (pkg.env or {}).items() if k not in env})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import shutil
 import stat
 import tarfile
@@ -38,7 +37,9 @@ def _check_name(name: str) -> str:
     if "\x00" in name:
         raise _reject(f"entry {name!r} has a NUL byte in its name", name)
     if name.startswith("/") or (len(name) > 1 and name[1] == ":") or name.startswith("\\"):
-        raise _reject(f"entry {name!r} has an absolute path; archive the case with relative paths", name)
+        raise _reject(
+            f"entry {name!r} has an absolute path; archive the case with relative paths", name
+        )
     parts = PurePosixPath(name.replace("\\", "/")).parts
     if ".." in parts:
         raise _reject(f"entry {name!r} climbs out of the case with '..'", name)
@@ -59,9 +60,14 @@ def _tar_members(fh: IO[bytes]) -> list[Member]:
                     raise _reject(f"the archive has more than {limit:,} entries")
                 name = _check_name(info.name)
                 if info.issym() or info.islnk():
-                    raise _reject(f"entry {info.name!r} is a link; links are not allowed in a case archive", info.name)
+                    raise _reject(
+                        f"entry {info.name!r} is a link; links are not allowed in a case archive",
+                        info.name,
+                    )
                 if not (info.isreg() or info.isdir()):
-                    raise _reject(f"entry {info.name!r} is a device, pipe or other special file", info.name)
+                    raise _reject(
+                        f"entry {info.name!r} is a device, pipe or other special file", info.name
+                    )
                 if name:
                     out.append(Member(name=name, size=info.size, is_dir=info.isdir()))
         except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
@@ -84,9 +90,15 @@ def _zip_members(fh: IO[bytes]) -> list[Member]:
             name = _check_name(info.filename)
             mode = (info.external_attr >> 16) & 0xFFFF
             if mode and stat.S_ISLNK(mode):
-                raise _reject(f"entry {info.filename!r} is a link; links are not allowed in a case archive", info.filename)
+                raise _reject(
+                    f"entry {info.filename!r} is a link; links are not allowed in a case archive",
+                    info.filename,
+                )
             if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and stat.S_IFMT(mode):
-                raise _reject(f"entry {info.filename!r} is a device, pipe or other special file", info.filename)
+                raise _reject(
+                    f"entry {info.filename!r} is a device, pipe or other special file",
+                    info.filename,
+                )
             if info.flag_bits & 0x1:
                 raise _reject(f"entry {info.filename!r} is encrypted", info.filename)
             if name:
@@ -103,8 +115,12 @@ def _strip_common_root(members: list[Member]) -> str:
     if len(roots) == 1:
         return roots[0]
     if len(roots) > 1:
-        raise _reject("the archive holds several cases (several system/controlDict); upload one case at a time")
-    raise _reject("the archive has no system/controlDict; an OpenFOAM case needs one (at its top or in one top folder)")
+        raise _reject(
+            "the archive holds several cases (several system/controlDict); upload one case at a time"
+        )
+    raise _reject(
+        "the archive has no system/controlDict; an OpenFOAM case needs one (at its top or in one top folder)"
+    )
 
 
 def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int) -> Upload:
@@ -113,7 +129,9 @@ def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int
     if not lower.endswith(SUFFIXES):
         raise _reject(f"{filename!r}: upload a .tar.gz, .tgz or .zip archive of the case")
     if size > cfg["UPLOAD_MAX_BYTES"]:
-        raise _reject(f"the file is {size / 1e6:.1f} MB; at most {cfg['UPLOAD_MAX_BYTES'] / 1e6:.0f} MB")
+        raise _reject(
+            f"the file is {size / 1e6:.1f} MB; at most {cfg['UPLOAD_MAX_BYTES'] / 1e6:.0f} MB"
+        )
     if size == 0:
         raise _reject("the file is empty")
     is_zip = lower.endswith(".zip")
@@ -121,10 +139,14 @@ def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int
     members = _zip_members(fileobj) if is_zip else _tar_members(fileobj)
     total = sum(m.size for m in members if not m.is_dir)
     if total > cfg["UPLOAD_MAX_UNPACKED_BYTES"]:
-        raise _reject(f"the archive unpacks to {total / 1e6:.0f} MB; at most {cfg['UPLOAD_MAX_UNPACKED_BYTES'] / 1e6:.0f} MB")
+        raise _reject(
+            f"the archive unpacks to {total / 1e6:.0f} MB; at most {cfg['UPLOAD_MAX_UNPACKED_BYTES'] / 1e6:.0f} MB"
+        )
     ratio = total / max(size, 1)
     if ratio > cfg["UPLOAD_MAX_RATIO"] and total > 10 * 1024 * 1024:
-        raise _reject(f"the archive expands {ratio:.0f}× (at most {cfg['UPLOAD_MAX_RATIO']:.0f}×); it looks like an archive bomb")
+        raise _reject(
+            f"the archive expands {ratio:.0f}× (at most {cfg['UPLOAD_MAX_RATIO']:.0f}×); it looks like an archive bomb"
+        )
     root = _strip_common_root(members)
 
     upload_id = uuid.uuid4()
@@ -154,7 +176,8 @@ def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int
         files_count=sum(1 for m in members if not m.is_dir),
         path=str(case),
         placeholders=placeholders,
-        has_mesh=(case / "constant" / "polyMesh" / "points").exists() or (case / "constant" / "polyMesh" / "points.gz").exists(),
+        has_mesh=(case / "constant" / "polyMesh" / "points").exists()
+        or (case / "constant" / "polyMesh" / "points.gz").exists(),
         has_block_mesh_dict=(case / "system" / "blockMeshDict").exists(),
     )
 
@@ -227,8 +250,8 @@ def upload_delete(*, upload: Upload) -> None:
     from studies.models import Study
 
     if Study.objects.filter(upload=upload).exists():
-        raise ApplicationError("studies use this upload; delete them first", code=ErrorCode.STATE, status=409)
+        raise ApplicationError(
+            "studies use this upload; delete them first", code=ErrorCode.STATE, status=409
+        )
     shutil.rmtree(Path(upload.path).parent, ignore_errors=True)
     upload.delete()
-
-

@@ -18,9 +18,14 @@ class SeriesChunk(models.Model):
     class Meta:
         indexes = [models.Index(fields=["run", "attempt", "name", "seq"], name="chunk_series")]
 
+    def __str__(self) -> str:
+        return f"{self.name} #{self.seq} of {self.run_id}"
+
 
 class LogChunk(models.Model):
-    run = models.ForeignKey("studies.Simulation", on_delete=models.CASCADE, related_name="log_chunks")
+    run = models.ForeignKey(
+        "studies.Simulation", on_delete=models.CASCADE, related_name="log_chunks"
+    )
     attempt = models.PositiveIntegerField()
     seq = models.PositiveIntegerField()
     lines = ArrayField(models.TextField())
@@ -28,3 +33,6 @@ class LogChunk(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["run", "attempt", "seq"], name="log_seq")]
+
+    def __str__(self) -> str:
+        return f"log #{self.seq} of {self.run_id}"

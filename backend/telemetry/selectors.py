@@ -11,17 +11,27 @@ from telemetry.models import LogChunk, SeriesChunk
 def series_values(*, run, attempt: int, name: str) -> tuple[list[float], list[float | None]]:
     xs: list[float] = []
     ys: list[float | None] = []
-    for cx, cy in SeriesChunk.objects.filter(run=run, attempt=attempt, name=name).order_by("seq").values_list("xs", "ys"):
+    for cx, cy in (
+        SeriesChunk.objects.filter(run=run, attempt=attempt, name=name)
+        .order_by("seq")
+        .values_list("xs", "ys")
+    ):
         xs.extend(cx)
         ys.extend(cy)
     return xs, ys
 
 
 def series_names(*, run, attempt: int) -> list[str]:
-    return sorted(SeriesChunk.objects.filter(run=run, attempt=attempt).values_list("name", flat=True).distinct())
+    return sorted(
+        SeriesChunk.objects.filter(run=run, attempt=attempt)
+        .values_list("name", flat=True)
+        .distinct()
+    )
 
 
-def downsample(xs: list[float], ys: list[float | None], max_points: int) -> tuple[list[float], list[float | None]]:
+def downsample(
+    xs: list[float], ys: list[float | None], max_points: int
+) -> tuple[list[float], list[float | None]]:
     """Min/max per bucket, in x order: spikes survive, the shape stays, the count is bounded."""
     n = len(xs)
     if n <= max_points or max_points < 4:
@@ -47,7 +57,9 @@ def downsample(xs: list[float], ys: list[float | None], max_points: int) -> tupl
     return out_x, out_y
 
 
-def series_read(*, run, attempt: int | None, names: list[str], max_points: int = 2000) -> dict[str, Any]:
+def series_read(
+    *, run, attempt: int | None, names: list[str], max_points: int = 2000
+) -> dict[str, Any]:
     attempt = run.attempt if attempt is None else attempt
     out = {}
     for name in names:
@@ -56,7 +68,9 @@ def series_read(*, run, attempt: int | None, names: list[str], max_points: int =
         dx, dy = downsample(xs, ys, max_points)
         out[name] = {
             "x": dx,
-            "y": [None if (v is None or (isinstance(v, float) and math.isnan(v))) else v for v in dy],
+            "y": [
+                None if (v is None or (isinstance(v, float) and math.isnan(v))) else v for v in dy
+            ],
             "points": total,
             "returned": len(dx),
         }
@@ -66,7 +80,12 @@ def series_read(*, run, attempt: int | None, names: list[str], max_points: int =
 def log_tail(*, run, attempt: int | None = None, lines: int = 200) -> list[str]:
     attempt = run.attempt if attempt is None else attempt
     collected: list[str] = []
-    for chunk in LogChunk.objects.filter(run=run, attempt=attempt).order_by("-seq").values_list("lines", flat=True).iterator(chunk_size=20):
+    for chunk in (
+        LogChunk.objects.filter(run=run, attempt=attempt)
+        .order_by("-seq")
+        .values_list("lines", flat=True)
+        .iterator(chunk_size=20)
+    ):
         collected[:0] = chunk
         if len(collected) >= lines:
             break

@@ -28,7 +28,11 @@ def _finite_or_none(v: Any) -> float | None:
 
 
 def telemetry_ingest(
-    *, run: Simulation, attempt: int, series: Mapping[str, Sequence[Sequence[float]]], log: Sequence[str] = ()
+    *,
+    run: Simulation,
+    attempt: int,
+    series: Mapping[str, Sequence[Sequence[float]]],
+    log: Sequence[str] = (),
 ) -> int:
     """Store one batch from the agent. Returns the number of points stored."""
     if not isinstance(series, Mapping):
@@ -50,7 +54,9 @@ def telemetry_ingest(
     for raw_name, points in series.items():
         name = str(raw_name)[:200]
         if not isinstance(points, list):
-            raise ApplicationError(f"series {name}: points must be a list of [x, y]", field="series")
+            raise ApplicationError(
+                f"series {name}: points must be a list of [x, y]", field="series"
+            )
         xs: list[float] = []
         ys: list[float | None] = []
         for p in points:
@@ -60,7 +66,9 @@ def telemetry_ingest(
                 x = float(p[0])
                 y = None if p[1] is None else float(p[1])
             except (TypeError, ValueError) as exc:
-                raise ApplicationError(f"series {name}: non-numeric point {p!r}", field="series") from exc
+                raise ApplicationError(
+                    f"series {name}: non-numeric point {p!r}", field="series"
+                ) from exc
             if not math.isfinite(x):
                 continue
             xs.append(x)
@@ -70,8 +78,14 @@ def telemetry_ingest(
             continue
         chunks.append(
             SeriesChunk(
-                run=run, attempt=attempt, name=name, seq=last.get(name, -1) + 1, xs=xs, ys=ys,
-                x_min=min(xs), x_max=max(xs),
+                run=run,
+                attempt=attempt,
+                name=name,
+                seq=last.get(name, -1) + 1,
+                xs=xs,
+                ys=ys,
+                x_min=min(xs),
+                x_max=max(xs),
             )
         )
         stored += len(xs)
@@ -79,7 +93,9 @@ def telemetry_ingest(
     lines = [str(line)[:2000] for line in list(log)[-MAX_LOG_LINES:]] if log else []
     if lines:
         seq = LogChunk.objects.filter(run=run, attempt=attempt).aggregate(m=Max("seq"))["m"]
-        LogChunk.objects.create(run=run, attempt=attempt, seq=(seq if seq is not None else -1) + 1, lines=lines)
+        LogChunk.objects.create(
+            run=run, attempt=attempt, seq=(seq if seq is not None else -1) + 1, lines=lines
+        )
     return stored
 
 

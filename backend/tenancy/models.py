@@ -17,7 +17,9 @@ class Tenant(TimeStamped):
 
 
 class Membership(TimeStamped):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
 
@@ -37,7 +39,9 @@ class ApiToken(TimeStamped):
 
     PREFIX = "wt_"
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
     name = models.CharField(max_length=100, default="default")
     key_hash = models.CharField(max_length=64, unique=True)
     key_prefix = models.CharField(max_length=12)

@@ -13,7 +13,9 @@ def tenant_for_user(*, user: AbstractBaseUser | AnonymousUser) -> Tenant | None:
     cached = getattr(user, "_windtunnel_tenant", False)
     if cached is not False:
         return cached
-    membership = Membership.objects.select_related("tenant").filter(user=user).order_by("id").first()
+    membership = (
+        Membership.objects.select_related("tenant").filter(user=user).order_by("id").first()
+    )
     tenant = membership.tenant if membership else None
     user._windtunnel_tenant = tenant  # type: ignore[union-attr]
     return tenant

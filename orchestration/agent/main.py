@@ -170,7 +170,7 @@ def _finish(
         }
         with_retries(
             lambda: client.post("state/", body),
-            deadline=max(deadline, time.monotonic() + 2 * client.timeout),
+            deadline=deadline,  # with_retries always makes one attempt
             what=f"state {outcome.state}",
         )
     except StaleAttempt:

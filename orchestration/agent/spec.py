@@ -101,7 +101,9 @@ def _decompose(raw: Any) -> Mapping[str, Any] | None:
         or not all(isinstance(v, int) and v > 0 for v in n)
         or n[0] * n[1] * n[2] != subdomains
     ):
-        raise SpecError("run.json: decompose.n must be 3 positive integers whose product is subdomains")
+        raise SpecError(
+            "run.json: decompose.n must be 3 positive integers whose product is subdomains"
+        )
     return {"method": method, "subdomains": subdomains, "n": n}
 
 

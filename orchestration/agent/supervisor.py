@@ -142,7 +142,9 @@ class Supervisor:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                # own process group (so the step can be signalled as a whole) but the agent's
+                # session: a driver can still find and kill it if the agent itself dies
+                process_group=0,
             )
         except OSError as exc:
             logfile.write(f"cannot start {step.argv[0]}: {exc}\n".encode())

@@ -79,6 +79,22 @@ def _process(pid: int, create_time: float) -> psutil.Process | None:
         return None
 
 
+def _session_members(sid: int, not_before: float) -> list[psutil.Process]:
+    """Processes of the agent's session (the agent is its leader), started after the agent."""
+    members = []
+    for proc in psutil.process_iter(["pid", "create_time"]):
+        try:
+            if (
+                proc.pid != sid
+                and os.getsid(proc.pid) == sid
+                and proc.info["create_time"] >= not_before - _CREATE_TIME_TOLERANCE
+            ):
+                members.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return members
+
+
 def _tree(proc: psutil.Process) -> list[psutil.Process]:
     try:
         return [proc, *proc.children(recursive=True)]
@@ -175,8 +191,12 @@ class LocalDriver:
         proc = _process(pid, create_time)
         if proc is None:
             _reap(pid)
+            # the agent is gone; its steps may live on in its session (e.g. agent SIGKILLed)
+            for leftover in _session_members(pid, create_time):
+                with contextlib.suppress(psutil.Error):
+                    leftover.kill()
             return
-        tree = _tree(proc)  # the agent's steps run in their own sessions
+        tree = _tree(proc)  # the agent's steps run in their own process groups
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
@@ -230,6 +250,7 @@ class LocalDriver:
     def _kill_leftovers(pid: int, create_time: float, tree: list[psutil.Process]) -> None:
         """SIGKILL what is still alive of the agent's group and of its process tree."""
         agent = _process(pid, create_time)
+        tree = [*tree, *_session_members(pid, create_time)]
         if agent is not None:
             tree = [*tree, *_tree(agent)]
             with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -137,7 +137,9 @@ def test_failing_solver_reports_failed_with_exit_code_and_fatal_error(
     portal: FakePortal, cavity: Path, tmp_path: Path
 ) -> None:
     (cavity / "0/p").unlink()
-    spec = make_spec(portal=portal, case_dir=cavity, work_dir=tmp_path / "run", steps=serial_steps())
+    spec = make_spec(
+        portal=portal, case_dir=cavity, work_dir=tmp_path / "run", steps=serial_steps()
+    )
     driver = LocalDriver()
     driver.prepare(spec)
     assert _finish(driver, driver.start(spec)) == 0
@@ -267,7 +269,9 @@ def test_unreachable_portal_for_the_final_report_exits_4(tmp_path: Path) -> None
     assert subprocess.run(agent, env=env, timeout=120, capture_output=True).returncode == 4
 
 
-def test_missing_executable_fails_the_step_with_code_127(portal: FakePortal, tmp_path: Path) -> None:
+def test_missing_executable_fails_the_step_with_code_127(
+    portal: FakePortal, tmp_path: Path
+) -> None:
     case = tmp_path / "case"
     (case / "system").mkdir(parents=True)
     spec = make_spec(

@@ -87,7 +87,7 @@ def test_fatal_io_error() -> None:
     parser = LogParser()
     for line in [
         "--> FOAM FATAL IO ERROR: ",
-        "keyword div(phi,U) is undefined in dictionary \"system/fvSchemes.divSchemes\"",
+        'keyword div(phi,U) is undefined in dictionary "system/fvSchemes.divSchemes"',
         "",
         "file: system/fvSchemes.divSchemes from line 26 to line 31.",
         "",
@@ -104,8 +104,12 @@ def test_fatal_io_error() -> None:
 def test_nan_and_inf_are_kept_as_points() -> None:
     parser = LogParser()
     parser.feed("Time = 3")
-    parser.feed("smoothSolver:  Solving for Ux, Initial residual = nan, Final residual = -nan, No Iterations 1000")
-    parser.feed("GAMG:  Solving for p, Initial residual = inf, Final residual = -inf, No Iterations 3")
+    parser.feed(
+        "smoothSolver:  Solving for Ux, Initial residual = nan, Final residual = -nan, No Iterations 1000"
+    )
+    parser.feed(
+        "GAMG:  Solving for p, Initial residual = inf, Final residual = -inf, No Iterations 3"
+    )
     points = {name: y for name, _, y in parser.feed("Time = 4")}
     assert math.isnan(points["residual.Ux"]) and math.isnan(points["residual_final.Ux"])
     assert points["residual.p"] == math.inf and points["residual_final.p"] == -math.inf
@@ -121,7 +125,12 @@ def test_sigfpe_crash_is_reported() -> None:
 def test_points_are_emitted_at_execution_time_not_later() -> None:
     parser = LogParser()
     parser.feed("Time = 1")
-    assert parser.feed("DILUPBiCG:  Solving for k, Initial residual = 0.5, Final residual = 0.01, No Iterations 2") == []
+    assert (
+        parser.feed(
+            "DILUPBiCG:  Solving for k, Initial residual = 0.5, Final residual = 0.01, No Iterations 2"
+        )
+        == []
+    )
     points = parser.feed("ExecutionTime = 0.5 s  ClockTime = 1 s")
     assert ("residual.k", 1.0, 0.5) in points and ("execution.clock", 1.0, 1.0) in points
     assert parser.feed("Time = 2") == []  # nothing emitted twice
@@ -130,5 +139,7 @@ def test_points_are_emitted_at_execution_time_not_later() -> None:
 def test_partial_numbers_do_not_crash() -> None:
     parser = LogParser()
     parser.feed("Time = garbage")
-    parser.feed("smoothSolver:  Solving for Ux, Initial residual = x, Final residual = y, No Iterations 1")
+    parser.feed(
+        "smoothSolver:  Solving for Ux, Initial residual = x, Final residual = y, No Iterations 1"
+    )
     assert parser.flush() == []

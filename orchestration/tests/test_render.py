@@ -139,7 +139,11 @@ def test_division_by_zero_is_a_render_error() -> None:
 
 
 def test_derived_values_resolve_in_dependency_order() -> None:
-    derived = {"mag": "sqrt(Ux**2 + Uy**2)", "Ux": "speed*cos(radians(aoa))", "Uy": "speed*sin(radians(aoa))"}
+    derived = {
+        "mag": "sqrt(Ux**2 + Uy**2)",
+        "Ux": "speed*cos(radians(aoa))",
+        "Uy": "speed*sin(radians(aoa))",
+    }
     values = evaluate_derived(derived, {"speed": 26.0, "aoa": 4.0})
     assert set(values) == {"mag", "Ux", "Uy"}
     assert values["mag"] == pytest.approx(26.0)
@@ -162,7 +166,7 @@ def _tree(root: Path) -> Path:
     (root / "system").mkdir()
     (root / "constant/polyMesh").mkdir(parents=True)
     (root / "0/U").write_text("internalField uniform ({{ Ux }} {{ Uy }} 0);\n")
-    (root / "system/controlDict").write_text("endTime {{ end }};\n#include \"x\"\n")
+    (root / "system/controlDict").write_text('endTime {{ end }};\n#include "x"\n')
     (root / "system/fvSchemes").write_text("div { default none; }\n")
     (root / "constant/polyMesh/points.gz").write_bytes(b"\x1f\x8b\x08\x00{{ x }}")
     (root / "constant/blob").write_bytes(b"\x00\x01{{ y }}")

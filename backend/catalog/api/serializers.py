@@ -13,7 +13,19 @@ class TemplateSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = CaseTemplate
-        fields = ["name", "title", "description", "solver", "solvers", "resources", "parameters", "derived", "objectives", "placeholders", "demo"]
+        fields = [
+            "name",
+            "title",
+            "description",
+            "solver",
+            "solvers",
+            "resources",
+            "parameters",
+            "derived",
+            "objectives",
+            "placeholders",
+            "demo",
+        ]
 
     def get_parameters(self, obj) -> dict:
         return obj.spec.get("parameters") or {}

@@ -41,7 +41,13 @@ class BackendViewSet(viewsets.GenericViewSet):
 
     def get_queryset(self):
         tenant = tenant_for_user(user=self.request.user)
-        return [b for b in Backend.objects.filter(enabled=True).prefetch_related("tenants").order_by("name") if not b.tenants.all() or tenant in b.tenants.all()]
+        return [
+            b
+            for b in Backend.objects.filter(enabled=True)
+            .prefetch_related("tenants")
+            .order_by("name")
+            if not b.tenants.all() or tenant in b.tenants.all()
+        ]
 
     @extend_schema(responses=BackendSerializer(many=True))
     def list(self, request):

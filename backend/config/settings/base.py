@@ -67,9 +67,14 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL")
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+}
 CHANNEL_LAYERS = {
-    "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL]},
+    }
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -138,7 +143,9 @@ LOGIN_REDIRECT_URL = "/api/v1/"
 # --- Windtunnel ---------------------------------------------------------------
 WINDTUNNEL = {
     # URL the run agents report to (the ingest API). Must be reachable from compute nodes.
-    "PUBLIC_URL": env("WINDTUNNEL_PUBLIC_URL", default=f"http://127.0.0.1:{env.int('PORT', default=8000)}"),
+    "PUBLIC_URL": env(
+        "WINDTUNNEL_PUBLIC_URL", default=f"http://127.0.0.1:{env.int('PORT', default=8000)}"
+    ),
     "MAX_RUNS_PER_STUDY": env.int("WINDTUNNEL_MAX_RUNS_PER_STUDY", default=10_000),
     "MAX_RETRIES": env.int("WINDTUNNEL_MAX_RETRIES", default=2),
     "HEARTBEAT_INTERVAL": env.float("WINDTUNNEL_HEARTBEAT_INTERVAL", default=5.0),
@@ -147,7 +154,9 @@ WINDTUNNEL = {
     "TELEMETRY_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_INTERVAL", default=1.0),
     "UPLOAD_MAX_BYTES": env.int("WINDTUNNEL_UPLOAD_MAX_BYTES", default=200 * 1024 * 1024),
     "UPLOAD_MAX_ENTRIES": env.int("WINDTUNNEL_UPLOAD_MAX_ENTRIES", default=20_000),
-    "UPLOAD_MAX_UNPACKED_BYTES": env.int("WINDTUNNEL_UPLOAD_MAX_UNPACKED_BYTES", default=2 * 1024**3),
+    "UPLOAD_MAX_UNPACKED_BYTES": env.int(
+        "WINDTUNNEL_UPLOAD_MAX_UNPACKED_BYTES", default=2 * 1024**3
+    ),
     "UPLOAD_MAX_RATIO": env.float("WINDTUNNEL_UPLOAD_MAX_RATIO", default=200.0),
     "ARCHIVE_MAX_MB": env.int("WINDTUNNEL_ARCHIVE_MAX_MB", default=512),
     "LOCAL_CORES": env.int("WINDTUNNEL_LOCAL_CORES", default=0),  # 0 = os.cpu_count()

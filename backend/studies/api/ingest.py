@@ -37,7 +37,11 @@ def _run_for(request, run_id, attempt: int) -> Simulation:
     token = header[7:] if header.lower().startswith("bearer ") else ""
     if run.attempt != attempt:
         raise services.StaleAttempt()
-    if not token or not run.token_hash or not hmac.compare_digest(services.hash_run_token(token), run.token_hash):
+    if (
+        not token
+        or not run.token_hash
+        or not hmac.compare_digest(services.hash_run_token(token), run.token_hash)
+    ):
         raise _Auth()
     return run
 
@@ -47,7 +51,9 @@ class AttemptSerializer(serializers.Serializer):
 
 
 class StateSerializer(AttemptSerializer):
-    state = serializers.ChoiceField(choices=[RunState.RUNNING, RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED])
+    state = serializers.ChoiceField(
+        choices=[RunState.RUNNING, RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED]
+    )
     exit_code = serializers.IntegerField(required=False, allow_null=True)
     reason = serializers.CharField(required=False, allow_blank=True, max_length=40)
     message = serializers.CharField(required=False, allow_blank=True, max_length=20000)
@@ -60,7 +66,11 @@ class HeartbeatSerializer(AttemptSerializer):
 
 class TelemetryInSerializer(AttemptSerializer):
     series = serializers.DictField(child=serializers.ListField(), required=False, default=dict)
-    log = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False, default=list)
+    log = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        required=False,
+        default=list,
+    )
 
 
 class StopSerializer(serializers.Serializer):
@@ -103,7 +113,12 @@ class IngestHeartbeatView(_IngestView):
     def post(self, request, run_id):
         data = self._validated(request)
         run = _run_for(request, run_id, data["attempt"])
-        stop = services.run_heartbeat(run=run, attempt=data["attempt"], phase=data.get("phase", ""), resources=data.get("resources"))
+        stop = services.run_heartbeat(
+            run=run,
+            attempt=data["attempt"],
+            phase=data.get("phase", ""),
+            resources=data.get("resources"),
+        )
         return Response({"stop": stop})
 
 
@@ -115,7 +130,12 @@ class IngestTelemetryView(_IngestView):
         data = self._validated(request)
         run = _run_for(request, run_id, data["attempt"])
         stop = services.run_heartbeat(run=run, attempt=data["attempt"])
-        telemetry_ingest(run=run, attempt=data["attempt"], series=data.get("series") or {}, log=data.get("log") or [])
+        telemetry_ingest(
+            run=run,
+            attempt=data["attempt"],
+            series=data.get("series") or {},
+            log=data.get("log") or [],
+        )
         return Response({"stop": stop})
 
 
@@ -130,6 +150,9 @@ class IngestArchiveView(_IngestView):
         from django.conf import settings
 
         size = services.run_store_archive(
-            run=run, attempt=attempt, stream=request._request, max_bytes=settings.WINDTUNNEL["ARCHIVE_MAX_MB"] * 1024 * 1024
+            run=run,
+            attempt=attempt,
+            stream=request._request,
+            max_bytes=settings.WINDTUNNEL["ARCHIVE_MAX_MB"] * 1024 * 1024,
         )
         return Response({"bytes": size})

@@ -17,13 +17,17 @@ class StudySpecSerializer(serializers.Serializer):
     solver = serializers.CharField(required=False)
     backend = serializers.CharField(required=False)
     resources = serializers.DictField(required=False, help_text="{processes, nodes, memory_gb}")
-    parameters = serializers.DictField(required=False, help_text="name → {values|range|linspace|value|min,max}")
+    parameters = serializers.DictField(
+        required=False, help_text="name → {values|range|linspace|value|min,max}"
+    )
     combine = serializers.ChoiceField(choices=Combine.choices, required=False)
     samples = serializers.IntegerField(required=False, min_value=1)
     seed = serializers.IntegerField(required=False)
     derived = serializers.DictField(child=serializers.CharField(), required=False)
     objectives = serializers.DictField(required=False)
-    prepare = serializers.ListField(child=serializers.ListField(child=serializers.CharField()), required=False)
+    prepare = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField()), required=False
+    )
 
     def to_spec(self) -> dict:
         """The spec as the user wrote it (JSON-safe), without API-only fields."""
@@ -33,11 +37,15 @@ class StudySpecSerializer(serializers.Serializer):
 
 
 class StudyCreateSerializer(StudySpecSerializer):
-    draft = serializers.BooleanField(required=False, default=False, help_text="save without submitting")
+    draft = serializers.BooleanField(
+        required=False, default=False, help_text="save without submitting"
+    )
 
 
 class StudyExtendSerializer(serializers.Serializer):
-    parameters = serializers.DictField(help_text="new values per parameter, e.g. {aoa: {values: [14, 16]}}")
+    parameters = serializers.DictField(
+        help_text="new values per parameter, e.g. {aoa: {values: [14, 16]}}"
+    )
 
 
 class StudyCloneSerializer(serializers.Serializer):
@@ -62,9 +70,24 @@ class StudySerializer(serializers.ModelSerializer):
     class Meta:
         model = Study
         fields = [
-            "id", "name", "description", "state", "template", "case", "solver", "backend", "resources",
-            "objectives", "run_count", "progress", "spec", "owner", "created_at", "submitted_at",
-            "finished_at", "cloned_from",
+            "id",
+            "name",
+            "description",
+            "state",
+            "template",
+            "case",
+            "solver",
+            "backend",
+            "resources",
+            "objectives",
+            "run_count",
+            "progress",
+            "spec",
+            "owner",
+            "created_at",
+            "submitted_at",
+            "finished_at",
+            "cloned_from",
         ]
 
     def get_progress(self, obj) -> ProgressSerializer:
@@ -83,10 +106,35 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Simulation
         fields = [
-            "id", "study", "index", "parameters", "state", "attempt", "backend", "processes", "nodes",
-            "memory_gb", "wait_reason", "wait_detail", "queue_position", "phase", "queued_at", "admitted_at",
-            "started_at", "heartbeat_at", "finished_at", "wall_seconds", "exit_code", "end_reason", "message",
-            "objectives", "iterations", "last_time", "cpu_percent", "rss_bytes", "archive_bytes",
+            "id",
+            "study",
+            "index",
+            "parameters",
+            "state",
+            "attempt",
+            "backend",
+            "processes",
+            "nodes",
+            "memory_gb",
+            "wait_reason",
+            "wait_detail",
+            "queue_position",
+            "phase",
+            "queued_at",
+            "admitted_at",
+            "started_at",
+            "heartbeat_at",
+            "finished_at",
+            "wall_seconds",
+            "exit_code",
+            "end_reason",
+            "message",
+            "objectives",
+            "iterations",
+            "last_time",
+            "cpu_percent",
+            "rss_bytes",
+            "archive_bytes",
         ]
 
     def get_queue_position(self, obj) -> int | None:
@@ -104,8 +152,15 @@ class UploadSerializer(serializers.ModelSerializer):
     class Meta:
         model = Upload
         fields = [
-            "id", "filename", "size_bytes", "unpacked_bytes", "files_count", "placeholders", "has_mesh",
-            "has_block_mesh_dict", "created_at",
+            "id",
+            "filename",
+            "size_bytes",
+            "unpacked_bytes",
+            "files_count",
+            "placeholders",
+            "has_mesh",
+            "has_block_mesh_dict",
+            "created_at",
         ]
 
 

@@ -76,7 +76,9 @@ class StudyViewSet(viewsets.GenericViewSet):
             spec=ser.to_spec(),
             submit=not ser.validated_data.get("draft", False),
         )
-        return Response(s.StudySerializer(self.get_object_for(study)).data, status=status.HTTP_201_CREATED)
+        return Response(
+            s.StudySerializer(self.get_object_for(study)).data, status=status.HTTP_201_CREATED
+        )
 
     def get_object_for(self, study: Study) -> Study:
         return selectors.study_get(user=self.request.user, study_id=study.pk)
@@ -107,7 +109,9 @@ class StudyViewSet(viewsets.GenericViewSet):
         tenant = tenant_for_user(user=request.user)
         return Response(services.study_preview(tenant=tenant, spec=ser.to_spec()))
 
-    @extend_schema(request=None, responses=s.PreviewSerializer, operation_id="studies_preview_saved")
+    @extend_schema(
+        request=None, responses=s.PreviewSerializer, operation_id="studies_preview_saved"
+    )
     @action(detail=True, methods=["get", "post"], url_path="preview")
     def preview_saved(self, request, pk=None):
         study = self.get_object()
@@ -138,8 +142,12 @@ class StudyViewSet(viewsets.GenericViewSet):
     def clone(self, request, pk=None):
         ser = s.StudyCloneSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        clone = services.study_clone(study=self.get_object(), owner=request.user, name=ser.validated_data.get("name"))
-        return Response(s.StudySerializer(self.get_object_for(clone)).data, status=status.HTTP_201_CREATED)
+        clone = services.study_clone(
+            study=self.get_object(), owner=request.user, name=ser.validated_data.get("name")
+        )
+        return Response(
+            s.StudySerializer(self.get_object_for(clone)).data, status=status.HTTP_201_CREATED
+        )
 
     @extend_schema(
         responses=s.RunSerializer(many=True),
@@ -148,7 +156,9 @@ class StudyViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["get"])
     def runs(self, request, pk=None):
         study = self.get_object()
-        qs = RunFilter(request.query_params, queryset=study.runs.select_related("backend").order_by("index")).qs
+        qs = RunFilter(
+            request.query_params, queryset=study.runs.select_related("backend").order_by("index")
+        ).qs
         return _runs_page(self, qs, request)
 
     @extend_schema(responses=s.ResultsSerializer)
@@ -165,10 +175,12 @@ class StudyViewSet(viewsets.GenericViewSet):
         )
 
     @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR})
-    @action(detail=True, methods=["get"], url_path="results.csv")
+    @action(detail=True, methods=["get"], url_path="results-csv")
     def results_csv(self, request, pk=None):
         study = self.get_object()
-        response = HttpResponse(selectors.study_results_csv(study=study), content_type="text/csv; charset=utf-8")
+        response = HttpResponse(
+            selectors.study_results_csv(study=study), content_type="text/csv; charset=utf-8"
+        )
         safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in study.name)[:60] or "study"
         response["Content-Disposition"] = f'attachment; filename="{safe}-results.csv"'
         return response
@@ -192,7 +204,11 @@ class RunViewSet(viewsets.GenericViewSet):
     @extend_schema(responses=s.RunDetailSerializer)
     def retrieve(self, request, pk=None):
         run = self.get_object()
-        positions = selectors.queue_positions(tenant_id=run.tenant_id, run_ids=[run.id]) if run.state == RunState.PENDING else {}
+        positions = (
+            selectors.queue_positions(tenant_id=run.tenant_id, run_ids=[run.id])
+            if run.state == RunState.PENDING
+            else {}
+        )
         return Response(s.RunDetailSerializer(run, context={"positions": positions}).data)
 
     @extend_schema(request=None, responses=s.RunDetailSerializer)
@@ -200,13 +216,23 @@ class RunViewSet(viewsets.GenericViewSet):
     def cancel(self, request, pk=None):
         run = self.get_object()
         if not services.run_cancel(run=run, by=request.user):
-            raise ApplicationError(f"the run already ended ({run.state})", status=409, code="invalid_state")
+            raise ApplicationError(
+                f"the run already ended ({run.state})", status=409, code="invalid_state"
+            )
         return Response(s.RunDetailSerializer(self.get_object()).data)
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("series", OpenApiTypes.STR, description="comma-separated series names; empty = list them"),
-            OpenApiParameter("max_points", OpenApiTypes.INT, description="downsample each series to at most this many points (default 2000)"),
+            OpenApiParameter(
+                "series",
+                OpenApiTypes.STR,
+                description="comma-separated series names; empty = list them",
+            ),
+            OpenApiParameter(
+                "max_points",
+                OpenApiTypes.INT,
+                description="downsample each series to at most this many points (default 2000)",
+            ),
             OpenApiParameter("attempt", OpenApiTypes.INT),
         ],
         responses=s.TelemetrySerializer,
@@ -231,12 +257,16 @@ class RunViewSet(viewsets.GenericViewSet):
             }
         )
 
-    @extend_schema(parameters=[OpenApiParameter("lines", OpenApiTypes.INT)], responses=s.LogSerializer)
+    @extend_schema(
+        parameters=[OpenApiParameter("lines", OpenApiTypes.INT)], responses=s.LogSerializer
+    )
     @action(detail=True, methods=["get"])
     def log(self, request, pk=None):
         run = self.get_object()
         lines = _int_param(request, "lines", 200, low=1, high=20_000)
-        return Response({"run": str(run.id), "attempt": run.attempt, "lines": log_tail(run=run, lines=lines)})
+        return Response(
+            {"run": str(run.id), "attempt": run.attempt, "lines": log_tail(run=run, lines=lines)}
+        )
 
     @extend_schema(responses={(200, "application/gzip"): OpenApiTypes.BINARY})
     @action(detail=True, methods=["get"])
@@ -245,7 +275,12 @@ class RunViewSet(viewsets.GenericViewSet):
         if not run.archive_path or not Path(run.archive_path).exists():
             raise NotFound("This run has no result archive yet; it is uploaded when the run ends.")
         name = f"{run.study.name}-run{run.index:04d}.tar.gz".replace("/", "-").replace(" ", "-")
-        return FileResponse(open(run.archive_path, "rb"), as_attachment=True, filename=name, content_type="application/gzip")
+        return FileResponse(
+            open(run.archive_path, "rb"),
+            as_attachment=True,
+            filename=name,
+            content_type="application/gzip",
+        )
 
 
 def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:
@@ -270,18 +305,31 @@ class UploadViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         return selectors.upload_list_visible_to(user=self.request.user)
 
     def _get(self, pk):
-        upload = self.get_queryset().filter(pk=selectors._uuid(pk)).first() if selectors._uuid(pk) else None
+        upload = (
+            self.get_queryset().filter(pk=selectors._uuid(pk)).first()
+            if selectors._uuid(pk)
+            else None
+        )
         if upload is None:
             raise NotFound("No upload with that id in your tenant.")
         return upload
 
-    @extend_schema(request={"multipart/form-data": s.UploadCreateSerializer}, responses={201: s.UploadSerializer})
+    @extend_schema(
+        request={"multipart/form-data": s.UploadCreateSerializer},
+        responses={201: s.UploadSerializer},
+    )
     def create(self, request):
         file = request.FILES.get("file")
         if file is None:
-            raise ApplicationError("send the case archive as multipart form field 'file'", field="file")
+            raise ApplicationError(
+                "send the case archive as multipart form field 'file'", field="file"
+            )
         upload = uploads.upload_create(
-            tenant=tenant_for_user(user=request.user), owner=request.user, filename=file.name, fileobj=file, size=file.size
+            tenant=tenant_for_user(user=request.user),
+            owner=request.user,
+            filename=file.name,
+            fileobj=file,
+            size=file.size,
         )
         return Response(s.UploadSerializer(upload).data, status=status.HTTP_201_CREATED)
 

@@ -4,7 +4,11 @@ import pytest
 
 from studies.models import Simulation, Study
 
-AIRFOIL = {"name": "sweep", "template": "airfoil2d", "parameters": {"aoa": {"range": [-4, 12, 2]}, "speed": {"values": [20, 26]}}}
+AIRFOIL = {
+    "name": "sweep",
+    "template": "airfoil2d",
+    "parameters": {"aoa": {"range": [-4, 12, 2]}, "speed": {"values": [20, 26]}},
+}
 
 
 def post(api, path, data):
@@ -29,7 +33,11 @@ def test_draft_is_saved_and_launched_later(api):
     study = r.json()
     assert study["state"] == "draft" and study["run_count"] == 18
     assert Simulation.objects.count() == 0
-    r = api.put(f"/api/v1/studies/{study['id']}/", {**AIRFOIL, "parameters": {"aoa": {"values": [0, 4]}}}, format="json")
+    r = api.put(
+        f"/api/v1/studies/{study['id']}/",
+        {**AIRFOIL, "parameters": {"aoa": {"values": [0, 4]}}},
+        format="json",
+    )
     assert r.status_code == 200 and r.json()["run_count"] == 2
     r = post(api, f"/api/v1/studies/{study['id']}/submit/", {})
     assert r.status_code == 200 and r.json()["state"] == "submitted"
@@ -41,16 +49,32 @@ def test_draft_is_saved_and_launched_later(api):
 @pytest.mark.parametrize(
     ("change", "field", "needle"),
     [
-        ({"parameters": {"aoa": {"range": [0, 100000, 1]}, "speed": {"range": [1, 100, 1]}}}, "parameters", "at most 10,000"),
+        (
+            {"parameters": {"aoa": {"range": [0, 100000, 1]}, "speed": {"range": [1, 100, 1]}}},
+            "parameters",
+            "at most 10,000",
+        ),
         ({"parameters": {"aoa": {"values": []}}}, "parameters.aoa", "empty"),
         ({"derived": {"foo": "aoa * bogus"}}, "derived.foo", "unknown name(s) bogus"),
         ({"parameters": {"aoa": {"values": [45]}}}, "parameters.aoa", "above its maximum"),
-        ({"parameters": {"alpha": {"values": [1]}}}, "parameters.alpha", "has no parameter 'alpha'"),
+        (
+            {"parameters": {"alpha": {"values": [1]}}},
+            "parameters.alpha",
+            "has no parameter 'alpha'",
+        ),
         ({"template": "nope"}, "template", "unknown template 'nope'"),
         ({"solver": "bashFoam"}, "solver", "unknown solver"),
         ({"resources": {"processes": 64}}, "resources", "quota allows 4 cores"),
-        ({"objectives": {"Cl": {"series": "forceCoeffs.Cl"}, "LD": {"expr": "Cl / Cx"}}}, "objectives.LD.expr", "unknown name(s) Cx"),
-        ({"objectives": {"Cl": {"series": "forceCoeffs.Cl", "reduce": "median"}}}, "objectives.Cl.reduce", "must be one of"),
+        (
+            {"objectives": {"Cl": {"series": "forceCoeffs.Cl"}, "LD": {"expr": "Cl / Cx"}}},
+            "objectives.LD.expr",
+            "unknown name(s) Cx",
+        ),
+        (
+            {"objectives": {"Cl": {"series": "forceCoeffs.Cl", "reduce": "median"}}},
+            "objectives.Cl.reduce",
+            "must be one of",
+        ),
         ({"bogus_key": 1}, "bogus_key", "unknown key"),
     ],
 )
@@ -106,21 +130,36 @@ def test_token_login_gives_a_working_token(make_tenant, catalog):
 
     tenant = make_tenant("acme")
     client = APIClient()
-    r = client.post("/api/v1/auth/token/", {"username": "acme-user", "password": "wrong"}, format="json")
+    r = client.post(
+        "/api/v1/auth/token/", {"username": "acme-user", "password": "wrong"}, format="json"
+    )
     assert r.status_code == 401
-    r = client.post("/api/v1/auth/token/", {"username": "acme-user", "password": "pw-acme"}, format="json")
+    r = client.post(
+        "/api/v1/auth/token/", {"username": "acme-user", "password": "pw-acme"}, format="json"
+    )
     assert r.status_code == 200 and r.json()["tenant"] == tenant.name
     client.credentials(HTTP_AUTHORIZATION=f"Token {r.json()['token']}")
     assert client.get("/api/v1/me/").json()["tenant"] == "acme"
 
 
 def test_extend_adds_only_new_points_and_clone_makes_a_draft(api):
-    study = post(api, "/api/v1/studies/", {**AIRFOIL, "parameters": {"aoa": {"values": [0, 4]}}}).json()
-    r = post(api, f"/api/v1/studies/{study['id']}/extend/", {"parameters": {"aoa": {"values": [0, 4, 8, 12]}}})
+    study = post(
+        api, "/api/v1/studies/", {**AIRFOIL, "parameters": {"aoa": {"values": [0, 4]}}}
+    ).json()
+    r = post(
+        api,
+        f"/api/v1/studies/{study['id']}/extend/",
+        {"parameters": {"aoa": {"values": [0, 4, 8, 12]}}},
+    )
     assert r.status_code == 200, r.json()
     assert r.json()["run_count"] == 4
-    assert sorted(r["parameters"]["aoa"] for r in Simulation.objects.filter(study_id=study["id"]).values("parameters")) == [0, 4, 8, 12]
-    r = post(api, f"/api/v1/studies/{study['id']}/extend/", {"parameters": {"mach": {"values": [1]}}})
+    assert sorted(
+        r["parameters"]["aoa"]
+        for r in Simulation.objects.filter(study_id=study["id"]).values("parameters")
+    ) == [0, 4, 8, 12]
+    r = post(
+        api, f"/api/v1/studies/{study['id']}/extend/", {"parameters": {"mach": {"values": [1]}}}
+    )
     assert r.status_code == 400 and "not new parameters" in r.json()["message"]
     clone = post(api, f"/api/v1/studies/{study['id']}/clone/", {})
     assert clone.status_code == 201 and clone.json()["state"] == "draft"
@@ -132,7 +171,9 @@ def test_cancel_of_a_queued_study_ends_every_run(api):
     study = post(api, "/api/v1/studies/", AIRFOIL).json()
     r = post(api, f"/api/v1/studies/{study['id']}/cancel/", {})
     assert r.status_code == 200 and r.json()["state"] == "cancelled"
-    assert set(Simulation.objects.filter(study_id=study["id"]).values_list("state", flat=True)) == {"cancelled"}
+    assert set(Simulation.objects.filter(study_id=study["id"]).values_list("state", flat=True)) == {
+        "cancelled"
+    }
 
 
 def test_list_endpoints_use_a_constant_number_of_queries(api, django_assert_max_num_queries):

@@ -41,17 +41,38 @@ class TokenView(APIView):
     def post(self, request):
         ser = TokenRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        user = authenticate(request, username=ser.validated_data["username"], password=ser.validated_data["password"])
+        user = authenticate(
+            request,
+            username=ser.validated_data["username"],
+            password=ser.validated_data["password"],
+        )
         if user is None:
-            raise ApplicationError("wrong username or password", code=ErrorCode.UNAUTHENTICATED, status=401)
+            raise ApplicationError(
+                "wrong username or password", code=ErrorCode.UNAUTHENTICATED, status=401
+            )
         tenant = tenant_for_user(user=user)
         if tenant is None:
-            raise ApplicationError("this user belongs to no tenant; ask an admin to add you", code=ErrorCode.FORBIDDEN, status=403)
-        return Response({"token": api_token_create(user=user, name=ser.validated_data["name"]), "tenant": tenant.name})
+            raise ApplicationError(
+                "this user belongs to no tenant; ask an admin to add you",
+                code=ErrorCode.FORBIDDEN,
+                status=403,
+            )
+        return Response(
+            {
+                "token": api_token_create(user=user, name=ser.validated_data["name"]),
+                "tenant": tenant.name,
+            }
+        )
 
 
 class MeView(APIView):
     @extend_schema(responses=MeSerializer)
     def get(self, request):
         tenant = tenant_for_user(user=request.user)
-        return Response({"username": request.user.username, "tenant": tenant.name, "is_admin": user_is_tenant_admin(user=request.user)})
+        return Response(
+            {
+                "username": request.user.username,
+                "tenant": tenant.name,
+                "is_admin": user_is_tenant_admin(user=request.user),
+            }
+        )

@@ -29,7 +29,11 @@ class Command(BaseCommand):
         if creds_file.exists():
             creds = json.loads(creds_file.read_text())
         else:
-            creds = {"username": "demo", "password": secrets.token_urlsafe(12), "admin_password": secrets.token_urlsafe(12)}
+            creds = {
+                "username": "demo",
+                "password": secrets.token_urlsafe(12),
+                "admin_password": secrets.token_urlsafe(12),
+            }
         tenant = tenant_create_or_update(
             name="demo",
             username=creds["username"],
@@ -38,13 +42,17 @@ class Command(BaseCommand):
             quota={"cores": 4, "memory_gb": 8, "max_runs": 4, "max_nodes": 4},
         )
         user_model = get_user_model()
-        admin, _ = user_model.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
+        admin, _ = user_model.objects.get_or_create(
+            username="admin", defaults={"is_staff": True, "is_superuser": True}
+        )
         admin.is_staff = admin.is_superuser = True
         admin.set_password(creds["admin_password"])
         admin.save()
         tenant_create_or_update(name="demo", username="admin", role=Role.ADMIN)
         if "token" not in creds:
-            creds["token"] = api_token_create(user=user_model.objects.get(username=creds["username"]), name="demo")
+            creds["token"] = api_token_create(
+                user=user_model.objects.get(username=creds["username"]), name="demo"
+            )
         creds_file.parent.mkdir(parents=True, exist_ok=True)
         creds_file.write_text(json.dumps(creds))
         creds_file.chmod(0o600)
@@ -59,14 +67,25 @@ class Command(BaseCommand):
                 "parameters": demo.get("parameters") or {"aoa": {"values": [-4, 0, 4, 8, 12]}},
                 "combine": demo.get("combine", "grid"),
             }
-            study = study_create(tenant=tenant, owner=user_model.objects.get(username=creds["username"]), spec=spec, submit=True)
+            study = study_create(
+                tenant=tenant,
+                owner=user_model.objects.get(username=creds["username"]),
+                spec=spec,
+                submit=True,
+            )
         url = o["url"].rstrip("/")
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS(f"Windtunnel is running at {url}/"))
-        self.stdout.write(f"  sign in:      {url}/api-auth/login/   user {creds['username']}  password {creds['password']}")
-        self.stdout.write(f"  Django admin: {url}/admin/            user admin  password {creds['admin_password']}")
+        self.stdout.write(
+            f"  sign in:      {url}/api-auth/login/   user {creds['username']}  password {creds['password']}"
+        )
+        self.stdout.write(
+            f"  Django admin: {url}/admin/            user admin  password {creds['admin_password']}"
+        )
         self.stdout.write(f"  API token:    {creds['token']}   (Authorization: Token …)")
         self.stdout.write(f"  API docs:     {url}/api/docs/")
         if study is not None:
-            self.stdout.write(f"  demo study:   {url}/api/v1/studies/{study.id}/   results: {url}/api/v1/studies/{study.id}/results.csv")
+            self.stdout.write(
+                f"  demo study:   {url}/api/v1/studies/{study.id}/   results: {url}/api/v1/studies/{study.id}/results.csv"
+            )
         self.stdout.write("")

@@ -1,0 +1,167 @@
+"""Case uploads: checked before extraction; each rejection names the offending entry."""
+
+import io
+import tarfile
+import zipfile
+
+import pytest
+
+from studies.models import Upload
+
+CONTROL = b"application icoFoam;\nendTime {{ end_time }};\ndeltaT {{ dt * 2 }};\n"
+
+
+def tgz(entries) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data, kind in entries:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            elif kind == "symlink":
+                info.type, info.linkname = tarfile.SYMTYPE, data.decode()
+                tar.addfile(info)
+            elif kind == "hardlink":
+                info.type, info.linkname = tarfile.LNKTYPE, data.decode()
+                tar.addfile(info)
+            elif kind == "device":
+                info.type = tarfile.CHRTYPE
+                tar.addfile(info)
+    return buf.getvalue()
+
+
+def upload(api, name, data):
+    return api.post("/api/v1/uploads/", {"file": _named(data, name)}, format="multipart")
+
+
+def _named(data: bytes, name: str):
+    f = io.BytesIO(data)
+    f.name = name
+    return f
+
+
+def test_a_good_case_is_extracted_and_its_placeholders_listed(api):
+    data = tgz(
+        [
+            ("cavity/system/controlDict", CONTROL, "file"),
+            ("cavity/system/blockMeshDict", b"x 1;\n", "file"),
+            ("cavity/0/U", b"internalField uniform ({{ u }} 0 0);\n", "file"),
+        ]
+    )
+    r = upload(api, "cavity.tar.gz", data)
+    assert r.status_code == 201, r.json()
+    body = r.json()
+    assert body["placeholders"] == {"0/U": ["u"], "system/controlDict": ["dt", "end_time"]}
+    assert body["has_block_mesh_dict"] is True and body["has_mesh"] is False
+    up = Upload.objects.get(pk=body["id"])
+    assert (__import__("pathlib").Path(up.path) / "system" / "controlDict").read_bytes() == CONTROL
+
+
+def test_zip_uploads_work_too(api):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("system/controlDict", CONTROL)
+    assert upload(api, "case.zip", buf.getvalue()).status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("entries", "needle"),
+    [
+        ([("../evil", b"x", "file"), ("system/controlDict", CONTROL, "file")], "'../evil'"),
+        ([("/etc/passwd", b"x", "file"), ("system/controlDict", CONTROL, "file")], "absolute path"),
+        (
+            [("system/controlDict", CONTROL, "file"), ("link", b"/etc/passwd", "symlink")],
+            "'link' is a link",
+        ),
+        (
+            [("system/controlDict", CONTROL, "file"), ("hard", b"system/controlDict", "hardlink")],
+            "'hard' is a link",
+        ),
+        ([("system/controlDict", CONTROL, "file"), ("dev", b"", "device")], "'dev' is a device"),
+        ([("constant/x", b"x", "file")], "no system/controlDict"),
+        ([("system/controlDict", b"endTime {{ end_time ;\n", "file")], "placeholder"),
+    ],
+)
+def test_dangerous_or_broken_archives_are_refused_naming_the_entry(api, entries, needle):
+    r = upload(api, "case.tar.gz", tgz(entries))
+    assert r.status_code == 400, r.json()
+    assert needle in r.json()["message"], r.json()
+    assert Upload.objects.count() == 0
+
+
+def test_zip_slip_and_zip_symlinks_are_refused(api):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("system/controlDict", CONTROL)
+        z.writestr("../../outside", b"x")
+    r = upload(api, "case.zip", buf.getvalue())
+    assert r.status_code == 400 and "'../../outside'" in r.json()["message"]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("system/controlDict", CONTROL)
+        info = zipfile.ZipInfo("lnk")
+        info.external_attr = 0o120777 << 16
+        z.writestr(info, "/etc/passwd")
+    r = upload(api, "case.zip", buf.getvalue())
+    assert r.status_code == 400 and "is a link" in r.json()["message"]
+
+
+def test_archive_bombs_are_refused_before_extraction(api, settings):
+    settings.WINDTUNNEL = {**settings.WINDTUNNEL, "UPLOAD_MAX_RATIO": 50.0}
+    bomb = tgz([("system/controlDict", CONTROL, "file"), ("zeros", b"\0" * 30_000_000, "file")])
+    r = upload(api, "bomb.tar.gz", bomb)
+    assert r.status_code == 400 and "archive bomb" in r.json()["message"]
+    settings.WINDTUNNEL = {**settings.WINDTUNNEL, "UPLOAD_MAX_UNPACKED_BYTES": 1000}
+    r = upload(
+        api,
+        "big.tar.gz",
+        tgz([("system/controlDict", CONTROL, "file"), ("x", b"a" * 5000, "file")]),
+    )
+    assert r.status_code == 400 and "unpacks to" in r.json()["message"]
+
+
+def test_wrong_type_size_and_missing_file_are_clear_errors(api, settings):
+    assert "upload a .tar.gz" in upload(api, "case.rar", b"x").json()["message"]
+    assert "not a readable" in upload(api, "case.tar.gz", b"garbage").json()["message"]
+    r = api.post("/api/v1/uploads/", {}, format="multipart")
+    assert r.status_code == 400 and "'file'" in r.json()["message"]
+    settings.WINDTUNNEL = {**settings.WINDTUNNEL, "UPLOAD_MAX_BYTES": 10}
+    assert (
+        "at most"
+        in upload(api, "case.tar.gz", tgz([("system/controlDict", CONTROL, "file")])).json()[
+            "message"
+        ]
+    )
+
+
+def test_a_study_on_an_upload_must_give_every_placeholder_a_value(api):
+    data = tgz([("system/controlDict", CONTROL, "file")])
+    up = upload(api, "c.tar.gz", data).json()
+    spec = {
+        "name": "u",
+        "case": up["id"],
+        "solver": "icoFoam",
+        "parameters": {"end_time": {"values": [0.1, 0.2]}},
+    }
+    r = api.post("/api/v1/studies/preview/", spec, format="json")
+    assert r.status_code == 400 and "{{ dt }}" in r.json()["message"]
+    spec["derived"] = {"dt": "end_time / 100"}
+    r = api.post("/api/v1/studies/preview/", spec, format="json")
+    assert r.status_code == 200 and r.json()["run_count"] == 2
+    assert r.json()["rows"][1]["context"]["dt"] == pytest.approx(0.002)
+
+
+def test_uploads_of_another_tenant_are_invisible(api, make_tenant):
+    from rest_framework.test import APIClient
+
+    up = upload(api, "c.tar.gz", tgz([("system/controlDict", CONTROL, "file")])).json()
+    other = APIClient()
+    other.force_authenticate(make_tenant().user)
+    assert other.get(f"/api/v1/uploads/{up['id']}/").status_code == 404
+    r = other.post(
+        "/api/v1/studies/preview/",
+        {"name": "x", "case": up["id"], "solver": "icoFoam"},
+        format="json",
+    )
+    assert r.status_code == 400 and r.json()["field"] == "case"

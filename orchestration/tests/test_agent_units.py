@@ -1,0 +1,208 @@
+"""Agent pieces that need no solver: spec validation, reporter buffer, archive, decomposition."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from orchestration.agent.archive import build_archive, latest_time_dir
+from orchestration.agent.case import decompose_par_dict, split_subdomains
+from orchestration.agent.client import PortalClient, StaleAttempt, TransientError, json_safe
+from orchestration.agent.reporter import MAX_LOG_LINES, Reporter
+from orchestration.agent.spec import SpecError, parse_spec
+from orchestration.drivers.base import RunSpec, Step
+from orchestration.tests.conftest import FakePortal
+
+
+def _spec_dict(**overrides):
+    spec = RunSpec(
+        run_id="r",
+        attempt=2,
+        portal_url="http://127.0.0.1:1",
+        token="t",
+        case_dir="/c",
+        work_dir="/w",
+        context={"a": 1},
+        steps=[Step(name="icoFoam", argv=("icoFoam",))],
+    )
+    data = json.loads(spec.to_json())
+    data.update(overrides)
+    return data
+
+
+def test_run_spec_json_round_trips_into_the_agent_spec() -> None:
+    spec = parse_spec(_spec_dict(decompose={"method": "simple", "subdomains": 4}))
+    assert spec.attempt == 2 and spec.steps[0].argv == ("icoFoam",)
+    assert spec.decompose == {"method": "simple", "subdomains": 4, "n": None}
+    assert spec.case_path == Path("/w/case")
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"steps": []},
+        {"steps": [{"name": "x", "argv": "icoFoam"}]},
+        {"steps": [{"name": "../x", "argv": ["a"]}]},
+        {"attempt": "1"},
+        {"attempt": True},
+        {"portal_url": "ftp://x"},
+        {"env": {"A": 1}},
+        {"heartbeat_interval": -1},
+        {"decompose": {"subdomains": 0}},
+        {"decompose": {"subdomains": 4, "n": [3, 1, 1]}},
+        {"version": 2},
+    ],
+)
+def test_bad_specs_are_refused(override) -> None:
+    with pytest.raises(SpecError):
+        parse_spec(_spec_dict(**override))
+
+
+def test_decompose_par_dict() -> None:
+    assert split_subdomains(2) == (2, 1, 1)
+    assert split_subdomains(6) == (3, 2, 1)
+    assert split_subdomains(7) == (7, 1, 1)
+    text = decompose_par_dict({"method": "hierarchical", "subdomains": 4, "n": None})
+    assert "numberOfSubdomains 4;" in text and "n           (2 2 1);" in text
+    assert "hierarchicalCoeffs" in text and "order       xyz;" in text
+
+
+def test_json_safe_non_finite_numbers() -> None:
+    assert [json_safe(v) for v in (1.5, float("nan"), float("inf"), float("-inf"))] == [
+        1.5,
+        "NaN",
+        "Infinity",
+        "-Infinity",
+    ]
+
+
+def _reporter(portal: FakePortal) -> Reporter:
+    client = PortalClient(portal_url=portal.url, run_id="r", token="test-token", attempt=1)
+    return Reporter(client=client, heartbeat_interval=60, telemetry_interval=60)
+
+
+def test_log_lines_are_bounded_per_batch_with_a_skip_marker(portal: FakePortal) -> None:
+    reporter = _reporter(portal)
+    reporter.add_log(f"line {i}" for i in range(MAX_LOG_LINES + 50))
+    reporter.add_points([("residual.p", 1.0, 0.5), ("residual.p", 2.0, float("nan"))])
+    assert reporter.flush(deadline=0)
+    (call,) = portal.of("telemetry/")
+    assert call.body["log"][0] == "[… 50 lines skipped …]"
+    assert call.body["log"][-1] == f"line {MAX_LOG_LINES + 49}"
+    assert len(call.body["log"]) == MAX_LOG_LINES + 1
+    assert call.body["series"] == {"residual.p": [[1.0, 0.5], [2.0, "NaN"]]}
+    assert call.body["attempt"] == 1
+
+
+def test_failed_batches_are_kept_and_resent(portal: FakePortal) -> None:
+    failures = iter([True, True])
+    portal.responder = lambda call: (503, {}) if next(failures, False) else None
+    reporter = _reporter(portal)
+    reporter.add_points([("a", 1.0, 1.0)])
+    reporter.add_log(["hello"])
+    assert reporter.flush(deadline=float("inf"), sleep=lambda s: None)
+    calls = portal.of("telemetry/")
+    assert len(calls) == 3
+    assert calls[-1].body["series"] == {"a": [[1.0, 1.0]]} and calls[-1].body["log"] == ["hello"]
+
+
+def test_stop_and_stale_answers_set_events(portal: FakePortal) -> None:
+    reporter = _reporter(portal)
+    portal.responder = lambda call: (200, {"stop": True})
+    reporter.add_points([("a", 1.0, 1.0)])
+    reporter.flush(deadline=0)
+    assert reporter.stop_requested.is_set()
+    portal.responder = lambda call: (409, {"code": "stale_attempt"})
+    reporter.add_points([("a", 2.0, 1.0)])
+    with pytest.raises(StaleAttempt):
+        reporter.flush(deadline=0)
+    assert reporter.stale.is_set()
+
+
+def test_unreachable_portal_is_transient() -> None:
+    client = PortalClient(portal_url="http://127.0.0.1:9", run_id="r", token="t", attempt=1)
+    with pytest.raises(TransientError):
+        client.post("heartbeat/", {})
+
+
+def _case(root: Path) -> Path:
+    for rel, size in {
+        "log.blockMesh": 100,
+        "log.simpleFoam": 50_000,
+        "system/controlDict": 100,
+        "constant/transportProperties": 100,
+        "constant/polyMesh/points": 30_000,
+        "0/U": 100,
+        "100/U": 5_000,
+        "50/U": 100,
+        "processor0/100/U": 100,
+        "postProcessing/forceCoeffs/0/coefficient.dat": 1_000,
+    }.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * size)
+    return root
+
+
+def test_archive_holds_latest_time_logs_system_constant_and_postprocessing(tmp_path: Path) -> None:
+    case = _case(tmp_path / "case")
+    assert latest_time_dir(case) == case / "100"
+    notes = build_archive(case, tmp_path / "a.tar.gz", max_bytes=10 * 1024 * 1024)
+    assert notes == []
+    names = tarfile.open(tmp_path / "a.tar.gz").getnames()
+    assert set(names) == {
+        "log.blockMesh",
+        "log.simpleFoam",
+        "system/controlDict",
+        "constant/transportProperties",
+        "constant/polyMesh/points",
+        "postProcessing/forceCoeffs/0/coefficient.dat",
+        "100/U",
+    }
+
+
+def test_archive_stays_under_budget_and_says_what_it_left_out(tmp_path: Path) -> None:
+    case = _case(tmp_path / "case")
+    budget = 64 * 1024 + 30_000
+    notes = build_archive(case, tmp_path / "a.tar.gz", max_bytes=budget)
+    with tarfile.open(tmp_path / "a.tar.gz") as tar:
+        names = tar.getnames()
+        total = sum(m.size for m in tar.getmembers())
+        manifest = tar.extractfile("windtunnel-archive.txt").read().decode()
+    assert total <= budget
+    assert "log.simpleFoam" in names  # truncated to its tail, not dropped
+    assert "constant/polyMesh/points" not in names
+    assert any("polyMesh" in n for n in notes) and "truncated" in manifest
+
+
+@pytest.mark.parametrize("use_psutil", [True, False])
+def test_tree_sampler_and_kill_group_with_and_without_psutil(
+    use_psutil: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import time
+
+    from orchestration.agent import procs
+
+    if not use_psutil:
+        monkeypatch.setattr(procs, "psutil", None)
+    proc = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(procs.tree_pids(proc.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = procs.tree_pids(proc.pid)
+        assert len(pids) == 3
+        sampler = procs.TreeSampler()
+        sampler.sample(proc.pid)
+        cpu, rss = sampler.sample(proc.pid)
+        assert cpu >= 0 and rss > 0
+        procs.kill_group(proc.pid, grace=5, extra_pids=pids, reap=proc.poll)
+        proc.wait(timeout=10)
+        assert not procs.group_alive(proc.pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
