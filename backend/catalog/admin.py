@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from catalog.models import Backend, CaseTemplate, Package
+from catalog.models import Backend, CaseTemplate, Image, Package
 
 
 @admin.register(Package)
@@ -20,3 +20,11 @@ class BackendAdmin(admin.ModelAdmin):
     list_display = ["name", "kind", "cores", "memory_gb", "max_nodes", "enabled"]
     list_filter = ["kind", "enabled"]
     filter_horizontal = ["tenants"]
+    exclude = ["secrets"]  # encrypted; set through the API/CLI, never shown
+
+
+@admin.register(Image)
+class ImageAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "status", "digest", "size_bytes", "built_at"]
+    list_filter = ["kind", "status"]
+    readonly_fields = ["digest", "closure", "build_log", "built_at"]

@@ -7,3 +7,16 @@ class BackendKind(models.TextChoices):
     CONTAINER = "container", "Containers"
     SLURM = "slurm", "Slurm"
     OPENSTACK = "openstack", "OpenStack"
+
+
+class ImageKind(models.TextChoices):
+    CONTAINER = "container", "OCI container image"
+    VM = "vm", "VM image"
+
+
+class ImageStatus(models.TextChoices):
+    PENDING = "pending", "Waiting to build"
+    BUILDING = "building", "Building"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Build failed"
+    RETIRED = "retired", "Retired"

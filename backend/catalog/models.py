@@ -1,6 +1,6 @@
 from django.db import models
 
-from catalog.choices import BackendKind
+from catalog.choices import BackendKind, ImageKind, ImageStatus
 from core.models import TimeStamped
 
 
@@ -55,6 +55,42 @@ class Backend(TimeStamped):
     tenants = models.ManyToManyField(
         "tenancy.Tenant", blank=True, related_name="backends", help_text="empty = every tenant"
     )
+    secrets = models.TextField(
+        blank=True,
+        help_text="encrypted JSON (core.crypto): keys, passwords, application credentials",
+    )
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"
+
+
+class Image(TimeStamped):
+    """A composition of packages built into a container image or a VM image."""
+
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=20, choices=ImageKind.choices, default=ImageKind.CONTAINER)
+    digest = models.CharField(
+        max_length=80, help_text="content digest of the closure, base and recipe"
+    )
+    packages = models.JSONField(default=list, help_text="the packages asked for")
+    closure = models.JSONField(
+        default=list, help_text="the resolved dependency closure: [{name, version}]"
+    )
+    solvers = models.JSONField(default=list, blank=True)
+    status = models.CharField(
+        max_length=20, choices=ImageStatus.choices, default=ImageStatus.PENDING
+    )
+    size_bytes = models.BigIntegerField(null=True, blank=True)
+    build_log = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    references = models.JSONField(
+        default=dict, blank=True, help_text="per backend: image ref / Glance id"
+    )
+    built_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "digest"], name="uniq_image_digest")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind}, {self.digest[:12]})"

@@ -43,6 +43,8 @@ class EndReason(models.TextChoices):
     AGENT_LOST = "agent_lost", "Agent lost (no heartbeat)"
     DISPATCH_FAILED = "dispatch_failed", "Backend refused to start the run"
     TERMINATED = "terminated", "Terminated by the backend"
+    CONVERGED = "converged", "Stopped early: converged"
+    MAX_WALL_TIME = "max_wall_time", "Stopped: maximum wall time"
 
 
 class Reduce(models.TextChoices):
@@ -57,3 +59,10 @@ class Combine(models.TextChoices):
     ZIP = "zip", "Zipped lists"
     LHS = "lhs", "Latin hypercube sample"
     RANDOM = "random", "Uniform random sample"
+
+
+class Trust(models.TextChoices):
+    UNKNOWN = "", "—"
+    CONVERGED = "converged", "Converged"
+    NOT_CONVERGED = "not_converged", "Not converged"
+    DIVERGED = "diverged", "Diverged"

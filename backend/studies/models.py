@@ -2,7 +2,7 @@ from django.conf import settings
 from django.db import models
 
 from core.models import PublicIdModel
-from studies.choices import EndReason, RunState, StudyState, WaitReason
+from studies.choices import EndReason, RunState, StudyState, Trust, WaitReason
 
 
 class Upload(PublicIdModel):
@@ -35,6 +35,7 @@ class Study(PublicIdModel):
     )
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, null=True, blank=True)
     backend = models.ForeignKey("catalog.Backend", on_delete=models.PROTECT)
+    image = models.ForeignKey("catalog.Image", on_delete=models.PROTECT, null=True, blank=True)
     solver = models.CharField(max_length=100)
     processes = models.PositiveIntegerField(default=1)
     nodes = models.PositiveIntegerField(default=1)
@@ -42,6 +43,12 @@ class Study(PublicIdModel):
     objectives = models.JSONField(default=dict, blank=True)
     derived = models.JSONField(default=dict, blank=True)
     constants = models.JSONField(default=dict, blank=True, help_text="template defaults not varied")
+    convergence = models.JSONField(
+        default=dict, blank=True, help_text="convergence policy (docs/live.md)"
+    )
+    event_seq = models.BigIntegerField(
+        default=0, help_text="last sequence number of the study's stream"
+    )
     case_dir = models.CharField(max_length=500, blank=True)
     steps = models.JSONField(default=list, blank=True, help_text="resolved commands of each run")
     decompose = models.JSONField(null=True, blank=True)
@@ -84,6 +91,16 @@ class Simulation(PublicIdModel):
     token_hash = models.CharField(max_length=64, blank=True)
     phase = models.CharField(max_length=20, blank=True)
     stop_requested = models.BooleanField(default=False)
+    stop_reason = models.CharField(
+        max_length=20, choices=EndReason.choices, default=EndReason.NONE, blank=True
+    )
+    trust = models.CharField(
+        max_length=20, choices=Trust.choices, default=Trust.UNKNOWN, blank=True
+    )
+    trust_detail = models.JSONField(default=dict, blank=True)
+    event_seq = models.BigIntegerField(
+        default=0, help_text="last sequence number of the run's stream"
+    )
     queued_at = models.DateTimeField()
     admitted_at = models.DateTimeField(null=True, blank=True)
     provisioning_at = models.DateTimeField(null=True, blank=True)

@@ -9,6 +9,7 @@ class SeriesChunk(models.Model):
     attempt = models.PositiveIntegerField()
     name = models.CharField(max_length=200)
     seq = models.PositiveIntegerField()
+    event_seq = models.BigIntegerField(default=0, help_text="the run stream's seq of the batch")
     xs = ArrayField(models.FloatField())
     ys = ArrayField(models.FloatField(null=True))
     x_min = models.FloatField()
@@ -28,6 +29,7 @@ class LogChunk(models.Model):
     )
     attempt = models.PositiveIntegerField()
     seq = models.PositiveIntegerField()
+    event_seq = models.BigIntegerField(default=0)
     lines = ArrayField(models.TextField())
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -125,6 +125,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",  # served locally: no CDN needed
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "RunStateEnum": "studies.choices.RunState",
+        "StudyStateEnum": "studies.choices.StudyState",
+    },
 }
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
@@ -162,6 +166,7 @@ WINDTUNNEL = {
     "LOCAL_CORES": env.int("WINDTUNNEL_LOCAL_CORES", default=0),  # 0 = os.cpu_count()
     "LOCAL_MEMORY_GB": env.float("WINDTUNNEL_LOCAL_MEMORY_GB", default=0.0),  # 0 = all RAM
     "OPENFOAM_DIR": env("WM_PROJECT_DIR", default="/usr/share/openfoam"),
+    "SECRETS_KEY": env("WINDTUNNEL_SECRETS_KEY", default=""),
     "TEMPLATES_DIR": Path(env("WINDTUNNEL_TEMPLATES_DIR", default=str(ROOT_DIR / "templates"))),
     "PACKAGES_DIR": Path(env("WINDTUNNEL_PACKAGES_DIR", default=str(ROOT_DIR / "packages"))),
 }
