@@ -567,15 +567,25 @@ def runs_reap() -> dict[str, int]:
         limit = timeout if run.heartbeat_at else max(timeout, dispatch_timeout)
         if last and last > now - timezone.timedelta(seconds=limit):
             continue
-        phase = RunPhase.UNKNOWN
+        phase, reason = RunPhase.UNKNOWN, ""
         if run.handle:
             try:
-                phase = _driver_for(run.backend).poll(run.handle).phase
+                status = _driver_for(run.backend).poll(run.handle)
             except DriverError as exc:
                 log.warning("poll of run %s failed: %s", run.pk, exc)
                 continue
+            phase, reason = status.phase, status.reason
+        if phase == RunPhase.PENDING:
+            # queued on the backend (e.g. a Slurm job waiting for nodes): waiting, not lost
+            Simulation.objects.filter(
+                pk=run.pk, attempt=run.attempt, state=RunState.PROVISIONING
+            ).update(
+                phase="queued",
+                message=f"queued on {run.backend.name}: {reason or 'waiting'}"[:5000],
+            )
+            continue
         if (
-            phase in (RunPhase.RUNNING, RunPhase.PENDING)
+            phase == RunPhase.RUNNING
             and last
             and last > now - timezone.timedelta(seconds=3 * limit)
         ):
