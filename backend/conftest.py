@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +9,8 @@ import httpx
 import pytest
 from django.conf import settings
 from django.core.management import call_command
+
+from core.stack import Stack
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,100 +78,6 @@ def api(make_tenant, catalog):
     client.force_authenticate(tenant.user)
     client.tenant = tenant
     return client
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Stack:
-    """The portal as separate processes: uvicorn (ASGI) and a Celery worker with beat."""
-
-    def __init__(self) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings.test",
-            "PYTHONPATH": f"{ROOT / 'backend'}:{ROOT}",
-            "WINDTUNNEL_PUBLIC_URL": self.url,
-            "PORT": str(self.port),
-        }
-        self.logs = Path(settings.DATA_DIR) / "logs"
-        self.logs.mkdir(parents=True, exist_ok=True)
-        self.web: subprocess.Popen | None = None
-        self.worker: subprocess.Popen | None = None
-
-    def start_web(self) -> None:
-        self.web = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "config.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--log-level",
-                "warning",
-            ],
-            env=self.env,
-            cwd=ROOT,
-            stdout=open(self.logs / "web.log", "ab"),
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"uvicorn did not come up; see {self.logs / 'web.log'}")
-
-    def start_worker(self) -> None:
-        self.worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "-B",
-                "--pool",
-                "threads",
-                "--concurrency",
-                "4",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(self.logs / "beat-schedule"),
-            ],
-            env=self.env,
-            cwd=ROOT,
-            stdout=open(self.logs / "worker.log", "ab"),
-            stderr=subprocess.STDOUT,
-        )
-
-    def stop_worker(self, sig: int = signal.SIGTERM) -> None:
-        if self.worker and self.worker.poll() is None:
-            self.worker.send_signal(sig)
-            try:
-                self.worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.worker.kill()
-                self.worker.wait()
-
-    def stop(self) -> None:
-        self.stop_worker()
-        if self.web and self.web.poll() is None:
-            self.web.terminate()
-            self.web.wait(timeout=30)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ Stdlib + jinja2 only: this module ships with the agent onto cluster nodes.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
@@ -196,21 +197,30 @@ def _names_in(node: nodes.Node) -> set[str]:
     return {n.name for n in found if n.ctx == "load"}
 
 
+@functools.lru_cache(maxsize=1024)
+def _expression_names(expr: str) -> frozenset[str]:
+    return frozenset(_names_in(_parse_expression(expr)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(expr: str) -> Any:
+    return _ENV.compile_expression(expr, undefined_to_none=False)
+
+
 def expression_names(expr: str) -> set[str]:
     """Names `expr` uses that are not in FUNCTIONS (raises RenderError on a syntax error)."""
-    return _names_in(_parse_expression(expr)) - FUNCTIONS.keys()
+    return set(_expression_names(expr)) - FUNCTIONS.keys()
 
 
 def evaluate(expr: str, names: Mapping[str, Any]) -> Any:
     """Evaluate one expression in the sandbox with `names` (plus FUNCTIONS) in scope."""
-    node = _parse_expression(expr)
-    unknown = sorted(_names_in(node) - FUNCTIONS.keys() - names.keys())
+    unknown = sorted(_expression_names(expr) - FUNCTIONS.keys() - names.keys())
     if unknown:
         raise RenderError(
             f"unknown name {unknown[0]!r} in expression {expr!r}; known names: {_known(names)}"
         )
     try:
-        result = _ENV.compile_expression(expr, undefined_to_none=False)(**names)
+        result = _compiled(expr)(**names)
     except jinja2.TemplateSyntaxError as exc:
         raise RenderError(f"invalid expression {expr!r}: {exc.message}") from exc
     except RenderError as exc:

@@ -9,6 +9,10 @@ class BackendKind(models.TextChoices):
     OPENSTACK = "openstack", "OpenStack"
 
 
+# Backends whose runs hold whole nodes or instances: only these count against `max_nodes`.
+NODE_HOLDING_KINDS = frozenset({"openstack", "slurm"})
+
+
 class ImageKind(models.TextChoices):
     CONTAINER = "container", "OCI container image"
     VM = "vm", "VM image"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
+from catalog.choices import NODE_HOLDING_KINDS
 from quotas.models import Quota
 from studies.choices import HOLDING_STATES, RunState
 from studies.models import Simulation
@@ -32,7 +33,7 @@ def _aggregate(qs) -> Usage:
     row = qs.aggregate(
         cores=Coalesce(Sum("processes"), 0),
         memory_gb=Coalesce(Sum("memory_gb"), 0.0),
-        nodes=Coalesce(Sum("nodes"), 0),
+        nodes=Coalesce(Sum("nodes", filter=Q(backend__kind__in=NODE_HOLDING_KINDS)), 0),
         runs=Count("id"),
     )
     return Usage(

@@ -10,7 +10,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from catalog.models import Backend
+from catalog.choices import NODE_HOLDING_KINDS, ImageStatus
+from catalog.images import image_wait_detail
+from catalog.models import Backend, Image
 from core.events import enqueue_on_commit
 from quotas.models import Quota
 from quotas.selectors import Usage, quota_limit_problem, usage_for_backend, usage_for_tenant
@@ -41,7 +43,9 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
         if quota is None:
             return []
         pending = Simulation.objects.filter(tenant_id=tenant_id, state=RunState.PENDING)
-        backend_ids = sorted(set(pending.values_list("backend_id", flat=True).distinct()))
+        backend_ids = sorted(
+            set(pending.order_by().values_list("backend_id", flat=True).distinct())
+        )
         if not backend_ids:
             return []
         backends = {
@@ -54,9 +58,12 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
         full_backends: dict[int, str] = {}
         quota_problem: str | None = None
         rows = pending.order_by("queued_at", "study_id", "index").values(
-            "id", "backend_id", "processes", "memory_gb", "nodes"
+            "id", "backend_id", "processes", "memory_gb", "nodes", "study__image_id"
         )
+        images = _images_not_ready(pending)
         for row in rows.iterator(chunk_size=SCAN_BATCH):
+            if row["study__image_id"] in images:
+                continue  # its image is still building: not admitted, holds nothing
             bid = row["backend_id"]
             if bid in full_backends:
                 if len(full_backends) == len(backends):
@@ -65,7 +72,7 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
             shape = {
                 "cores": row["processes"],
                 "memory_gb": row["memory_gb"],
-                "nodes": row["nodes"],
+                "nodes": row["nodes"] if backends[bid].kind in NODE_HOLDING_KINDS else 0,
             }
             quota_problem = quota_limit_problem(quota=quota, usage=usage, **shape)
             if quota_problem:
@@ -91,7 +98,10 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
                 wait_detail="",
             )
         _record_wait_reasons(
-            pending=pending, quota_problem=quota_problem, full_backends=full_backends
+            pending=pending,
+            quota_problem=quota_problem,
+            full_backends=full_backends,
+            images=images,
         )
         if admitted and dispatch:
             for i in range(0, len(admitted), 50):
@@ -99,11 +109,33 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
     return admitted
 
 
+def _images_not_ready(pending) -> dict[int, str]:
+    """Images of the pending runs' studies that are not ready yet → why the runs wait."""
+    ids = set(pending.exclude(study__image_id=None).values_list("study__image_id", flat=True))
+    if not ids:
+        return {}
+    rows = Image.objects.filter(id__in=ids).exclude(status=ImageStatus.READY)
+    return {
+        row["id"]: image_wait_detail(row)
+        for row in rows.values("id", "name", "digest", "status", "progress")
+    }
+
+
 def _record_wait_reasons(
-    *, pending, quota_problem: str | None, full_backends: dict[int, str]
+    *,
+    pending,
+    quota_problem: str | None,
+    full_backends: dict[int, str],
+    images: dict[int, str] | None = None,
 ) -> None:
     """Tell queued runs why they wait. Writes only rows whose reason changed."""
     remaining = pending.filter(state=RunState.PENDING)
+    for image_id, detail in (images or {}).items():
+        remaining.filter(study__image_id=image_id).exclude(
+            wait_reason=WaitReason.IMAGE, wait_detail=detail[:200]
+        ).update(wait_reason=WaitReason.IMAGE, wait_detail=detail[:200])
+    if images:
+        remaining = remaining.exclude(study__image_id__in=list(images))
     for bid, problem in full_backends.items():
         detail = f"backend capacity: {problem}"
         remaining.filter(backend_id=bid).exclude(
@@ -120,6 +152,7 @@ def schedule_all() -> int:
     """The periodic safety tick: schedule every tenant with queued runs."""
     tenant_ids = (
         Simulation.objects.filter(state=RunState.PENDING)
+        .order_by()
         .values_list("tenant_id", flat=True)
         .distinct()
     )

@@ -32,6 +32,7 @@ class WaitReason(models.TextChoices):
     QUOTA = "quota", "Tenant quota is in use"
     BACKEND = "backend_capacity", "Backend capacity is in use"
     RETRY = "retry", "Waiting to be retried"
+    IMAGE = "image", "Waiting for its image to build"
 
 
 class EndReason(models.TextChoices):

@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
+from catalog.choices import NODE_HOLDING_KINDS
+from catalog.images import image_reference, study_image_ensure
 from catalog.models import Backend
+from core.crypto import decrypt_json
 from core.events import enqueue_on_commit
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from orchestration.drivers.base import DriverError, RunPhase, RunSpec, Step, get_driver
@@ -38,6 +41,7 @@ from studies.space import point_key
 from studies.spec import ResolvedSpec, spec_resolve
 
 log = logging.getLogger(__name__)
+SECRET_KINDS = ("slurm", "openstack")  # drivers that get the backend's decrypted secrets
 
 
 # --- studies -----------------------------------------------------------------------------
@@ -61,6 +65,7 @@ def _apply(study: Study, resolved: ResolvedSpec, spec: dict[str, Any]) -> None:
     study.steps = resolved.steps
     study.decompose = resolved.decompose
     study.env = resolved.env
+    study.image = resolved.image.image if resolved.image else None
 
 
 def study_preview(*, tenant, spec: dict[str, Any], rows: int = 20) -> dict[str, Any]:
@@ -106,7 +111,9 @@ def quota_impact(*, tenant, resolved: ResolvedSpec) -> dict[str, Any]:
             quota.max_runs,
             quota.cores // resolved.processes,
             int(quota.memory_gb // resolved.memory_gb) if resolved.memory_gb else quota.max_runs,
-            quota.max_nodes // resolved.nodes,
+            quota.max_nodes // resolved.nodes
+            if backend.kind in NODE_HOLDING_KINDS
+            else quota.max_runs,
             backend.cores // resolved.processes,
             int(backend.memory_gb // resolved.memory_gb) if resolved.memory_gb else backend.cores,
         )
@@ -150,7 +157,7 @@ def single_run_problem(*, quota: Quota, backend: Backend, resolved: ResolvedSpec
         return f"one run needs {p} cores but your quota allows {quota.cores} cores; lower resources.processes or ask an admin to raise the quota"
     if m > quota.memory_gb:
         return f"one run needs {m:g} GB of memory but your quota allows {quota.memory_gb:g} GB; lower resources.memory_gb"
-    if n > quota.max_nodes:
+    if backend.kind in NODE_HOLDING_KINDS and n > quota.max_nodes:
         return f"one run needs {n} nodes but your quota allows {quota.max_nodes}; lower resources.nodes"
     if p > backend.cores:
         return f"one run needs {p} cores but backend {backend.name} has {backend.cores}; lower resources.processes or choose another backend"
@@ -236,6 +243,8 @@ def study_submit(*, study: Study) -> Study:
     if problem:
         raise ApplicationError(problem, code=ErrorCode.QUOTA, field="resources")
     _apply(study, resolved, study.spec)
+    # an image composed from packages is created now and built while the runs wait
+    study.image = study_image_ensure(choice=resolved.image, user=study.owner)
     runs = _runs_for(study=study, resolved=resolved, start_index=0)
     Simulation.objects.bulk_create(runs, batch_size=1000)
     study.run_count = len(runs)
@@ -339,7 +348,7 @@ def study_refresh_state(*, study_id) -> None:
         study = Study.objects.select_for_update().filter(pk=study_id).first()
         if study is None or study.state in (StudyState.DRAFT, StudyState.CANCELLED):
             return
-        states = set(study.runs.values_list("state", flat=True).distinct())
+        states = set(study.runs.order_by().values_list("state", flat=True).distinct())
         if not states:
             return
         active = states & {RunState.PENDING, *HOLDING_STATES}
@@ -413,11 +422,25 @@ def run_cancel(*, run: Simulation, by, refresh_study: bool = True) -> bool:
 
 def _driver_for(backend: Backend):
     opts = dict(backend.settings or {})
-    if backend.kind == "local":
+    if backend.kind in ("local", "container"):
         opts.setdefault("cores", backend.cores)
         opts.setdefault("memory_gb", backend.memory_gb)
         opts.setdefault("work_root", str(settings.RUNS_DIR))
+    if backend.kind in SECRET_KINDS and backend.secrets:
+        opts["secrets"] = decrypt_json(backend.secrets)  # e.g. Slurm's SSH key, never logged
     return get_driver(backend.kind, opts)
+
+
+def _ended_by_backend(driver, handle: str) -> tuple[str, bool] | None:
+    """Did the backend itself end this job (e.g. a Slurm time limit)? (message, retry) or None."""
+    explain = getattr(driver, "ended_by_backend", None)
+    if explain is None or not handle:
+        return None
+    try:
+        return explain(handle)
+    except DriverError as exc:
+        log.warning("cannot ask the backend why %s ended: %s", handle, exc)
+        return None
 
 
 def run_spec(*, run: Simulation, study: Study, token: str) -> RunSpec:
@@ -442,6 +465,7 @@ def run_spec(*, run: Simulation, study: Study, token: str) -> RunSpec:
         heartbeat_interval=settings.WINDTUNNEL["HEARTBEAT_INTERVAL"],
         telemetry_interval=settings.WINDTUNNEL["TELEMETRY_INTERVAL"],
         archive_max_mb=settings.WINDTUNNEL["ARCHIVE_MAX_MB"],
+        image=image_reference(image=study.image, backend=run.backend),
     )
 
 
@@ -449,66 +473,112 @@ def hash_run_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def run_dispatch(*, run_id) -> bool:
-    """Claim an admitted run (admitted → provisioning, attempt + 1) and start it on its backend.
+def runs_dispatch(*, run_ids: list) -> int:
+    """Claim admitted runs (admitted → provisioning, attempt + 1) and start them on their backends.
 
-    Claim first, start second: a redelivered task finds the run no longer admitted and does
-    nothing, so a run never starts twice. A worker that dies between the two leaves a
-    provisioning run without heartbeat, which the reaper requeues.
+    Claim first, start second: a redelivered task finds the runs no longer admitted and does
+    nothing, so a run never starts twice. A worker that dies between the two leaves
+    provisioning runs without heartbeat, which the reaper requeues. Runs of one backend are
+    started together: drivers with `start_batch` (Slurm job arrays) get them in one call.
     """
-    token = secrets.token_urlsafe(32)
+    now = timezone.now()
+    tokens: dict = {}
     with transaction.atomic():
-        run = (
-            Simulation.objects.select_for_update(skip_locked=True)
+        runs = list(
+            Simulation.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("study", "backend")
-            .filter(pk=run_id)
-            .first()
+            .filter(pk__in=run_ids, state=RunState.ADMITTED)
+            .order_by("queued_at", "index")
         )
-        if run is None or run.state != RunState.ADMITTED:
-            return False
-        run.attempt += 1
-        run.state = RunState.PROVISIONING
-        run.provisioning_at = timezone.now()
-        run.heartbeat_at = None
-        run.token_hash = hash_run_token(token)
-        run.handle = ""
-        run.phase = ""
-        run.save(
-            update_fields=[
-                "attempt",
-                "state",
-                "provisioning_at",
-                "heartbeat_at",
-                "token_hash",
-                "handle",
-                "phase",
-                "updated_at",
-            ]
+        for run in runs:
+            tokens[run.pk] = secrets.token_urlsafe(32)
+            run.attempt += 1
+            run.state = RunState.PROVISIONING
+            run.provisioning_at = now
+            run.heartbeat_at = None
+            run.token_hash = hash_run_token(tokens[run.pk])
+            run.handle = ""
+            run.phase = ""
+            run.updated_at = now
+        if runs:
+            _update_from_values(
+                "attempt = v.attempt, state = %s, provisioning_at = %s, heartbeat_at = NULL, "
+                "token_hash = v.token_hash, handle = '', phase = '', updated_at = %s",
+                [RunState.PROVISIONING.value, now, now],
+                "(%s::uuid, %s::int, %s)",
+                [(str(r.pk), r.attempt, r.token_hash) for r in runs],
+                "v(id, attempt, token_hash)",
+            )
+    by_backend: dict[int, list[Simulation]] = {}
+    for run in runs:
+        by_backend.setdefault(run.backend_id, []).append(run)
+    started = 0
+    for group in by_backend.values():
+        started += _start_group(group, tokens)
+    return started
+
+
+def _update_from_values(
+    assignments: str,
+    params: list,
+    row_sql: str,
+    rows: list[tuple],
+    alias: str,
+    *,
+    where: str = "",
+    where_params: list | None = None,
+) -> set[str]:
+    """One `UPDATE … FROM (VALUES …)` for many runs (Django's bulk_update is far slower)."""
+    table = Simulation._meta.db_table
+    values = ", ".join([row_sql] * len(rows))
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {table} AS s SET {assignments} FROM (VALUES {values}) AS {alias} "
+            f"WHERE s.id = v.id {where} RETURNING s.id",
+            [*params, *(x for row in rows for x in row), *(where_params or [])],
         )
-    spec = run_spec(run=run, study=run.study, token=token)
+        return {str(r[0]) for r in cur.fetchall()}
+
+
+def _start_group(runs: list[Simulation], tokens: dict) -> int:
+    backend = runs[0].backend
+    specs = [run_spec(run=run, study=run.study, token=tokens[run.pk]) for run in runs]
     try:
-        driver = _driver_for(run.backend)
-        driver.prepare(spec)
-        handle = driver.start(spec)
+        driver = _driver_for(backend)
+        for spec in specs:
+            driver.prepare(spec)
+        if len(specs) > 1 and hasattr(driver, "start_batch"):
+            handles = list(driver.start_batch(specs))
+        else:
+            handles = [driver.start(spec) for spec in specs]
     except (DriverError, OSError) as exc:
         retryable = getattr(exc, "retryable", False)
-        run_requeue_or_fail(
-            run=run,
-            reason=EndReason.DISPATCH_FAILED,
-            message=f"backend {run.backend.name} refused to start the run: {exc}",
-            retry=retryable,
-        )
-        return False
-    updated = Simulation.objects.filter(
-        pk=run.pk, attempt=run.attempt, state__in=STARTED_STATES
-    ).update(handle=handle)
-    if not updated:
+        for run in runs:
+            run_requeue_or_fail(
+                run=run,
+                reason=EndReason.DISPATCH_FAILED,
+                message=f"backend {backend.name} refused to start the run: {exc}",
+                retry=retryable,
+            )
+        return 0
+    rows = [(str(run.pk), run.attempt, handle) for run, handle in zip(runs, handles, strict=True)]
+    stored = _update_from_values(
+        "handle = v.handle",
+        [],
+        "(%s::uuid, %s::int, %s)",
+        rows,
+        "v(id, attempt, handle)",
+        where="AND s.attempt = v.attempt AND s.state IN (%s, %s)",
+        where_params=[RunState.PROVISIONING.value, RunState.RUNNING.value],
+    )
+    for run, handle in zip(runs, handles, strict=True):
+        if str(run.pk) in stored:
+            continue
         # cancelled (or finished) while we were starting it: make sure nothing keeps running
         Simulation.objects.filter(pk=run.pk, attempt=run.attempt).update(handle=handle)
-        current = Simulation.objects.filter(pk=run.pk).values_list("state", flat=True).first()
-        if current in (RunState.CANCELLED, RunState.FAILED):
+        if Simulation.objects.filter(pk=run.pk, state__in=TERMINAL_STATES).exists():
             driver.cancel(handle, grace=5.0)
-    return True
+    return len(stored)
 
 
 def run_requeue_or_fail(*, run: Simulation, reason: str, message: str, retry: bool = True) -> str:
@@ -567,10 +637,11 @@ def runs_reap() -> dict[str, int]:
         limit = timeout if run.heartbeat_at else max(timeout, dispatch_timeout)
         if last and last > now - timezone.timedelta(seconds=limit):
             continue
-        phase, reason = RunPhase.UNKNOWN, ""
+        phase, reason, driver = RunPhase.UNKNOWN, "", None
         if run.handle:
             try:
-                status = _driver_for(run.backend).poll(run.handle)
+                driver = _driver_for(run.backend)
+                status = driver.poll(run.handle)
             except DriverError as exc:
                 log.warning("poll of run %s failed: %s", run.pk, exc)
                 continue
@@ -594,7 +665,14 @@ def runs_reap() -> dict[str, int]:
             run_kill(run_id=run.pk, attempt=run.attempt, handle=run.handle)
         seconds = int((now - last).total_seconds()) if last else 0
         message = f"agent lost: no heartbeat for {seconds} s (backend says {phase})"
-        outcome = run_requeue_or_fail(run=run, reason=EndReason.AGENT_LOST, message=message)
+        if reason:
+            message += f": {reason}"
+        end, retry = EndReason.AGENT_LOST, True
+        ended = _ended_by_backend(driver, run.handle) if phase == RunPhase.EXITED else None
+        if ended:  # e.g. "Slurm: TIMEOUT (time limit)" fails; NODE_FAIL / PREEMPTED retry
+            message, retry = f"{ended[0]}; the agent sent no final report", ended[1]
+            end = EndReason.TERMINATED
+        outcome = run_requeue_or_fail(run=run, reason=end, message=message, retry=retry)
         if outcome == RunState.PENDING:
             stats["requeued"] += 1
         elif outcome == RunState.FAILED:
@@ -671,6 +749,9 @@ def run_report_state(
         raise ApplicationError(
             f"state must be running, completed, failed or cancelled; got {state!r}", field="state"
         )
+    backend_end = None
+    if state == RunState.CANCELLED and reason == EndReason.TERMINATED:
+        backend_end = _backend_terminated(run=run, attempt=attempt)
     with transaction.atomic():
         current = Simulation.objects.select_for_update().get(pk=run.pk)
         if current.attempt != attempt:
@@ -679,6 +760,13 @@ def run_report_state(
             return False  # already ended (repeat, or cancelled by hand): idempotent
         if current.state not in STARTED_STATES:
             raise StaleAttempt()
+        if backend_end is not None:  # the backend killed it (e.g. a Slurm time limit)
+            text, retry = backend_end
+            if retry and current.attempt <= settings.WINDTUNNEL["MAX_RETRIES"]:
+                run_requeue_or_fail(run=current, reason=EndReason.TERMINATED, message=text)
+                return False
+            state, reason = RunState.FAILED, EndReason.TERMINATED
+            message = f"{text}\n{message}".strip()
         current.state = state
         current.exit_code = exit_code
         current.finished_at = now
@@ -697,6 +785,23 @@ def run_report_state(
         current.save()
         _after_run_ended(current)
     return False
+
+
+def _backend_terminated(*, run: Simulation, attempt: int) -> tuple[str, bool] | None:
+    """An agent says it was terminated though the portal asked no stop: ask the backend why."""
+    row = (
+        Simulation.objects.select_related("backend")
+        .filter(pk=run.pk, attempt=attempt, stop_requested=False)
+        .exclude(handle="")
+        .first()
+    )
+    if row is None:
+        return None
+    try:
+        driver = _driver_for(row.backend)
+    except DriverError:
+        return None
+    return _ended_by_backend(driver, row.handle)
 
 
 def run_store_archive(*, run: Simulation, attempt: int, stream, max_bytes: int) -> int:

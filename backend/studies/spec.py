@@ -14,9 +14,11 @@ from typing import Any
 
 from django.conf import settings
 
+from catalog.images import study_image_resolve
 from catalog.models import Backend, CaseTemplate, Package
 from core.exceptions import ApplicationError, ErrorCode
 from orchestration import render
+from orchestration.composer import IMPLICIT_PACKAGES
 from studies.choices import Reduce
 from studies.models import Upload
 from studies.space import Space, SpaceError, Value, parse_space
@@ -37,6 +39,8 @@ TOP_LEVEL_KEYS = {
     "derived",
     "objectives",
     "prepare",
+    "image",
+    "packages",
 }
 # Utilities a spec may run before the solver (argv only, never a shell).
 PREPARE_UTILITIES = {
@@ -152,6 +156,7 @@ class ResolvedSpec:
     steps: list[dict[str, Any]]
     decompose: dict[str, Any] | None
     env: dict[str, str]
+    image: Any = None  # catalog.images.StudyImage for backends that run images, else None
 
     @property
     def run_count(self) -> int:
@@ -253,8 +258,11 @@ def _backend(*, tenant, name: Any) -> Backend:
     raise _invalid(f"unknown backend {name!r}; available to you: {names}", "backend")
 
 
-def _solver_package(solver: str) -> Package | None:
-    for package in Package.objects.filter(retired=False):
+def _solver_package(solver: str, among: tuple[str, ...] | None = None) -> Package | None:
+    packages = Package.objects.filter(retired=False)
+    if among is not None:  # the study's image: its closure's run configurations
+        packages = packages.filter(name__in=among)
+    for package in packages.order_by("name"):
         if solver in package.solvers:
             return package
     return None
@@ -273,20 +281,22 @@ def _steps(
     configs = (package.run_configurations if package else None) or DEFAULT_RUN_CONFIGURATIONS
     fmt = {"solver": solver, "processes": str(processes), "np": str(processes)}
 
-    def expand(argv: list[str]) -> list[str]:
-        return [str(a).format(**fmt) for a in argv]
+    def expand(argv: list[str], config: dict | None = None) -> list[str]:
+        declared = (config or {}).get("parameters") or {}  # package-declared, with defaults
+        values = {k: (v or {}).get("default") for k, v in declared.items()}
+        return [str(a).format(**{**values, **fmt}) for a in argv]
 
     steps = [{"name": argv[0], "argv": list(argv), "role": "prepare"} for argv in prepare]
     if processes == 1:
         serial = configs.get("serial") or DEFAULT_RUN_CONFIGURATIONS["serial"]
-        steps.append({"name": solver, "argv": expand(serial["argv"]), "role": "solve"})
+        steps.append({"name": solver, "argv": expand(serial["argv"], serial), "role": "solve"})
     else:
         mpi = configs.get("mpi") or DEFAULT_RUN_CONFIGURATIONS["mpi"]
         for step in mpi["steps"]:
             steps.append(
                 {
                     "name": str(step["name"]).format(**fmt),
-                    "argv": expand(step["argv"]),
+                    "argv": expand(step["argv"], mpi),
                     "role": step.get("role", "other"),
                 }
             )
@@ -531,7 +541,8 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
     )
 
     prepare = _prepare(spec.get("prepare"), template=template, upload=upload)
-    package = _solver_package(solver)
+    image = study_image_resolve(spec=spec, backend=backend, solver=solver, prepare=prepare)
+    package = _solver_package(solver, image.package_names if image else None)
     steps = _steps(solver=solver, processes=processes, prepare=prepare, package=package)
     decompose = None
     if processes > 1:
@@ -540,8 +551,11 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
             "subdomains": processes,
         }
     env: dict[str, str] = {"WM_PROJECT_DIR": settings.WINDTUNNEL["OPENFOAM_DIR"]}
-    for pkg in Package.objects.filter(retired=False):
-        env.update({str(k): str(v) for k, v in (pkg.env or {}).items() if k not in env})
+    if image is not None:  # the image's closure sets the environment
+        env.update(image.env)
+    else:
+        for pkg in Package.objects.filter(retired=False).exclude(name__in=IMPLICIT_PACKAGES):
+            env.update({str(k): str(v) for k, v in (pkg.env or {}).items() if k not in env})
 
     return ResolvedSpec(
         name=name.strip(),
@@ -562,4 +576,5 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
         steps=steps,
         decompose=decompose,
         env=env,
+        image=image,
     )

@@ -7,8 +7,7 @@ from studies import services
 
 @shared_task(name="studies.dispatch_runs", ignore_result=True)
 def dispatch_runs(run_ids: list[str]) -> None:
-    for run_id in run_ids:
-        services.run_dispatch(run_id=run_id)
+    services.runs_dispatch(run_ids=run_ids)
 
 
 @shared_task(name="studies.kill_run", ignore_result=True)

@@ -1,0 +1,80 @@
+"""portal_rss_mb: resident memory of the portal's own processes (web, worker, beat) while a
+50-run study runs, sampled every 0.5 s; the peak is reported (target < 600 MB together).
+
+Baseline in the same run: the same processes idle before the study starts.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+
+from bench.common import emit, progress, setup_django
+
+RUNS = 50
+
+
+def rss(procs: list[psutil.Popen]) -> float:
+    total = 0
+    for p in procs:
+        try:
+            tree = [psutil.Process(p.pid), *psutil.Process(p.pid).children(recursive=True)]
+        except psutil.Error:
+            continue
+        for proc in tree:
+            try:
+                if "orchestration.agent" in " ".join(proc.cmdline()):
+                    continue  # run agents are the runs', not the portal's
+                total += proc.memory_info().rss
+            except psutil.Error:
+                pass
+    return total / 1024**2
+
+
+def main() -> None:
+    setup_django()
+    from core.stack import Stack
+    from studies.choices import TERMINAL_STATES
+    from studies.models import Simulation
+    from studies.services import study_create
+    from tenancy.services import tenant_create_or_update
+
+    tenant = tenant_create_or_update(
+        name="bench-memory", username="bench-memory", quota={"cores": 2, "memory_gb": 8, "max_runs": 2}
+    )
+    user = tenant.memberships.get().user
+    stack = Stack()
+    stack.start_web()
+    stack.start_worker()
+    procs = [stack.web, stack.worker]
+    try:
+        time.sleep(4)
+        idle = rss(procs)
+        spec = {
+            "name": "memory bench",
+            "template": "cavity",
+            "parameters": {"lid_velocity": {"linspace": [0.5, 2.0, RUNS]}, "cells": 10, "end_time": 0.2},
+        }
+        study = study_create(tenant=tenant, owner=user, spec=spec, submit=True)
+        samples = []
+        while Simulation.objects.filter(study=study).exclude(state__in=TERMINAL_STATES).exists():
+            samples.append(rss(procs))
+            time.sleep(0.5)
+    finally:
+        stack.stop()
+    peak = max(samples) if samples else idle
+    progress(f"idle {idle:.0f} MB, peak {peak:.0f} MB over {len(samples)} samples")
+    emit(
+        "portal_rss_mb",
+        peak,
+        "MB",
+        f"web+worker+beat peak during a {RUNS}-run study (idle {idle:.0f} MB)",
+        idle_mb=idle,
+        samples=samples,
+        target="< 600",
+    )
+
+
+if __name__ == "__main__":
+    main()
