@@ -110,13 +110,16 @@ def live(stack, transactional_db, catalog, make_tenant):
 
 
 def _cancel_leftovers() -> None:
-    """Kill agents of runs a failed test left behind, so they do not leak into the next test."""
+    """Kill the agents a test left behind (failed tests, runs stopped by the portal whose agents
+    are still finishing), and let the worker go idle, so the next test starts clean."""
+    import time
+
     from orchestration.drivers.base import get_driver
-    from studies.choices import STARTED_STATES
     from studies.models import Simulation
 
-    for run in Simulation.objects.filter(state__in=STARTED_STATES).exclude(handle=""):
+    for run in Simulation.objects.exclude(handle="").filter(backend__kind="local"):
         try:
             get_driver("local", {}).cancel(run.handle, grace=2)
         except Exception:  # noqa: BLE001
             pass
+    time.sleep(0.5)  # in-flight reports of the killed agents settle before tables are emptied

@@ -82,6 +82,11 @@ class Image(TimeStamped):
     )
     size_bytes = models.BigIntegerField(null=True, blank=True)
     build_log = models.TextField(blank=True)
+    progress = models.FloatField(default=0.0, help_text="build progress estimate, 0 to 1")
+    build_started_at = models.DateTimeField(null=True, blank=True)
+    recipe = models.TextField(
+        blank=True, help_text="the Containerfile or cloud-init user data the digest covers"
+    )
     error = models.TextField(blank=True)
     references = models.JSONField(
         default=dict, blank=True, help_text="per backend: image ref / Glance id"

@@ -13,6 +13,7 @@ from django.db import transaction
 from catalog.models import Backend, CaseTemplate, Package
 from core.exceptions import ApplicationError
 from orchestration import render
+from orchestration.composer import ManifestError, load_manifest
 
 
 def _load_yaml(path: Path) -> dict:
@@ -30,12 +31,11 @@ def packages_sync(*, root: Path | None = None) -> list[Package]:
     root = Path(root or settings.WINDTUNNEL["PACKAGES_DIR"])
     seen = []
     for manifest in sorted(root.glob("*/package.yaml")):
-        data = _load_yaml(manifest)
-        name = data.get("name") or manifest.parent.name
-        if name != manifest.parent.name:
-            raise ApplicationError(
-                f"{manifest}: name {name!r} must equal its folder name {manifest.parent.name!r}"
-            )
+        try:  # packages/package.schema.json and the composer's rules; names file and field
+            data = dict(load_manifest(manifest).data)
+        except ManifestError as exc:
+            raise ApplicationError(str(exc), field=exc.field) from exc
+        name = data["name"]
         package, _ = Package.objects.update_or_create(
             name=name,
             defaults={

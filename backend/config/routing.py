@@ -1,3 +1,10 @@
-"""Websocket routes (Channels). Live streams are added by the telemetry app."""
+"""Websocket routes (Channels): live streams of runs and studies (docs/live.md)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from telemetry.consumers import RunConsumer, StudyConsumer
+
+websocket_urlpatterns = [
+    path("ws/runs/<str:pk>/", RunConsumer.as_asgi()),
+    path("ws/studies/<str:pk>/", StudyConsumer.as_asgi()),
+]

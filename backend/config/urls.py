@@ -1,20 +1,24 @@
+from administration.spa import SPA_PATH_REGEX, spa_index
 from django.contrib import admin
 from django.db import connection
 from django.http import JsonResponse
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from catalog.api.admin import AdminBackendCheckView, AdminBackendDetailView, AdminBackendListView
+from catalog.api.images import ImageViewSet
 from catalog.api.views import BackendViewSet, PackageViewSet, TemplateViewSet
 from quotas.api.views import QuotaView
 from studies.api import ingest
 from studies.api.views import RunViewSet, StudyViewSet, UploadViewSet
-from tenancy.api.views import MeView, TokenView
+from tenancy.api.views import CsrfView, LoginView, LogoutView, MeView, TokenView
 
 router = DefaultRouter()
 router.register("templates", TemplateViewSet, basename="template")
 router.register("packages", PackageViewSet, basename="package")
 router.register("backends", BackendViewSet, basename="backend")
+router.register("images", ImageViewSet, basename="image")
 router.register("uploads", UploadViewSet, basename="upload")
 router.register("studies", StudyViewSet, basename="study")
 router.register("runs", RunViewSet, basename="run")
@@ -54,10 +58,18 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/auth/token/", TokenView.as_view()),
+    path("api/v1/auth/csrf/", CsrfView.as_view()),
+    path("api/v1/auth/login/", LoginView.as_view()),
+    path("api/v1/auth/logout/", LogoutView.as_view()),
+    path("api/v1/admin/backends/", AdminBackendListView.as_view()),
+    path("api/v1/admin/backends/<slug:name>/", AdminBackendDetailView.as_view()),
+    path("api/v1/admin/backends/<slug:name>/check/", AdminBackendCheckView.as_view()),
+    path("api/v1/admin/", include("administration.api.urls")),
     path("api/v1/me/", MeView.as_view()),
     path("api/v1/quota/", QuotaView.as_view()),
     path("api/v1/ingest/", include(ingest_urls)),
     path("api/v1/studies/<str:pk>/results.csv", StudyViewSet.as_view({"get": "results_csv"})),
     path("api/v1/", include(router.urls)),
     path("api-auth/", include("rest_framework.urls")),
+    re_path(SPA_PATH_REGEX, spa_index),  # the web UI; keep last
 ]

@@ -18,6 +18,7 @@ from quotas.models import Quota
 from quotas.selectors import Usage, quota_limit_problem, usage_for_backend, usage_for_tenant
 from studies.choices import RunState, WaitReason
 from studies.models import Simulation
+from telemetry.events import publish_runs_changed
 
 SCAN_BATCH = 500
 
@@ -103,6 +104,7 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
             full_backends=full_backends,
             images=images,
         )
+        publish_runs_changed(admitted)
         if admitted and dispatch:
             for i in range(0, len(admitted), 50):
                 enqueue_on_commit(dispatch_runs, [str(x) for x in admitted[i : i + 50]])

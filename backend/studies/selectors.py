@@ -114,6 +114,7 @@ def study_results(*, study: Study) -> list[dict[str, Any]]:
         "end_reason",
         "message",
         "attempt",
+        "trust",
     ):
         rows.append(
             {
@@ -126,6 +127,7 @@ def study_results(*, study: Study) -> list[dict[str, Any]]:
                 "wall_seconds": run.wall_seconds,
                 "end_reason": run.end_reason,
                 "attempts": run.attempt,
+                "trust": run.trust,
             }
         )
     return rows
@@ -142,7 +144,17 @@ def study_results_csv(*, study: Study) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(
-        ["run", "index", *params, "state", *objectives, "iterations", "wall_seconds", "end_reason"]
+        [
+            "run",
+            "index",
+            *params,
+            "state",
+            "trust",
+            *objectives,
+            "iterations",
+            "wall_seconds",
+            "end_reason",
+        ]
     )
     for row in rows:
         writer.writerow(
@@ -151,6 +163,7 @@ def study_results_csv(*, study: Study) -> str:
                 row["index"],
                 *[row["parameters"].get(p, "") for p in params],
                 row["state"],
+                row["trust"],
                 *[
                     "" if row["objectives"].get(o) is None else repr(row["objectives"][o])
                     for o in objectives

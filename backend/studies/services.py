@@ -39,8 +39,10 @@ from studies.choices import (
 from studies.models import Simulation, Study
 from studies.space import point_key
 from studies.spec import ResolvedSpec, spec_resolve
+from telemetry.events import publish_runs_changed, publish_study
 
 log = logging.getLogger(__name__)
+SIGFPE_EXIT_CODES = (136, -8)  # 128 + SIGFPE from a shell/mpirun, or -SIGFPE from Popen
 SECRET_KINDS = ("slurm", "openstack")  # drivers that get the backend's decrypted secrets
 
 
@@ -65,6 +67,7 @@ def _apply(study: Study, resolved: ResolvedSpec, spec: dict[str, Any]) -> None:
     study.steps = resolved.steps
     study.decompose = resolved.decompose
     study.env = resolved.env
+    study.convergence = resolved.convergence
     study.image = resolved.image.image if resolved.image else None
 
 
@@ -369,6 +372,9 @@ def study_refresh_state(*, study_id) -> None:
         if new != study.state or finished != study.finished_at:
             study.state, study.finished_at = new, finished
             study.save(update_fields=["state", "finished_at", "updated_at"])
+            transaction.on_commit(
+                lambda: publish_study(study_id=study.pk, kind="study", payload={})
+            )
 
 
 # --- runs ----------------------------------------------------------------------------------
@@ -378,8 +384,24 @@ def _after_run_ended(run: Simulation) -> None:
     from scheduler.tasks import schedule_tenant
     from studies.tasks import refresh_study
 
+    publish_runs_changed([run.pk])
     enqueue_on_commit(refresh_study, str(run.study_id))
     enqueue_on_commit(schedule_tenant, run.tenant_id)
+
+
+def _stop_started_run(run: Simulation) -> None:
+    """After commit: a running agent sees `stop` on its next report and ends cleanly, keeping
+    its results; the backend kill follows as a safety net. A run not yet running is killed."""
+    from studies.tasks import kill_run
+
+    if not run.handle:
+        return
+    args = (str(run.id), run.attempt, run.handle)
+    if run.state == RunState.RUNNING or run.started_at:
+        delay = settings.WINDTUNNEL["STOP_GRACE"]
+        transaction.on_commit(lambda: kill_run.apply_async(args, countdown=delay))
+    else:
+        enqueue_on_commit(kill_run, *args)
 
 
 def run_cancel(*, run: Simulation, by, refresh_study: bool = True) -> bool:
@@ -392,6 +414,7 @@ def run_cancel(*, run: Simulation, by, refresh_study: bool = True) -> bool:
             return False
         who = getattr(by, "username", None) or "the system"
         started = run.state in STARTED_STATES
+        was_running = run.state == RunState.RUNNING
         run.state = RunState.CANCELLED
         run.end_reason = EndReason.CANCELLED_BY_USER
         run.message = f"cancelled by {who}"
@@ -410,12 +433,16 @@ def run_cancel(*, run: Simulation, by, refresh_study: bool = True) -> bool:
             ]
         )
         if started and run.handle:
-            enqueue_on_commit(kill_run, str(run.id), run.attempt, run.handle)
+            if was_running:
+                _stop_started_run(run)
+            else:
+                enqueue_on_commit(kill_run, str(run.id), run.attempt, run.handle)
         if refresh_study:
             _after_run_ended(run)
         else:
             from scheduler.tasks import schedule_tenant
 
+            publish_runs_changed([run.pk])
             enqueue_on_commit(schedule_tenant, run.tenant_id)
     return True
 
@@ -509,6 +536,7 @@ def runs_dispatch(*, run_ids: list) -> int:
                 [(str(r.pk), r.attempt, r.token_hash) for r in runs],
                 "v(id, attempt, token_hash)",
             )
+    publish_runs_changed([r.pk for r in runs])
     by_backend: dict[int, list[Simulation]] = {}
     for run in runs:
         by_backend.setdefault(run.backend_id, []).append(run)
@@ -711,6 +739,9 @@ def run_heartbeat(
         pk=run.pk, attempt=attempt, state__in=STARTED_STATES
     ).update(**fields)
     if not updated:
+        current = Simulation.objects.filter(pk=run.pk).values_list("state", "attempt").first()
+        if current and current[1] == attempt and current[0] in TERMINAL_STATES:
+            return True  # ended by the portal (cancel, policy): stop, but keep what comes in
         raise StaleAttempt()
     return (
         Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first()
@@ -726,9 +757,10 @@ def run_report_state(
     exit_code: int | None = None,
     reason: str = "",
     message: str = "",
+    solver_converged: bool = False,
 ) -> bool:
     """Apply a state the agent reports. Idempotent for a repeated final state."""
-    from telemetry.services import objectives_compute
+    from telemetry.services import objectives_compute, trust_compute
 
     now = timezone.now()
     if state == RunState.RUNNING:
@@ -741,6 +773,7 @@ def run_report_state(
                 raise StaleAttempt()
         from studies.tasks import refresh_study
 
+        publish_runs_changed([run.pk])
         enqueue_on_commit(refresh_study, str(run.study_id))
         return bool(
             Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first()
@@ -757,7 +790,28 @@ def run_report_state(
         if current.attempt != attempt:
             raise StaleAttempt()
         if current.state in TERMINAL_STATES:
-            return False  # already ended (repeat, or cancelled by hand): idempotent
+            # ended by the portal (cancel, policy) or a repeat: keep the state, but the agent's
+            # final data is in now, so objectives and trust are brought up to date
+            current.objectives, current.iterations, current.last_time = objectives_compute(
+                run=current
+            )
+            current.trust, current.trust_detail = trust_compute(
+                run=current,
+                solver_converged=solver_converged
+                or current.trust_detail.get("solver_converged", False),
+            )
+            current.save(
+                update_fields=[
+                    "objectives",
+                    "iterations",
+                    "last_time",
+                    "trust",
+                    "trust_detail",
+                    "updated_at",
+                ]
+            )
+            publish_runs_changed([current.pk])
+            return False
         if current.state not in STARTED_STATES:
             raise StaleAttempt()
         if backend_end is not None:  # the backend killed it (e.g. a Slurm time limit)
@@ -767,6 +821,12 @@ def run_report_state(
                 return False
             state, reason = RunState.FAILED, EndReason.TERMINATED
             message = f"{text}\n{message}".strip()
+        if state == RunState.FAILED and exit_code in SIGFPE_EXIT_CODES:
+            # OpenFOAM traps floating point exceptions: the solution blew up
+            reason = EndReason.DIVERGED
+            message = (
+                f"the solver stopped on a floating point exception (diverged)\n{message}".strip()
+            )
         current.state = state
         current.exit_code = exit_code
         current.finished_at = now
@@ -782,9 +842,37 @@ def run_report_state(
                 reason if reason in EndReason.values and reason else EndReason.EXIT_CODE
             )
         current.objectives, current.iterations, current.last_time = objectives_compute(run=current)
+        current.trust, current.trust_detail = trust_compute(
+            run=current, solver_converged=solver_converged
+        )
         current.save()
         _after_run_ended(current)
     return False
+
+
+def run_stop_by_policy(*, run: Simulation, attempt: int, outcome: str, detail: str) -> bool:
+    """A convergence policy ended the run: its resources return to the queue at once."""
+    from telemetry.services import objectives_compute, trust_compute
+
+    with transaction.atomic():
+        current = Simulation.objects.select_for_update().filter(pk=run.pk, attempt=attempt).first()
+        if current is None or current.state not in STARTED_STATES:
+            return False
+        converged = outcome == "converged"
+        current.state = RunState.COMPLETED if converged else RunState.FAILED
+        current.end_reason = {"converged": EndReason.CONVERGED, "diverged": EndReason.DIVERGED}.get(
+            outcome, EndReason.MAX_WALL_TIME
+        )
+        current.stop_requested = True
+        current.stop_reason = current.end_reason
+        current.message = f"stopped by the convergence policy: {detail}"[:5000]
+        current.finished_at = timezone.now()
+        current.objectives, current.iterations, current.last_time = objectives_compute(run=current)
+        current.trust, current.trust_detail = trust_compute(run=current, solver_converged=False)
+        current.save()
+        _stop_started_run(current)
+        _after_run_ended(current)
+    return True
 
 
 def _backend_terminated(*, run: Simulation, attempt: int) -> tuple[str, bool] | None:

@@ -22,6 +22,7 @@ from orchestration.composer import IMPLICIT_PACKAGES
 from studies.choices import Reduce
 from studies.models import Upload
 from studies.space import Space, SpaceError, Value, parse_space
+from telemetry.convergence import policy_validate
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 TOP_LEVEL_KEYS = {
@@ -41,6 +42,7 @@ TOP_LEVEL_KEYS = {
     "prepare",
     "image",
     "packages",
+    "convergence",
 }
 # Utilities a spec may run before the solver (argv only, never a shell).
 PREPARE_UTILITIES = {
@@ -156,6 +158,7 @@ class ResolvedSpec:
     steps: list[dict[str, Any]]
     decompose: dict[str, Any] | None
     env: dict[str, str]
+    convergence: dict[str, Any] = dataclasses.field(default_factory=dict)
     image: Any = None  # catalog.images.StudyImage for backends that run images, else None
 
     @property
@@ -576,5 +579,8 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
         steps=steps,
         decompose=decompose,
         env=env,
+        convergence=policy_validate(
+            spec["convergence"] if spec.get("convergence") is not None else tspec.get("convergence")
+        ),
         image=image,
     )

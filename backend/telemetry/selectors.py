@@ -8,17 +8,49 @@ from typing import Any
 from telemetry.models import LogChunk, SeriesChunk
 
 
-def series_values(*, run, attempt: int, name: str) -> tuple[list[float], list[float | None]]:
+def series_values(
+    *, run, attempt: int, name: str, since_seq: int | None = None, max_seq: int | None = None
+) -> tuple[list[float], list[float | None]]:
+    """A series' points, optionally only those of live events in (since_seq, max_seq]."""
     xs: list[float] = []
     ys: list[float | None] = []
-    for cx, cy in (
-        SeriesChunk.objects.filter(run=run, attempt=attempt, name=name)
-        .order_by("seq")
-        .values_list("xs", "ys")
-    ):
+    chunks = SeriesChunk.objects.filter(run=run, attempt=attempt, name=name)
+    if since_seq is not None:
+        chunks = chunks.filter(event_seq__gt=since_seq)
+    if max_seq is not None:
+        chunks = chunks.filter(event_seq__lte=max_seq)
+    for cx, cy in chunks.order_by("seq").values_list("xs", "ys"):
         xs.extend(cx)
         ys.extend(cy)
     return xs, ys
+
+
+def series_tail(
+    *, run, attempt: int, name: str, n: int, keep_null: bool = False
+) -> list[float | None]:
+    """The last n y values of a series (newest last), reading only the chunks needed."""
+    out: list[float | None] = []
+    for ys in (
+        SeriesChunk.objects.filter(run=run, attempt=attempt, name=name)
+        .order_by("-seq")
+        .values_list("ys", flat=True)
+        .iterator(chunk_size=50)
+    ):
+        out[:0] = ys
+        if len(out) >= n:
+            break
+    if not keep_null:
+        out = [v for v in out if v is not None]
+    return out[-n:]
+
+
+def series_length(*, run, attempt: int, name: str) -> int:
+    from django.db.models import Func, IntegerField, Sum
+
+    total = SeriesChunk.objects.filter(run=run, attempt=attempt, name=name).aggregate(
+        n=Sum(Func("xs", 1, function="array_length", output_field=IntegerField()))
+    )["n"]
+    return int(total or 0)
 
 
 def series_names(*, run, attempt: int) -> list[str]:
@@ -58,12 +90,20 @@ def downsample(
 
 
 def series_read(
-    *, run, attempt: int | None, names: list[str], max_points: int = 2000
+    *,
+    run,
+    attempt: int | None,
+    names: list[str],
+    max_points: int = 2000,
+    since_seq: int | None = None,
+    max_seq: int | None = None,
 ) -> dict[str, Any]:
     attempt = run.attempt if attempt is None else attempt
     out = {}
     for name in names:
-        xs, ys = series_values(run=run, attempt=attempt, name=name)
+        xs, ys = series_values(
+            run=run, attempt=attempt, name=name, since_seq=since_seq, max_seq=max_seq
+        )
         total = len(xs)
         dx, dy = downsample(xs, ys, max_points)
         out[name] = {
@@ -90,3 +130,17 @@ def log_tail(*, run, attempt: int | None = None, lines: int = 200) -> list[str]:
         if len(collected) >= lines:
             break
     return collected[-lines:]
+
+
+def log_since(*, run, attempt: int, since_seq: int, max_seq: int) -> list[str]:
+    """Log lines of the live events in (since_seq, max_seq], for a client repairing a gap."""
+    out: list[str] = []
+    for lines in (
+        LogChunk.objects.filter(
+            run=run, attempt=attempt, event_seq__gt=since_seq, event_seq__lte=max_seq
+        )
+        .order_by("seq")
+        .values_list("lines", flat=True)
+    ):
+        out.extend(lines)
+    return out

@@ -6,14 +6,25 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from core.exceptions import ApplicationError
 from orchestration import render
 from studies.choices import Reduce
 from studies.models import Simulation
+from telemetry.convergence import (
+    DEFAULT_POLICY,
+    TRUST_WINDOW,
+    Decision,
+    check,
+    relative_change,
+    trust_of,
+)
+from telemetry.events import bump_run_seq, run_group, send
 from telemetry.models import LogChunk, SeriesChunk
-from telemetry.selectors import series_values
+from telemetry.selectors import series_length, series_tail, series_values
 
 MAX_SERIES_PER_BATCH = 500
 MAX_POINTS_PER_BATCH = 200_000
@@ -34,7 +45,8 @@ def telemetry_ingest(
     series: Mapping[str, Sequence[Sequence[float]]],
     log: Sequence[str] = (),
 ) -> int:
-    """Store one batch from the agent. Returns the number of points stored."""
+    """Store one batch from the agent as one chunk per series, stamped with the run stream's
+    next seq; publish it after commit; apply the study's convergence policy. Returns the seq."""
     if not isinstance(series, Mapping):
         raise ApplicationError("series must be an object of name → [[x, y], …]", field="series")
     if len(series) > MAX_SERIES_PER_BATCH:
@@ -42,23 +54,14 @@ def telemetry_ingest(
     total = sum(len(p) for p in series.values() if isinstance(p, list))
     if total > MAX_POINTS_PER_BATCH:
         raise ApplicationError(f"at most {MAX_POINTS_PER_BATCH} points per batch", field="series")
-    names = [str(n)[:200] for n in series]
-    last = dict(
-        SeriesChunk.objects.filter(run=run, attempt=attempt, name__in=names)
-        .values("name")
-        .annotate(seq=Max("seq"))
-        .values_list("name", "seq")
-    )
-    chunks = []
-    stored = 0
+    clean: dict[str, list[list[float | None]]] = {}
     for raw_name, points in series.items():
         name = str(raw_name)[:200]
         if not isinstance(points, list):
             raise ApplicationError(
                 f"series {name}: points must be a list of [x, y]", field="series"
             )
-        xs: list[float] = []
-        ys: list[float | None] = []
+        out = []
         for p in points:
             if not isinstance(p, list | tuple) or len(p) != 2:
                 raise ApplicationError(f"series {name}: each point is [x, y]", field="series")
@@ -69,34 +72,112 @@ def telemetry_ingest(
                 raise ApplicationError(
                     f"series {name}: non-numeric point {p!r}", field="series"
                 ) from exc
-            if not math.isfinite(x):
-                continue
-            xs.append(x)
-            # NaN/Inf are kept as the sign of divergence: stored as NULL, read back as NaN
-            ys.append(y if y is not None and math.isfinite(y) else None)
-        if not xs:
-            continue
-        chunks.append(
-            SeriesChunk(
+            if math.isfinite(x):
+                # NaN/Inf are kept as the sign of divergence: stored as NULL, sent as null
+                out.append([x, y if y is not None and math.isfinite(y) else None])
+        if out:
+            clean[name] = out
+    lines = [str(line)[:2000] for line in list(log)[-MAX_LOG_LINES:]] if log else []
+    if not clean and not lines:
+        return 0
+    with transaction.atomic():
+        seq = bump_run_seq(run.pk)
+        last = dict(
+            SeriesChunk.objects.filter(run=run, attempt=attempt, name__in=list(clean))
+            .values("name")
+            .annotate(seq=Max("seq"))
+            .values_list("name", "seq")
+        )
+        SeriesChunk.objects.bulk_create(
+            [
+                SeriesChunk(
+                    run=run,
+                    attempt=attempt,
+                    name=name,
+                    seq=last.get(name, -1) + 1,
+                    event_seq=seq,
+                    xs=[p[0] for p in pts],
+                    ys=[p[1] for p in pts],
+                    x_min=min(p[0] for p in pts),
+                    x_max=max(p[0] for p in pts),
+                )
+                for name, pts in clean.items()
+            ]
+        )
+        if lines:
+            n = LogChunk.objects.filter(run=run, attempt=attempt).aggregate(m=Max("seq"))["m"]
+            LogChunk.objects.create(
                 run=run,
                 attempt=attempt,
-                name=name,
-                seq=last.get(name, -1) + 1,
-                xs=xs,
-                ys=ys,
-                x_min=min(xs),
-                x_max=max(xs),
+                seq=(n if n is not None else -1) + 1,
+                event_seq=seq,
+                lines=lines,
             )
+        message = {
+            "type": "telemetry",
+            "id": str(run.pk),
+            "seq": seq,
+            "attempt": attempt,
+            "series": clean,
+            "log": lines,
+        }
+        transaction.on_commit(lambda: send(run_group(run.pk), message))
+        if clean:
+            _apply_policy(run=run, attempt=attempt, new=clean)
+    return seq
+
+
+def _apply_policy(*, run: Simulation, attempt: int, new: Mapping[str, list]) -> None:
+    from studies.services import run_stop_by_policy
+
+    policy = run.study.convergence or DEFAULT_POLICY
+    residual = next((n for n in sorted(new) if n.startswith("residual.")), None)
+    iterations = series_length(run=run, attempt=attempt, name=residual) if residual else 0
+    decision = check(
+        policy,
+        new=new,
+        history=lambda name, n: series_tail(run=run, attempt=attempt, name=name, n=n),
+        iterations=iterations,
+    )
+    if decision is None and policy.get("max_wall_seconds") and run.started_at:
+        elapsed = (timezone.now() - run.started_at).total_seconds()
+        if elapsed > policy["max_wall_seconds"]:
+            decision = Decision(
+                "max_wall_time",
+                f"ran {elapsed:.0f} s, over the {policy['max_wall_seconds']:g} s limit",
+            )
+    if decision is not None:
+        run_stop_by_policy(
+            run=run, attempt=attempt, outcome=decision.outcome, detail=decision.detail
         )
-        stored += len(xs)
-    SeriesChunk.objects.bulk_create(chunks)
-    lines = [str(line)[:2000] for line in list(log)[-MAX_LOG_LINES:]] if log else []
-    if lines:
-        seq = LogChunk.objects.filter(run=run, attempt=attempt).aggregate(m=Max("seq"))["m"]
-        LogChunk.objects.create(
-            run=run, attempt=attempt, seq=(seq if seq is not None else -1) + 1, lines=lines
-        )
-    return stored
+
+
+def trust_compute(*, run: Simulation, solver_converged: bool) -> tuple[str, dict[str, Any]]:
+    """The trust flag of a finished run from its final residuals and objective drift."""
+    names = (
+        SeriesChunk.objects.filter(run=run, attempt=run.attempt, name__startswith="residual.")
+        .order_by()
+        .values_list("name", flat=True)
+        .distinct()
+    )
+    final = {}
+    for name in names:
+        tail = series_tail(run=run, attempt=run.attempt, name=name, n=1, keep_null=True)
+        final[name.removeprefix("residual.")] = tail[-1] if tail else None
+    drifts = {}
+    for obj, spec in (run.study.objectives or {}).items():
+        if "series" in spec:
+            values = series_tail(run=run, attempt=run.attempt, name=spec["series"], n=TRUST_WINDOW)
+            if values:
+                drifts[obj] = relative_change(values)
+    return trust_of(
+        state=run.state,
+        end_reason=run.end_reason,
+        solver_converged=solver_converged,
+        final_residuals=final,
+        drifts=drifts,
+        iterations=run.iterations,
+    )
 
 
 def _reduce(values: list[float | None], spec: Mapping[str, Any]) -> float | None:

@@ -167,6 +167,7 @@ def _finish(
             "exit_code": outcome.exit_code,
             "reason": outcome.reason,
             "message": message,
+            "solver_converged": outcome.solver_converged,
         }
         with_retries(
             lambda: client.post("state/", body),

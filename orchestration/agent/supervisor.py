@@ -47,6 +47,7 @@ class Outcome:
     exit_code: int | None = None
     reason: str = ""
     message: str = ""
+    solver_converged: bool = False  # the solver itself said so (e.g. SIMPLE residualControl)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -91,6 +92,7 @@ class Supervisor:
     def run_steps(self) -> Outcome:
         """Run every step in order; stop at the first failure, `stop` or SIGTERM."""
         messages: list[str] = []
+        converged = False
         for index, step in enumerate(self.spec.steps):
             self._check_interrupts()
             if self.terminate.is_set():
@@ -99,12 +101,15 @@ class Supervisor:
                 return Outcome(state="cancelled", reason="stopped by the portal")
             result = self.run_step(step)
             if result.converged:
+                converged = True
                 messages.append(f"{step.name}: solution converged")
             if result.interrupted == "terminated":
                 return Outcome(state="cancelled", reason="terminated")
             if result.interrupted == "stop":
                 self._reconstruct_after_stop(self.spec.steps[index + 1 :])
-                return Outcome(state="cancelled", reason="stopped by the portal")
+                return Outcome(
+                    state="cancelled", reason="stopped by the portal", solver_converged=converged
+                )
             if result.returncode != 0:
                 return Outcome(
                     state="failed",
@@ -112,7 +117,9 @@ class Supervisor:
                     reason=_describe_exit(step.name, result.returncode),
                     message=result.fatal_error or "",
                 )
-        return Outcome(state="completed", exit_code=0, message="; ".join(messages))
+        return Outcome(
+            state="completed", exit_code=0, message="; ".join(messages), solver_converged=converged
+        )
 
     def _reconstruct_after_stop(self, rest: tuple[AgentStep, ...]) -> None:
         """A stopped parallel run still gets its latest time reconstructed (best effort)."""

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestration.composer.testing import ensure_shared_image, image_tools_missing
 from orchestration.drivers.base import (
     Capabilities,
     Driver,
@@ -17,14 +18,26 @@ from orchestration.drivers.base import (
     get_driver,
 )
 from orchestration.tests.conftest import FakePortal, make_spec, wait_until
+from orchestration.tests.test_slurm_cluster import slurm_settings, slurm_unavailable
 
-RUNNABLE_HERE = {"local", "noop"}
+RUNNABLE_HERE = {"local", "noop"} | ({"container"} if not image_tools_missing() else set())
+RUNNABLE_HERE |= {"slurm"} if not slurm_unavailable() else set()  # scripts/start-slurm
 KINDS = [kind for kind in driver_kinds() if kind in RUNNABLE_HERE]
+PARAMS = (
+    KINDS
+    if "slurm" in KINDS
+    else [*KINDS, pytest.param("slurm", marks=pytest.mark.skip(reason=slurm_unavailable()))]
+)
 
 
-@pytest.fixture(params=KINDS)
+@pytest.fixture(params=PARAMS)
 def driver(request: pytest.FixtureRequest, tmp_path: Path) -> Driver:
-    return get_driver(request.param, {"work_root": str(tmp_path)})
+    settings = {"work_root": str(tmp_path)}
+    if request.param == "container":  # runs the agent in the shared test image
+        settings["image"] = ensure_shared_image().ref
+    if request.param == "slurm":  # the private test cluster, local transport
+        settings = slurm_settings(**settings)
+    return get_driver(request.param, settings)
 
 
 def _spec(portal: FakePortal, tmp_path: Path):
@@ -39,7 +52,7 @@ def _spec(portal: FakePortal, tmp_path: Path):
 
 
 def test_registered_kinds_include_the_built_in_drivers() -> None:
-    assert {"local", "noop"} <= set(driver_kinds())
+    assert {"local", "noop", "container"} <= set(driver_kinds())
 
 
 def test_unknown_kind_is_a_driver_error() -> None:

@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "studies",
     "scheduler",
     "telemetry",
+    "administration",
 ]
 
 MIDDLEWARE = [
@@ -128,6 +129,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStateEnum": "studies.choices.RunState",
         "StudyStateEnum": "studies.choices.StudyState",
+        "BackendKindEnum": "catalog.choices.BackendKind",
+        "ImageKindEnum": "catalog.choices.ImageKind",
+        "ImageStatusEnum": "catalog.choices.ImageStatus",
     },
 }
 
@@ -155,7 +159,10 @@ WINDTUNNEL = {
     "HEARTBEAT_INTERVAL": env.float("WINDTUNNEL_HEARTBEAT_INTERVAL", default=5.0),
     "HEARTBEAT_TIMEOUT": env.float("WINDTUNNEL_HEARTBEAT_TIMEOUT", default=60.0),
     "DISPATCH_TIMEOUT": env.float("WINDTUNNEL_DISPATCH_TIMEOUT", default=60.0),
-    "TELEMETRY_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_INTERVAL", default=1.0),
+    "TELEMETRY_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_INTERVAL", default=0.25),
+    # after a cancel or a policy stop, the agent ends cleanly on its next report; the backend
+    # kill follows after this many seconds as a safety net
+    "STOP_GRACE": env.float("WINDTUNNEL_STOP_GRACE", default=30.0),
     "UPLOAD_MAX_BYTES": env.int("WINDTUNNEL_UPLOAD_MAX_BYTES", default=200 * 1024 * 1024),
     "UPLOAD_MAX_ENTRIES": env.int("WINDTUNNEL_UPLOAD_MAX_ENTRIES", default=20_000),
     "UPLOAD_MAX_UNPACKED_BYTES": env.int(

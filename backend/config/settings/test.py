@@ -12,7 +12,8 @@ env.ENVIRON.setdefault("WINDTUNNEL_TICK_SECONDS", "1")
 env.ENVIRON.setdefault("WINDTUNNEL_HEARTBEAT_INTERVAL", "1")
 env.ENVIRON.setdefault("WINDTUNNEL_HEARTBEAT_TIMEOUT", "6")
 env.ENVIRON.setdefault("WINDTUNNEL_DISPATCH_TIMEOUT", "8")
-env.ENVIRON.setdefault("WINDTUNNEL_TELEMETRY_INTERVAL", "0.5")
+env.ENVIRON.setdefault("WINDTUNNEL_TELEMETRY_INTERVAL", "0.25")
+env.ENVIRON.setdefault("WINDTUNNEL_STOP_GRACE", "15")
 env.ENVIRON.setdefault("CELERY_QUEUE", "windtunnel-test")
 
 from config.settings.base import *  # noqa: E402,F403

@@ -57,6 +57,7 @@ class StateSerializer(AttemptSerializer):
     exit_code = serializers.IntegerField(required=False, allow_null=True)
     reason = serializers.CharField(required=False, allow_blank=True, max_length=40)
     message = serializers.CharField(required=False, allow_blank=True, max_length=20000)
+    solver_converged = serializers.BooleanField(required=False, default=False)
 
 
 class HeartbeatSerializer(AttemptSerializer):
@@ -102,6 +103,7 @@ class IngestStateView(_IngestView):
             exit_code=data.get("exit_code"),
             reason=data.get("reason", ""),
             message=data.get("message", ""),
+            solver_converged=data.get("solver_converged", False),
         )
         return Response({"stop": bool(stop)})
 
@@ -129,13 +131,14 @@ class IngestTelemetryView(_IngestView):
     def post(self, request, run_id):
         data = self._validated(request)
         run = _run_for(request, run_id, data["attempt"])
-        stop = services.run_heartbeat(run=run, attempt=data["attempt"])
+        services.run_heartbeat(run=run, attempt=data["attempt"])
         telemetry_ingest(
             run=run,
             attempt=data["attempt"],
             series=data.get("series") or {},
             log=data.get("log") or [],
         )
+        stop = Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first()
         return Response({"stop": stop})
 
 

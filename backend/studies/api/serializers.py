@@ -66,6 +66,9 @@ class StudySerializer(serializers.ModelSerializer):
     case = serializers.UUIDField(source="upload_id", read_only=True)
     progress = serializers.SerializerMethodField()
     resources = serializers.SerializerMethodField()
+    last_seq = serializers.IntegerField(
+        source="event_seq", read_only=True, help_text="seq of the study's live stream at read time"
+    )
 
     class Meta:
         model = Study
@@ -88,6 +91,8 @@ class StudySerializer(serializers.ModelSerializer):
             "submitted_at",
             "finished_at",
             "cloned_from",
+            "convergence",
+            "last_seq",
         ]
 
     def get_progress(self, obj) -> ProgressSerializer:
@@ -102,6 +107,9 @@ class RunSerializer(serializers.ModelSerializer):
     backend = serializers.SlugRelatedField(slug_field="name", read_only=True)
     queue_position = serializers.SerializerMethodField()
     wall_seconds = serializers.FloatField(read_only=True)
+    last_seq = serializers.IntegerField(
+        source="event_seq", read_only=True, help_text="seq of the run's live stream at read time"
+    )
 
     class Meta:
         model = Simulation
@@ -135,6 +143,10 @@ class RunSerializer(serializers.ModelSerializer):
             "cpu_percent",
             "rss_bytes",
             "archive_bytes",
+            "trust",
+            "trust_detail",
+            "stop_reason",
+            "last_seq",
         ]
 
     def get_queue_position(self, obj) -> int | None:
@@ -190,6 +202,7 @@ class ResultRowSerializer(serializers.Serializer):
     wall_seconds = serializers.FloatField(allow_null=True)
     end_reason = serializers.CharField()
     attempts = serializers.IntegerField()
+    trust = serializers.CharField()
 
 
 class ResultsSerializer(serializers.Serializer):
@@ -197,11 +210,13 @@ class ResultsSerializer(serializers.Serializer):
     parameters = serializers.ListField(child=serializers.CharField())
     objectives = serializers.ListField(child=serializers.CharField())
     rows = ResultRowSerializer(many=True)
+    last_seq = serializers.IntegerField()
 
 
 class TelemetrySerializer(serializers.Serializer):
     run = serializers.UUIDField()
     attempt = serializers.IntegerField()
+    last_seq = serializers.IntegerField(help_text="apply live events with a higher seq")
     available = serializers.ListField(child=serializers.CharField())
     series = serializers.DictField()
 

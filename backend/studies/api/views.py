@@ -16,7 +16,7 @@ from studies import selectors, services, uploads
 from studies.api import serializers as s
 from studies.choices import RunState, StudyState
 from studies.models import Simulation, Study, Upload
-from telemetry.selectors import log_tail, series_names, series_read
+from telemetry.selectors import log_since, log_tail, series_names, series_read
 from tenancy.selectors import tenant_for_user
 
 
@@ -173,6 +173,7 @@ class StudyViewSet(viewsets.GenericViewSet):
                 "parameters": list((study.spec.get("parameters") or {}).keys()),
                 "objectives": list((study.objectives or {}).keys()),
                 "rows": selectors.study_results(study=study),
+                "last_seq": study.event_seq,
             }
         )
 
@@ -239,6 +240,11 @@ class RunViewSet(viewsets.GenericViewSet):
                 description="downsample each series to at most this many points (default 2000)",
             ),
             OpenApiParameter("attempt", OpenApiTypes.INT),
+            OpenApiParameter(
+                "since_seq",
+                OpenApiTypes.INT,
+                description="gap repair: every point and log line of live events after this seq",
+            ),
         ],
         responses=s.TelemetrySerializer,
     )
@@ -249,18 +255,32 @@ class RunViewSet(viewsets.GenericViewSet):
         max_points = _int_param(request, "max_points", 2000, low=4, high=1_000_000)
         names_raw = request.query_params.get("series", "")
         available = series_names(run=run, attempt=attempt)
-        names = [n for n in names_raw.split(",") if n] if names_raw else []
-        unknown = [n for n in names if n not in available]
-        if unknown and names_raw:
-            names = [n for n in names if n in available]
-        return Response(
-            {
-                "run": str(run.id),
-                "attempt": attempt,
-                "available": available,
-                "series": series_read(run=run, attempt=attempt, names=names, max_points=max_points),
-            }
-        )
+        names = [n for n in names_raw.split(",") if n in available] if names_raw else []
+        last_seq = run.event_seq  # read before the chunks: later events are the client's to apply
+        since = request.query_params.get("since_seq")
+        body = {
+            "run": str(run.id),
+            "attempt": attempt,
+            "last_seq": last_seq,
+            "available": available,
+        }
+        if since not in (None, ""):
+            since_seq = _int_param(request, "since_seq", 0, low=0, high=2**62)
+            # gap repair: every point of the missed events, not downsampled
+            body["series"] = series_read(
+                run=run,
+                attempt=attempt,
+                names=names or available,
+                max_points=10**9,
+                since_seq=since_seq,
+                max_seq=last_seq,
+            )
+            body["log"] = log_since(run=run, attempt=attempt, since_seq=since_seq, max_seq=last_seq)
+        else:
+            body["series"] = series_read(
+                run=run, attempt=attempt, names=names, max_points=max_points, max_seq=last_seq
+            )
+        return Response(body)
 
     @extend_schema(
         parameters=[OpenApiParameter("lines", OpenApiTypes.INT)], responses=s.LogSerializer

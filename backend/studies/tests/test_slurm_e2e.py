@@ -37,15 +37,19 @@ FINAL = ("completed", "completed_with_failures", "cancelled")
 
 
 def _backend(name: str, settings: dict, *, cores: int = 20, secrets: dict | None = None):
-    return Backend.objects.create(
+    backend, _ = Backend.objects.update_or_create(
         name=name,
-        kind="slurm",
-        settings=settings,
-        cores=cores,  # more than the test node's CPUs: Slurm itself queues the rest
-        memory_gb=40,
-        max_nodes=1,
-        secrets=encrypt_json(secrets or {}),
+        defaults={
+            "kind": "slurm",
+            "settings": settings,
+            "cores": cores,  # more than the test node's CPUs: Slurm itself queues the rest
+            "memory_gb": 40,
+            "max_nodes": 1,
+            "enabled": True,
+            "secrets": encrypt_json(secrets or {}),
+        },
     )
+    return backend
 
 
 @pytest.fixture
@@ -176,12 +180,16 @@ def test_twenty_runs_go_as_one_job_array_and_wait_with_slurms_reason(cluster_liv
     assert all(r.attempt == 1 for r in runs)
 
 
-def _long_cavity(client, name, backend="slurm", *, runs=1):
+def _long_cavity(client, name, backend="slurm", *, runs=1, cells=20):
     spec = {
         "name": name,
         "template": "cavity",
         "backend": backend,
-        "parameters": {"cells": 20, "end_time": 100, "lid_velocity": {"linspace": [1, 2, runs]}},
+        "parameters": {
+            "cells": cells,
+            "end_time": 100,
+            "lid_velocity": {"linspace": [1, 2, runs]},
+        },
     }
     return _submit(client, spec)
 
@@ -225,7 +233,7 @@ def test_cancel_of_pending_and_running_slurm_runs_frees_their_jobs(cluster_live)
 
 
 def test_a_slurm_time_limit_fails_the_run_with_slurms_reason(cluster_live):
-    study = _long_cavity(cluster_live, "too long", backend="slurm-short")
+    study = _long_cavity(cluster_live, "too long", backend="slurm-short", cells=40)  # minutes
     run_id = Simulation.objects.get(study_id=study["id"]).id
     body = _finished(cluster_live, study["id"], timeout=200)  # 1 min + Slurm's 30 s check
     run = cluster_live.get(f"/api/v1/runs/{run_id}/").json()
@@ -273,3 +281,47 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except OSError:
         return False
+
+
+def _scontrol(*args: str, check: bool = True) -> None:
+    subprocess.run(
+        ["scontrol", *args],
+        env={**os.environ, "SLURM_CONF": cluster()["slurm_conf"]},
+        check=check,
+        timeout=30,
+    )
+
+
+def test_a_node_failure_requeues_the_run_and_the_next_attempt_finishes(cluster_live):
+    spec = {
+        "name": "node failure",
+        "template": "cavity",
+        "backend": "slurm",
+        "parameters": {"cells": 20, "end_time": 4},
+    }
+    study = _submit(cluster_live, spec)
+    run_id = Simulation.objects.get(study_id=study["id"]).id
+    wait_for(
+        lambda: cluster_live.get(f"/api/v1/runs/{run_id}/telemetry/").json()["available"],
+        timeout=90,
+        what="the run to solve",
+    )
+    node = cluster()["node"]
+    try:
+        _scontrol("update", f"nodename={node}", "state=down", "reason=windtunnel-test")
+        run = wait_for(
+            lambda: (r := Simulation.objects.get(pk=run_id)).attempt >= 2 and r,
+            timeout=90,
+            what="the run to be requeued",
+        )
+        assert "NODE_FAIL" in run.message or "NODE_FAIL" in run.wait_detail, (
+            run.message,
+            run.wait_detail,
+        )
+    finally:
+        # ReturnToService=2 may have brought it back already
+        _scontrol("update", f"nodename={node}", "state=resume", check=False)
+    body = _finished(cluster_live, study["id"], timeout=180)
+    run = Simulation.objects.get(pk=run_id)
+    assert body["state"] == "completed", (run.state, run.message)
+    assert run.attempt == 2 and run.state == "completed"

@@ -1,6 +1,10 @@
-from django.contrib.auth import authenticate
+from django.contrib.auth import authenticate, login, logout
+from django.middleware.csrf import get_token
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import ensure_csrf_cookie
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
@@ -25,7 +29,8 @@ class TokenSerializer(serializers.Serializer):
 class MeSerializer(serializers.Serializer):
     username = serializers.CharField()
     tenant = serializers.CharField()
-    is_admin = serializers.BooleanField()
+    is_admin = serializers.BooleanField(help_text="admin of the tenant")
+    is_staff = serializers.BooleanField(help_text="operator of the portal: sees the admin pages")
 
 
 class LoginThrottle(AnonRateThrottle):
@@ -68,11 +73,97 @@ class TokenView(APIView):
 class MeView(APIView):
     @extend_schema(responses=MeSerializer)
     def get(self, request):
-        tenant = tenant_for_user(user=request.user)
-        return Response(
-            {
-                "username": request.user.username,
-                "tenant": tenant.name,
-                "is_admin": user_is_tenant_admin(user=request.user),
-            }
+        return Response(_me(request.user))
+
+
+def _me(user) -> dict:
+    tenant = tenant_for_user(user=user)
+    return {
+        "username": user.username,
+        "tenant": tenant.name if tenant else "",
+        "is_admin": user_is_tenant_admin(user=user),
+        "is_staff": bool(user.is_staff),
+    }
+
+
+# --- Session sign-in for the web UI -------------------------------------------------------
+# The SPA first GETs /auth/csrf/ (sets the csrftoken cookie), then POSTs /auth/login/ with the
+# X-CSRFToken header; afterwards DRF's SessionAuthentication authenticates (and CSRF-checks)
+# every request. Scripts use API tokens instead (TokenView).
+
+
+class LoginRequestSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    password = serializers.CharField(style={"input_type": "password"})
+
+
+class CsrfSerializer(serializers.Serializer):
+    csrf_token = serializers.CharField(help_text="also set as the csrftoken cookie")
+
+
+class _CsrfCheck(SessionAuthentication):
+    """Enforce Django's CSRF check even for an anonymous request (login CSRF)."""
+
+    def check(self, request) -> None:
+        try:
+            self.enforce_csrf(request)
+        except exceptions.PermissionDenied as exc:
+            raise ApplicationError(
+                f"the sign-in form has expired or came from another site ({exc.detail}); "
+                "reload the page and try again",
+                code=ErrorCode.FORBIDDEN,
+                status=403,
+            ) from exc
+
+
+class CsrfView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses=CsrfSerializer, auth=[])
+    @method_decorator(ensure_csrf_cookie)
+    def get(self, request):
+        return Response({"csrf_token": get_token(request)})
+
+
+class LoginView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes = [LoginThrottle]
+
+    @extend_schema(request=LoginRequestSerializer, responses=MeSerializer, auth=[])
+    def post(self, request):
+        _CsrfCheck().check(request)
+        ser = LoginRequestSerializer(data=request.data)
+        if not ser.is_valid():
+            missing = [f for f in ("username", "password") if f in ser.errors]
+            raise ApplicationError(
+                f"enter your {' and '.join(missing)}" if missing else "invalid sign-in request",
+                field=missing[0] if missing else None,
+            )
+        user = authenticate(
+            request,
+            username=ser.validated_data["username"],
+            password=ser.validated_data["password"],
         )
+        if user is None:
+            raise ApplicationError(
+                "wrong username or password", code=ErrorCode.UNAUTHENTICATED, status=401
+            )
+        if tenant_for_user(user=user) is None:
+            raise ApplicationError(
+                "this user belongs to no tenant; ask an admin to add you",
+                code=ErrorCode.FORBIDDEN,
+                status=403,
+            )
+        login(request._request, user)
+        return Response(_me(user))
+
+
+class LogoutView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(request=None, responses={204: None})
+    def post(self, request):
+        logout(request._request)
+        return Response(status=204)

@@ -1,0 +1,154 @@
+"""What an operator sees: every tenant's quota and usage, backends with load and health.
+
+Usage comes from `quotas.selectors` (the one place that derives it from the runs holding
+resources), two queries per tenant or backend: a portal has tens of tenants, not thousands,
+and one definition of usage beats a faster second copy that could drift.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from catalog.models import Backend, Image, Package
+from quotas import selectors as quota_selectors
+from studies.choices import EndReason, RunState
+from studies.models import Simulation, Study
+from tenancy.models import Tenant
+
+# A backend that failed to start or lost this many runs in the last hour is "degraded".
+HEALTH_WINDOW = timedelta(hours=1)
+DEGRADED_AFTER = 3
+
+
+def tenant_overview_list() -> list[dict[str, Any]]:
+    """Every tenant with its quota limits, derived usage, queued demand and members count."""
+    tenants = (
+        Tenant.objects.select_related("quota")
+        .annotate(
+            members=Count("memberships", distinct=True),
+            studies_count=Count("studies", distinct=True),
+        )
+        .order_by("name")
+    )
+    out = []
+    for t in tenants:
+        quota = getattr(t, "quota", None)
+        usage = quota_selectors.usage_for_tenant(tenant_id=t.id)
+        queued = quota_selectors.queued_demand_for_tenant(tenant_id=t.id)
+        out.append(
+            {
+                "name": t.name,
+                "display_name": t.display_name or t.name,
+                "members": t.members,
+                "studies": t.studies_count,
+                "limits": None
+                if quota is None
+                else {
+                    "cores": quota.cores,
+                    "memory_gb": quota.memory_gb,
+                    "nodes": quota.max_nodes,
+                    "runs": quota.max_runs,
+                    "storage_gb": quota.storage_gb,
+                    "core_hours_budget": quota.core_hours_budget,
+                },
+                "usage": dataclasses.asdict(usage),
+                "queued": dataclasses.asdict(queued),
+                "created_at": t.created_at,
+            }
+        )
+    return out
+
+
+def _backend_health(backend: Backend, failures: int) -> dict[str, Any]:
+    if not backend.enabled:
+        return {"status": "disabled", "detail": "disabled by an operator; no new runs start here"}
+    if failures >= DEGRADED_AFTER:
+        return {
+            "status": "degraded",
+            "detail": f"{failures} run(s) failed to start or lost their agent in the last hour",
+        }
+    if failures:
+        return {"status": "ok", "detail": f"{failures} start failure(s) in the last hour"}
+    return {"status": "ok", "detail": "no start failures in the last hour"}
+
+
+def backend_overview_list() -> list[dict[str, Any]]:
+    backends = list(Backend.objects.prefetch_related("tenants").order_by("name"))
+    since = timezone.now() - HEALTH_WINDOW
+    failures = dict(
+        Simulation.objects.filter(
+            finished_at__gte=since,
+            end_reason__in=[EndReason.DISPATCH_FAILED, EndReason.AGENT_LOST],
+        )
+        .values("backend_id")
+        .annotate(n=Count("id"))
+        .values_list("backend_id", "n")
+    )
+    return [
+        {
+            "name": b.name,
+            "kind": b.kind,
+            "enabled": b.enabled,
+            "capacity": {"cores": b.cores, "memory_gb": b.memory_gb, "nodes": b.max_nodes},
+            "usage": dataclasses.asdict(quota_selectors.usage_for_backend(backend_id=b.id)),
+            "queued": dataclasses.asdict(
+                quota_selectors._aggregate(
+                    Simulation.objects.filter(backend_id=b.id, state=RunState.PENDING)
+                )
+            ),
+            "tenants": [t.name for t in b.tenants.all()],
+            "health": _backend_health(b, failures.get(b.id, 0)),
+        }
+        for b in backends
+    ]
+
+
+def image_list() -> list[dict[str, Any]]:
+    return [
+        {
+            "id": i.id,
+            "name": i.name,
+            "kind": i.kind,
+            "status": i.status,
+            "digest": i.digest,
+            "packages": i.packages,
+            "solvers": i.solvers,
+            "size_bytes": i.size_bytes,
+            "error": i.error,
+            "built_at": i.built_at,
+            "created_at": i.created_at,
+        }
+        for i in Image.objects.order_by("-created_at")[:200]
+    ]
+
+
+def portal_overview() -> dict[str, Any]:
+    """Totals for the admin dashboard, plus backends, packages and images."""
+    runs = Simulation.objects.aggregate(
+        **{state.value: Count("id", filter=Q(state=state)) for state in RunState},
+    )
+    studies = Study.objects.aggregate(total=Count("id"))
+    return {
+        "tenants": Tenant.objects.count(),
+        "users": get_user_model().objects.filter(is_active=True).count(),
+        "studies": studies["total"],
+        "runs_by_state": runs,
+        "backends": backend_overview_list(),
+        "packages": [
+            {
+                "name": p.name,
+                "version": p.version,
+                "description": p.description,
+                "depends": p.depends,
+                "solvers": p.solvers,
+            }
+            for p in Package.objects.filter(retired=False).order_by("name")
+        ],
+        "images": image_list(),
+    }

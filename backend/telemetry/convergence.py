@@ -1,0 +1,249 @@
+"""Convergence policies (per study, defaulted by templates) and the trust flag of a run.
+
+Policies are checked on every telemetry batch, on the new points plus a short window of
+history, so any backend's runs are judged the same way by the portal:
+
+    convergence:
+      diverge:  {nan: true, residual_above: 1.0e+3, courant_above: 5,
+                 growth: {factor: 1.0e+3, window: 50}}
+      converge: {residuals_below: 1.0e-5,
+                 objective: {series: forceCoeffs.Cl, window: 50, tolerance: 1.0e-4}}
+      min_iterations: 20
+      max_wall_seconds: 3600
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.exceptions import ApplicationError
+
+DEFAULT_POLICY: dict[str, Any] = {"diverge": {"nan": True}}
+TRUST_RESIDUAL = 1e-3  # final initial residuals below this count as converged
+TRUST_DRIFT = 1e-3  # relative objective drift over the trust window
+TRUST_WINDOW = 20
+
+
+def _num(value: Any, where: str, *, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ApplicationError(f"{where} must be a number, got {value!r}", field=where)
+    if positive and value <= 0:
+        raise ApplicationError(f"{where} must be above 0, got {value!r}", field=where)
+    return float(value)
+
+
+def _int(value: Any, where: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ApplicationError(
+            f"{where} must be a whole number ≥ {low}, got {value!r}", field=where
+        )
+    return value
+
+
+def policy_validate(raw: Any) -> dict[str, Any]:
+    """Normalise a spec's `convergence` mapping; errors name the field."""
+    if raw is None:
+        return dict(DEFAULT_POLICY)
+    if not isinstance(raw, Mapping):
+        raise ApplicationError(
+            "convergence must be a mapping (see docs/live.md)", field="convergence"
+        )
+    unknown = set(raw) - {"diverge", "converge", "min_iterations", "max_wall_seconds"}
+    if unknown:
+        raise ApplicationError(
+            f"convergence: unknown key(s) {', '.join(sorted(unknown))}; use diverge, converge, min_iterations, max_wall_seconds",
+            field="convergence",
+        )
+    out: dict[str, Any] = {}
+    diverge = raw.get("diverge") or {}
+    if not isinstance(diverge, Mapping):
+        raise ApplicationError("convergence.diverge must be a mapping", field="convergence.diverge")
+    d: dict[str, Any] = {"nan": bool(diverge.get("nan", True))}
+    if "residual_above" in diverge:
+        d["residual_above"] = _num(diverge["residual_above"], "convergence.diverge.residual_above")
+    if "courant_above" in diverge:
+        d["courant_above"] = _num(diverge["courant_above"], "convergence.diverge.courant_above")
+    if "growth" in diverge:
+        g = diverge["growth"]
+        if not isinstance(g, Mapping):
+            raise ApplicationError(
+                "convergence.diverge.growth is {factor, window}", field="convergence.diverge.growth"
+            )
+        factor = _num(g.get("factor"), "convergence.diverge.growth.factor")
+        if factor <= 1:
+            raise ApplicationError(
+                "convergence.diverge.growth.factor must be above 1",
+                field="convergence.diverge.growth.factor",
+            )
+        d["growth"] = {
+            "factor": factor,
+            "window": _int(g.get("window", 50), "convergence.diverge.growth.window", 2),
+        }
+    out["diverge"] = d
+    converge = raw.get("converge") or {}
+    if not isinstance(converge, Mapping):
+        raise ApplicationError(
+            "convergence.converge must be a mapping", field="convergence.converge"
+        )
+    c: dict[str, Any] = {}
+    if "residuals_below" in converge:
+        c["residuals_below"] = _num(
+            converge["residuals_below"], "convergence.converge.residuals_below"
+        )
+    if "objective" in converge:
+        o = converge["objective"]
+        if not isinstance(o, Mapping) or not isinstance(o.get("series"), str) or not o["series"]:
+            raise ApplicationError(
+                "convergence.converge.objective is {series: NAME, window: N, tolerance: T}",
+                field="convergence.converge.objective",
+            )
+        c["objective"] = {
+            "series": o["series"],
+            "window": _int(o.get("window", 50), "convergence.converge.objective.window", 2),
+            "tolerance": _num(o.get("tolerance", 1e-4), "convergence.converge.objective.tolerance"),
+        }
+    if c:
+        out["converge"] = c
+    if "min_iterations" in raw:
+        out["min_iterations"] = _int(raw["min_iterations"], "convergence.min_iterations", 0)
+    if "max_wall_seconds" in raw:
+        out["max_wall_seconds"] = _num(raw["max_wall_seconds"], "convergence.max_wall_seconds")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    outcome: str  # "diverged" | "converged"
+    detail: str
+
+
+def relative_change(values: Sequence[float]) -> float:
+    """(max - min) / |mean| over the values: 0 for a flat line."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if len(vals) < 2:
+        return math.inf
+    mean = sum(vals) / len(vals)
+    spread = max(vals) - min(vals)
+    return spread / abs(mean) if mean else (0.0 if spread == 0 else math.inf)
+
+
+def check(
+    policy: Mapping[str, Any],
+    *,
+    new: Mapping[str, Sequence[Sequence[float | None]]],
+    history,
+    iterations: int,
+) -> Decision | None:
+    """Judge a run from its newest points; `history(name, n)` gives the last n y values."""
+    diverge = policy.get("diverge") or {}
+    watched = [n for n in new if not n.startswith(("cpu.", "memory.", "execution."))]
+    if diverge.get("nan", True):
+        for name in watched:
+            for _, y in new[name]:
+                if y is None or not math.isfinite(y):
+                    return Decision("diverged", f"{name} became NaN/Inf")
+    limit = diverge.get("residual_above")
+    if limit:
+        for name, points in new.items():
+            if name.startswith("residual."):
+                for x, y in points:
+                    if y is not None and y > limit:
+                        return Decision(
+                            "diverged", f"{name} = {y:.3g} above {limit:g} at time {x:g}"
+                        )
+    courant = diverge.get("courant_above")
+    if courant:
+        for x, y in new.get("courant.max", []):
+            if y is not None and y > courant:
+                return Decision(
+                    "diverged", f"courant.max = {y:.3g} above {courant:g} at time {x:g}"
+                )
+    growth = diverge.get("growth")
+    if growth:
+        for name in new:
+            if name.startswith("residual."):
+                values = [v for v in history(name, growth["window"]) if v is not None]
+                if (
+                    len(values) >= growth["window"]
+                    and min(values) > 0
+                    and values[-1] / min(values) > growth["factor"]
+                ):
+                    return Decision(
+                        "diverged",
+                        f"{name} grew {values[-1] / min(values):.3g}× within {growth['window']} iterations",
+                    )
+    if iterations < policy.get("min_iterations", 0):
+        return None
+    converge = policy.get("converge") or {}
+    below = converge.get("residuals_below")
+    if below:
+        residuals = {n for n in new if n.startswith("residual.")}
+        if residuals:
+            last = {n: new[n][-1][1] for n in residuals}
+            if all(v is not None and v < below for v in last.values()):
+                worst = max(last, key=lambda n: last[n])
+                return Decision(
+                    "converged",
+                    f"all residuals below {below:g} (largest {worst} = {last[worst]:.3g})",
+                )
+    objective = converge.get("objective")
+    if objective and objective["series"] in new:
+        values = history(objective["series"], objective["window"])
+        if len(values) >= objective["window"]:
+            change = relative_change(values)
+            if change < objective["tolerance"]:
+                return Decision(
+                    "converged",
+                    f"{objective['series']} changed {change:.2g} (relative) over the last {objective['window']} points, below {objective['tolerance']:g}",
+                )
+    return None
+
+
+def trust_of(
+    *,
+    state: str,
+    end_reason: str,
+    solver_converged: bool,
+    final_residuals: Mapping[str, float | None],
+    drifts: Mapping[str, float],
+    iterations: int | None,
+) -> tuple[str, dict[str, Any]]:
+    """converged | not_converged | diverged, with the evidence."""
+    detail: dict[str, Any] = {
+        "final_residuals": dict(final_residuals),
+        "objective_drift": {k: (None if math.isinf(v) else v) for k, v in drifts.items()},
+        "iterations": iterations,
+        "solver_converged": solver_converged,
+    }
+    nan = any(v is None or not math.isfinite(v) for v in final_residuals.values())
+    if end_reason == "diverged" or nan:
+        detail["why"] = "a residual or objective diverged (NaN/Inf or blow-up)"
+        return "diverged", detail
+    if state != "completed" and end_reason != "converged":
+        detail["why"] = f"the run ended {state} before converging"
+        return "not_converged", detail
+    if solver_converged or end_reason == "converged":
+        detail["why"] = (
+            "the solver reported convergence"
+            if solver_converged
+            else "stopped early by the convergence policy"
+        )
+        return "converged", detail
+    residuals_ok = bool(final_residuals) and all(
+        v < TRUST_RESIDUAL for v in final_residuals.values() if v is not None
+    )
+    drift_ok = all(v < TRUST_DRIFT for v in drifts.values())
+    if residuals_ok and drift_ok:
+        detail["why"] = (
+            f"final residuals below {TRUST_RESIDUAL:g} and objectives steady within {TRUST_DRIFT:g}"
+        )
+        return "converged", detail
+    detail["why"] = (
+        f"final residuals not all below {TRUST_RESIDUAL:g}"
+        if not residuals_ok
+        else f"objectives still drifting (> {TRUST_DRIFT:g})"
+    )
+    return "not_converged", detail

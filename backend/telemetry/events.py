@@ -1,0 +1,140 @@
+"""Live events: sequence numbers in PostgreSQL, delivery through the Channels layer.
+
+The database is the record; the channel layer is a courier that may drop messages. Every
+message carries the object's increasing `seq`; a client that sees a gap re-syncs from REST
+(docs/live.md). Sequence numbers are bumped with `UPDATE … RETURNING` so a message with a
+higher seq always carries a newer (or equal) state.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import connection, transaction
+from django.db.models import Count
+
+from studies.models import Simulation, Study
+
+log = logging.getLogger(__name__)
+
+RUN_FIELDS = (
+    "state",
+    "phase",
+    "attempt",
+    "end_reason",
+    "message",
+    "trust",
+    "objectives",
+    "wait_reason",
+    "wait_detail",
+    "iterations",
+    "started_at",
+    "finished_at",
+)
+
+
+def run_group(run_id) -> str:
+    return f"run.{run_id}"
+
+
+def study_group(study_id) -> str:
+    return f"study.{study_id}"
+
+
+def send(group: str, message: dict[str, Any]) -> None:
+    """Hand a message to the channel layer; a failure loses only the courier, not the data."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, {"type": "event", "data": message})
+    except Exception as exc:  # noqa: BLE001 — clients re-sync from REST on gaps
+        log.warning("live event to %s not delivered: %s", group, exc)
+
+
+def bump_run_seq(run_id) -> int:
+    """Next seq of a run's stream, in the caller's transaction."""
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {Simulation._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq",
+            [str(run_id)],
+        )
+        row = cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+JSON_FIELDS = {"parameters", "objectives"}
+
+
+def _jsonable(key: str, value: Any) -> Any:
+    if key in JSON_FIELDS and isinstance(value, str):
+        return json.loads(value)  # a raw cursor returns jsonb as text
+    return value.isoformat() if hasattr(value, "isoformat") else value
+
+
+def publish_runs_changed(run_ids: Iterable) -> None:
+    """After commit: a `state` event per run and one `runs` event per study."""
+    ids = [str(i) for i in run_ids]
+    if ids:
+        transaction.on_commit(lambda: _publish_now(ids))
+
+
+def _publish_now(ids: list[str]) -> None:
+    table = Simulation._meta.db_table
+    cols = ", ".join(("id", "study_id", "index", "parameters", "event_seq", *RUN_FIELDS))
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {table} SET event_seq = event_seq + 1 WHERE id = ANY(%s::uuid[]) RETURNING {cols}",
+            [ids],
+        )
+        names = [c.name for c in cur.description]
+        rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    by_study: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        run = {k: _jsonable(k, v) for k, v in row.items() if k not in ("study_id", "event_seq")}
+        run["id"] = str(row["id"])
+        send(
+            run_group(row["id"]),
+            {"type": "state", "id": run["id"], "seq": row["event_seq"], "run": run},
+        )
+        by_study.setdefault(str(row["study_id"]), []).append(run)
+    for study_id, runs in by_study.items():
+        publish_study(study_id=study_id, kind="runs", payload={"runs": runs})
+
+
+def study_progress_counts(study_id) -> dict[str, int]:
+    rows = (
+        Simulation.objects.filter(study_id=study_id)
+        .order_by()
+        .values_list("state")
+        .annotate(n=Count("id"))
+    )
+    return dict(rows)
+
+
+def publish_study(*, study_id, kind: str, payload: dict[str, Any]) -> None:
+    """Send a study event now (callers are already after commit)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {Study._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq, state",
+            [str(study_id)],
+        )
+        row = cur.fetchone()
+    if not row:
+        return
+    send(
+        study_group(study_id),
+        {
+            "type": kind,
+            "id": str(study_id),
+            "seq": int(row[0]),
+            "state": row[1],
+            "progress": study_progress_counts(study_id),
+            **payload,
+        },
+    )

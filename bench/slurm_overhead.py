@@ -1,0 +1,190 @@
+"""slurm_overhead_ratio: the portal's wall time for 16 cavity runs through the Slurm backend
+(admission, dispatch as a job array, the agent with live telemetry, archives, objectives)
+against a bare `sbatch` loop running the same 16 prepared cases on the same cluster.
+
+Baseline in the same run: the bare loop runs before and after the portal, and the ratio is
+taken against their mean (the machine is shared and noisy). Also measured: the time from a
+run's admission to its RUNNING report, for the first wave (runs that found free CPUs).
+Target: slurm_overhead_ratio ≤ 1.10.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import ROOT, emit, progress, setup_django
+
+RUNS = 16
+PARAMETERS = {
+    "lid_velocity": {"linspace": [0.5, 2.0, RUNS]},
+    "cells": 20,
+    "end_time": 3.0,
+}
+
+
+def _bare(contexts: list[dict], conf: str, tmp: Path, label: str) -> float:
+    from orchestration.render import render_case
+
+    cases = []
+    for i, context in enumerate(contexts):
+        case = tmp / f"{label}-{i:02d}"
+        render_case(ROOT / "templates" / "cavity", case, context)  # prepared before the clock
+        cases.append(case)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "SLURM_CONF": conf,
+        "WM_PROJECT_DIR": "/usr/share/openfoam",
+    }
+    t0 = time.perf_counter()
+    jobs = []
+    for case in cases:
+        out = subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "--ntasks=1",
+                "--nodes=1",
+                "--mem=1024M",
+                f"--chdir={case}",
+                f"--output={case}/slurm.out",
+                "--wrap",
+                "blockMesh > log.blockMesh 2>&1 && icoFoam > log.icoFoam 2>&1",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        jobs.append(out.stdout.strip())
+    while True:
+        out = subprocess.run(
+            ["squeue", "-h", "-j", ",".join(jobs), "-t", "PD,R,CG,CF", "-o", "%i"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if out.returncode == 0 and not out.stdout.strip():
+            break
+        time.sleep(0.2)
+    seconds = time.perf_counter() - t0
+    failed = [c for c in cases if "End" not in (c / "log.icoFoam").read_text()]
+    if failed:
+        raise SystemExit(f"bare runs failed: {failed}")
+    progress(f"bare sbatch loop ({label}): {seconds:.1f} s")
+    return seconds
+
+
+def main() -> None:
+    setup_django()
+    from catalog.models import Backend
+    from core.stack import Stack
+    from orchestration.tests.test_slurm_cluster import slurm_settings, slurm_unavailable
+    from studies.models import Simulation
+    from studies.services import study_create, study_preview
+    from tenancy.services import tenant_create_or_update
+
+    if reason := slurm_unavailable():
+        raise SystemExit(f"slurm_overhead: {reason}")
+    settings = slurm_settings()
+    cpus = int(
+        subprocess.run(
+            ["sinfo", "-h", "-o", "%C"],
+            env={**os.environ, "SLURM_CONF": settings["slurm_conf"]},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("/")[-1]
+    )
+    Backend.objects.update_or_create(
+        name="slurm-bench",
+        defaults={
+            "kind": "slurm",
+            "settings": settings,
+            "cores": RUNS,
+            "memory_gb": 64,
+            "max_nodes": 1,
+            "enabled": True,
+        },
+    )
+    tenant = tenant_create_or_update(
+        name="bench-slurm",
+        username="bench-slurm",
+        quota={"cores": RUNS, "memory_gb": 64, "max_runs": RUNS, "max_nodes": RUNS},
+    )
+    user = tenant.memberships.get().user
+    Simulation.objects.filter(tenant=tenant).delete()
+    spec = {
+        "name": "slurm overhead",
+        "template": "cavity",
+        "backend": "slurm-bench",
+        "parameters": PARAMETERS,
+    }
+    contexts = [
+        row["context"] for row in study_preview(tenant=tenant, spec=spec, rows=RUNS)["rows"]
+    ]
+
+    with tempfile.TemporaryDirectory(prefix="wt-bench-overhead-") as tmp:
+        bare_before = _bare(contexts, settings["slurm_conf"], Path(tmp), "before")
+        stack = Stack()
+        stack.start_web()
+        stack.start_worker()
+        try:
+            time.sleep(3)  # let the worker connect
+            progress(f"portal: {RUNS} cavity runs on slurm-bench")
+            t0 = time.perf_counter()
+            study = study_create(tenant=tenant, owner=user, spec=spec, submit=True)
+            while True:
+                states = list(
+                    Simulation.objects.filter(study=study).values_list("state", flat=True)
+                )
+                if all(s in ("completed", "failed", "cancelled") for s in states):
+                    break
+                if time.perf_counter() - t0 > 900:
+                    raise SystemExit(f"portal runs not done after 900 s: {states}")
+                time.sleep(0.2)
+            portal = time.perf_counter() - t0
+        finally:
+            stack.stop()
+        runs = list(Simulation.objects.filter(study=study).order_by("started_at"))
+        bad = [(r.state, r.message) for r in runs if r.state != "completed"]
+        if bad:
+            raise SystemExit(f"portal runs failed: {bad}")
+        progress(f"portal: {portal:.1f} s")
+        bare_after = _bare(contexts, settings["slurm_conf"], Path(tmp), "after")
+
+    bare = (bare_before + bare_after) / 2
+    to_running = [(r.started_at - r.admitted_at).total_seconds() for r in runs]
+    first_wave = sorted(to_running)[:cpus]
+    handles = sorted({r.handle.split("_")[0] for r in runs})
+    ratio = portal / bare
+    emit(
+        "slurm_overhead_ratio",
+        round(ratio, 3),
+        "x",
+        f"portal/bare sbatch loop, {RUNS} cavity runs (20x20 cells, 3 s simulated), "
+        f"{cpus} Slurm CPUs, local transport",
+        portal_s=round(portal, 2),
+        bare_before_s=round(bare_before, 2),
+        bare_after_s=round(bare_after, 2),
+        admission_to_running_first_wave_s=[round(x, 2) for x in first_wave],
+        admission_to_running_median_first_wave_s=round(statistics.median(first_wave), 2),
+        admission_to_running_all_s=[round(x, 2) for x in to_running],
+        sbatch_calls=len(handles),
+        target="<= 1.10",
+    )
+    print(
+        f"  admission → RUNNING (first wave): median {statistics.median(first_wave):.2f} s; "
+        f"runs went out in {len(handles)} sbatch call(s)",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()

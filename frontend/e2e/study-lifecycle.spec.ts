@@ -1,0 +1,193 @@
+/**
+ * From submission to results, in Debian's Chromium against the real stack (PostgreSQL,
+ * Redis, Celery, the run agent and OpenFOAM): sign in, create an airfoil study with three
+ * angles of attack, cancel a queued run, watch residuals arrive, see the Cl plot fill,
+ * download the CSV; then a user of another tenant sees none of it.
+ *
+ * The test tenant's quota allows one run at a time, so runs 1 and 2 queue behind run 0.
+ */
+import { expect, test, type Locator, type Page } from "@playwright/test";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+
+const USER = process.env.E2E_USER ?? "alice";
+const PASSWORD = process.env.E2E_PASSWORD ?? "alice-password";
+const OTHER_USER = process.env.E2E_OTHER_USER ?? "bob";
+const OTHER_PASSWORD = process.env.E2E_OTHER_PASSWORD ?? "bob-password";
+const SHOTS = process.env.SCREENSHOT_DIR;
+const STUDY = `E2E airfoil polar ${Date.now().toString(36)}`;
+
+async function signIn(page: Page, user: string, password: string) {
+  await page.goto("/login");
+  await page.getByLabel("Username").fill(user);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page.getByTestId("account-menu")).toContainText(user);
+}
+
+async function points(plot: Locator): Promise<number> {
+  return Number((await plot.getAttribute("data-points")) ?? "0");
+}
+
+async function shot(page: Page, name: string) {
+  if (!SHOTS) return;
+  await page.waitForTimeout(600); // let plots finish their transition
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+}
+
+test.describe.serial("a study from submission to results", () => {
+  let page: Page;
+  let studyUrl = "";
+  let studyId = "";
+
+  test.beforeAll(async ({ browser }) => {
+    page = await browser.newPage();
+  });
+  test.afterAll(async () => {
+    await page.close();
+  });
+
+  test("sign-in says clearly what went wrong, then signs in", async () => {
+    await page.goto("/studies");
+    await expect(page).toHaveURL(/\/login\?next=%2Fstudies/);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect(page.getByText("Enter your username")).toBeVisible();
+    await page.getByLabel("Username").fill(USER);
+    await page.getByLabel("Password").fill("not-the-password");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect(page.getByRole("alert")).toContainText("Wrong username or password");
+    await shot(page, "sign-in");
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect(page).toHaveURL(/\/studies$/); // back where the user wanted to go
+    await expect(page.getByTestId("tenant-name")).toBeVisible();
+  });
+
+  test("create a study from the airfoil template with three angles", async () => {
+    await page.goto("/");
+    await page.getByTestId("template-airfoil2d").click();
+    await expect(page).toHaveURL(/\/studies\/new\?template=airfoil2d/);
+    await page.getByTestId("study-name").fill(STUDY);
+    await page.getByTestId("next-step").click();
+
+    await page.getByTestId("param-aoa-values").fill("0, 4, 8");
+    await page.getByTestId("param-iterations-value").fill("60");
+    await expect(page.getByTestId("run-count")).toHaveText("3");
+    await expect(page.getByTestId("quota-impact")).toContainText("3 runs × 1 core");
+    await expect(page.getByTestId("preview-rows")).toContainText("8");
+
+    // live validation: a value outside the template's bounds is named on its input
+    await page.getByTestId("param-aoa-values").fill("0, 4, 80");
+    await expect(page.getByText(/above its maximum/).first()).toBeVisible();
+    await page.getByTestId("param-aoa-values").fill("0, 4, 8");
+    await expect(page.getByTestId("run-count")).toHaveText("3");
+    await shot(page, "new-study-parameters");
+
+    await page.getByTestId("next-step").click(); // run configuration
+    await expect(page.getByTestId("run-steps")).toContainText("simpleFoam");
+    await page.getByTestId("next-step").click(); // objectives
+    await expect(page.getByTestId("convergence-form")).toBeVisible();
+    await page.getByTestId("next-step").click(); // review
+    await expect(page.getByTestId("spec-yaml")).toContainText("template: airfoil2d");
+    await page.getByTestId("submit-study").click();
+
+    await expect(page).toHaveURL(/\/studies\/[0-9a-f-]{36}$/);
+    studyUrl = new URL(page.url()).pathname;
+    studyId = studyUrl.split("/").pop()!;
+    await expect(page.getByRole("heading", { name: STUDY })).toBeVisible();
+    await expect(page.getByTestId("runs-table")).toBeVisible();
+    await expect(page.getByTestId("run-row-2")).toBeVisible();
+  });
+
+  test("cancel a queued run: it says why it waits, then stops", async () => {
+    await page.getByTestId("run-row-2").getByRole("link").click();
+    await expect(page.getByRole("heading", { name: "Run 2" })).toBeVisible();
+    await expect(page.getByTestId("wait-reason")).toContainText("Queued");
+    await shot(page, "run-queued");
+    await page.getByTestId("stop-run").click();
+    await page.getByTestId("confirm-stop").click();
+    await expect(page.locator('[data-state="cancelled"]').first()).toBeVisible();
+    await expect(page.getByTestId("stop-run")).toHaveCount(0);
+  });
+
+  test("the residual plot receives points while the run runs", async () => {
+    await page.goto(studyUrl);
+    await page.getByTestId("run-row-1").getByRole("link").click();
+    await expect(page.getByRole("heading", { name: "Run 1" })).toBeVisible();
+    const plot = page.getByTestId("residual-plot");
+    const first = await points(plot);
+    // the page keeps polling: points arrive without a reload
+    await expect.poll(() => points(plot), { timeout: 90_000 }).toBeGreaterThan(first);
+    const seen = await points(plot);
+    await expect(page.locator('[data-state="completed"]').first()).toBeVisible({ timeout: 90_000 });
+    await expect.poll(() => points(plot), { timeout: 20_000 }).toBeGreaterThanOrEqual(seen);
+    await expect(page.getByTestId("objective-Cl")).toBeVisible();
+    await expect(page.getByTestId("log-tail")).toContainText("End");
+    await shot(page, "run");
+  });
+
+  test("the Cl plot fills in and the CSV holds every run", async () => {
+    await page.goto(studyUrl);
+    await expect(page.getByTestId("objective-count")).toHaveText("2 of 3 runs have Cl", {
+      timeout: 90_000,
+    });
+    await expect.poll(() => points(page.getByTestId("objective-plot"))).toBe(2);
+    await expect(page.getByTestId("count-completed")).toHaveText("Completed 2");
+    await expect(page.getByTestId("count-cancelled")).toHaveText("Cancelled 1");
+    // compare the residuals of the two completed runs
+    await page.getByRole("checkbox", { name: "Show residuals of run 0" }).check();
+    await page.getByRole("checkbox", { name: "Show residuals of run 1" }).check();
+    await expect.poll(() => points(page.getByTestId("residual-overlay"))).toBeGreaterThan(10);
+    await expect(page).toHaveURL(/runs=/); // the selection is part of the shareable URL
+    await shot(page, "study");
+
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByTestId("download-csv").click(),
+    ]);
+    const csv = await readFile((await download.path())!, "utf-8");
+    const [header, ...rows] = csv
+      .trim()
+      .split(/\r?\n/)
+      .map((l) => l.split(","));
+    expect(header).toEqual(
+      expect.arrayContaining(["run", "index", "aoa", "state", "Cl", "Cd", "LD"]),
+    );
+    expect(rows).toHaveLength(3);
+    const col = (name: string) => header!.indexOf(name);
+    expect(rows.map((r) => r[col("aoa")])).toEqual(["0", "4", "8"]);
+    expect(rows.map((r) => r[col("state")])).toEqual(["completed", "completed", "cancelled"]);
+    for (const r of rows.slice(0, 2)) expect(Number(r[col("Cl")])).not.toBeNaN();
+    expect(Number(rows[1]![col("Cl")])).toBeGreaterThan(Number(rows[0]![col("Cl")])); // lift grows with aoa
+  });
+
+  test("the main pages, for the docs", async () => {
+    await page.goto("/");
+    await expect(page.getByTestId("quota-cores")).toBeVisible();
+    await expect(page.getByTestId("study-row").first()).toBeVisible();
+    await shot(page, "dashboard");
+    await page.goto("/studies");
+    await expect(page.getByTestId("study-row").first()).toContainText(STUDY);
+    await shot(page, "studies");
+    await page.goto("/operations/tenants");
+    await expect(page.getByTestId("admin-tenants")).toBeVisible();
+    await shot(page, "admin");
+  });
+
+  test("a user of another tenant sees none of it", async ({ browser }) => {
+    const context = await browser.newContext();
+    const other = await context.newPage();
+    await signIn(other, OTHER_USER, OTHER_PASSWORD);
+    await other.goto("/studies");
+    await expect(other.getByText("No studies yet")).toBeVisible();
+    await other.goto(studyUrl);
+    await expect(other.getByTestId("not-found")).toBeVisible();
+    const api = await other.request.get(`/api/v1/studies/${studyId}/`);
+    expect(api.status()).toBe(404);
+    const csv = await other.request.get(`/api/v1/studies/${studyId}/results.csv`);
+    expect(csv.status()).toBe(404);
+    await other.goto("/operations");
+    await expect(other.getByText("Operators only")).toBeVisible();
+    await context.close();
+  });
+});

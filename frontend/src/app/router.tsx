@@ -1,0 +1,33 @@
+import { createBrowserRouter } from "react-router";
+import { AppLayout } from "./layout";
+import { AdminPage } from "./routes/admin";
+import { DashboardPage } from "./routes/dashboard";
+import { LoginPage } from "./routes/login";
+import { NewStudyPage, EditStudyPage } from "./routes/new-study";
+import { NotFoundPage, RouteError } from "./routes/not-found";
+import { RunPage } from "./routes/run";
+import { StudiesPage } from "./routes/studies";
+import { StudyPage } from "./routes/study";
+
+export const routes = [
+  { path: "/login", element: <LoginPage />, errorElement: <RouteError /> },
+  {
+    element: <AppLayout />,
+    errorElement: <RouteError />,
+    children: [
+      { path: "/", element: <DashboardPage /> },
+      { path: "/studies", element: <StudiesPage /> },
+      { path: "/studies/new", element: <NewStudyPage /> },
+      { path: "/studies/:id", element: <StudyPage /> },
+      { path: "/studies/:id/edit", element: <EditStudyPage /> },
+      { path: "/runs/:id", element: <RunPage /> },
+      { path: "/operations", element: <AdminPage /> },
+      { path: "/operations/:tab", element: <AdminPage /> },
+      { path: "*", element: <NotFoundPage /> },
+    ],
+  },
+];
+
+export function makeRouter() {
+  return createBrowserRouter(routes);
+}

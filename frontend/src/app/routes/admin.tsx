@@ -1,0 +1,136 @@
+import { Card, Group, SimpleGrid, Skeleton, Stack, Tabs, Text, Title } from "@mantine/core";
+import { useNavigate, useParams } from "react-router";
+import { PageHeader } from "@/components/page-header";
+import { ErrorState } from "@/components/states";
+import {
+  BackendsTable,
+  ImagesTable,
+  PackagesTable,
+  TenantsTable,
+  useAdminOverview,
+  useAdminTenants,
+} from "@/features/admin";
+import { useMe } from "@/features/auth";
+import { ApiError } from "@/lib/api-client";
+
+const TABS = ["tenants", "backends", "catalog"] as const;
+
+export function AdminPage() {
+  const { tab } = useParams();
+  const navigate = useNavigate();
+  const me = useMe();
+  const current = TABS.includes(tab as (typeof TABS)[number]) ? (tab as string) : "tenants";
+  const staff = !!me.data?.is_staff;
+  const overview = useAdminOverview();
+  const tenants = useAdminTenants();
+
+  if (!staff || (overview.error instanceof ApiError && overview.error.status === 403)) {
+    return (
+      <>
+        <PageHeader title="Admin" />
+        <ErrorState
+          title="Operators only"
+          error={
+            new Error(
+              "This page is for Windtunnel operators (staff accounts). Ask an operator if you need to see every tenant.",
+            )
+          }
+        />
+      </>
+    );
+  }
+  const o = overview.data;
+  return (
+    <>
+      <PageHeader
+        title="Admin"
+        subtitle="Every tenant's quota and usage, compute backends, packages and images. Read-only: change them in the Django admin."
+      />
+      <Stack gap="lg">
+        <SimpleGrid cols={{ base: 2, md: 5 }}>
+          {[
+            ["Tenants", o?.tenants],
+            ["Users", o?.users],
+            ["Studies", o?.studies],
+            [
+              "Runs running",
+              o
+                ? o.runs_by_state.running + o.runs_by_state.provisioning + o.runs_by_state.admitted
+                : undefined,
+            ],
+            ["Runs queued", o?.runs_by_state.pending],
+          ].map(([label, value]) => (
+            <Card key={label as string} padding="md">
+              <Text size="xs" c="dimmed">
+                {label}
+              </Text>
+              {value === undefined ? (
+                <Skeleton h={28} w={60} mt={4} />
+              ) : (
+                <Title order={2} ff="monospace">
+                  {value}
+                </Title>
+              )}
+            </Card>
+          ))}
+        </SimpleGrid>
+        <Tabs
+          value={current}
+          onChange={(v) => v && navigate(`/operations/${v}`)}
+          keepMounted={false}
+        >
+          <Tabs.List>
+            <Tabs.Tab value="tenants">Tenants</Tabs.Tab>
+            <Tabs.Tab value="backends">Backends</Tabs.Tab>
+            <Tabs.Tab value="catalog">Packages and images</Tabs.Tab>
+          </Tabs.List>
+          <Card padding="md" mt="md">
+            <Tabs.Panel value="tenants">
+              {tenants.isError ? (
+                <ErrorState error={tenants.error} onRetry={() => tenants.refetch()} />
+              ) : tenants.data ? (
+                <TenantsTable tenants={tenants.data} />
+              ) : (
+                <Skeleton h={200} />
+              )}
+            </Tabs.Panel>
+            <Tabs.Panel value="backends">
+              {overview.isError ? (
+                <ErrorState error={overview.error} onRetry={() => overview.refetch()} />
+              ) : o ? (
+                <BackendsTable backends={o.backends} />
+              ) : (
+                <Skeleton h={200} />
+              )}
+            </Tabs.Panel>
+            <Tabs.Panel value="catalog">
+              {overview.isError ? (
+                <ErrorState error={overview.error} onRetry={() => overview.refetch()} />
+              ) : o ? (
+                <Stack gap="xl">
+                  <div>
+                    <Group justify="space-between" mb="xs">
+                      <Title order={4}>Packages</Title>
+                      <Text size="xs" c="dimmed">
+                        synced from packages/
+                      </Text>
+                    </Group>
+                    <PackagesTable overview={o} />
+                  </div>
+                  <div>
+                    <Title order={4} mb="xs">
+                      Images
+                    </Title>
+                    <ImagesTable overview={o} />
+                  </div>
+                </Stack>
+              ) : (
+                <Skeleton h={200} />
+              )}
+            </Tabs.Panel>
+          </Card>
+        </Tabs>
+      </Stack>
+    </>
+  );
+}

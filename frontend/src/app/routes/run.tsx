@@ -1,0 +1,266 @@
+import {
+  Alert,
+  Button,
+  Card,
+  Grid,
+  Group,
+  Modal,
+  SimpleGrid,
+  Skeleton,
+  Stack,
+  Text,
+  Title,
+} from "@mantine/core";
+import { useDisclosure } from "@mantine/hooks";
+import { IconDownload, IconPlayerStop } from "@/components/icons";
+import type { ReactNode } from "react";
+import { useParams } from "react-router";
+import { PageHeader } from "@/components/page-header";
+import { RunStateBadge, TrustBadge } from "@/components/state-badge";
+import { ErrorState } from "@/components/states";
+import { LogTail, useCancelRun, useRun, WaitReason } from "@/features/runs";
+import { useStudy } from "@/features/studies";
+import { ForcesPlot, ResidualPlot, ResourcePlot } from "@/features/telemetry";
+import { ApiError, apiUrl, errorMessage } from "@/lib/api-client";
+import { formatBytes, formatDateTime, formatDuration, formatNumber } from "@/lib/format";
+import { isActiveRun, type ObjectiveSpec } from "@/lib/types";
+import { NotFoundPage } from "./not-found";
+
+const END: Record<string, string> = {
+  success: "Finished",
+  exit_code: "The solver failed",
+  cancelled_by_user: "Cancelled by a user",
+  diverged: "Diverged",
+  agent_lost: "Agent lost (no heartbeat)",
+  dispatch_failed: "The backend refused to start it",
+  terminated: "Terminated by the backend",
+  converged: "Stopped early: converged",
+  max_wall_time: "Stopped: maximum wall time",
+};
+
+function Fact({
+  label,
+  children,
+  testId,
+}: {
+  label: string;
+  children: ReactNode;
+  testId?: string;
+}) {
+  return (
+    <Stack gap={0}>
+      <Text size="xs" c="dimmed">
+        {label}
+      </Text>
+      <Text
+        size="sm"
+        fw={500}
+        ff="monospace"
+        data-testid={testId}
+        style={{ overflowWrap: "anywhere" }}
+      >
+        {children}
+      </Text>
+    </Stack>
+  );
+}
+
+export function RunPage() {
+  const { id = "" } = useParams();
+  const run = useRun(id);
+  const study = useStudy(run.data?.study ?? "");
+  const cancel = useCancelRun();
+  const [stopOpen, stopModal] = useDisclosure(false);
+
+  if (run.isError && run.error instanceof ApiError && run.error.isNotFound)
+    return <NotFoundPage what="run" />;
+  if (run.isError) return <ErrorState error={run.error} onRetry={() => run.refetch()} />;
+  const r = run.data;
+  const studyName = study.data?.name ?? "Study";
+  const crumbs = [
+    { label: "Studies", to: "/studies" },
+    { label: studyName, to: r ? `/studies/${r.study}` : undefined },
+    { label: r ? `Run ${r.index}` : "Run" },
+  ];
+  if (!r)
+    return (
+      <>
+        <PageHeader title={<Skeleton h={28} w={240} />} crumbs={crumbs} />
+        <Stack gap="lg">
+          <Skeleton h={110} radius="md" />
+          <Skeleton h={380} radius="md" />
+        </Stack>
+      </>
+    );
+
+  const active = isActiveRun(r.state);
+  const started = r.state !== "pending" && r.state !== "admitted";
+  const objectiveSeries = Object.values(
+    (study.data?.objectives ?? {}) as Record<string, ObjectiveSpec>,
+  )
+    .map((o) => ("series" in o ? o.series : null))
+    .filter((s): s is string => !!s);
+
+  return (
+    <>
+      <PageHeader
+        title={`Run ${r.index}`}
+        badge={
+          <Group gap={6}>
+            <RunStateBadge state={r.state} size="md" />
+            <TrustBadge trust={r.trust} />
+          </Group>
+        }
+        crumbs={crumbs}
+        subtitle={Object.entries(r.parameters)
+          .map(([k, v]) => `${k} = ${formatNumber(v)}`)
+          .join(" · ")}
+        actions={
+          <>
+            {r.archive_bytes ? (
+              <Button
+                size="xs"
+                variant="default"
+                component="a"
+                href={apiUrl(`/api/v1/runs/${r.id}/archive/`)}
+                leftSection={<IconDownload size={14} />}
+              >
+                Archive ({formatBytes(r.archive_bytes)})
+              </Button>
+            ) : null}
+            {active && (
+              <Button
+                size="xs"
+                color="red"
+                leftSection={<IconPlayerStop size={14} />}
+                onClick={stopModal.open}
+                data-testid="stop-run"
+              >
+                Stop run
+              </Button>
+            )}
+          </>
+        }
+      />
+      <Stack gap="lg">
+        <WaitReason run={r} />
+        {!active && r.end_reason && r.end_reason !== "success" && (
+          <Alert
+            color={r.state === "failed" ? "red" : r.state === "cancelled" ? "orange" : "teal"}
+            variant="light"
+            title={END[r.end_reason] ?? r.end_reason}
+          >
+            {r.message ||
+              (r.exit_code !== null && r.exit_code !== undefined ? `exit code ${r.exit_code}` : "")}
+          </Alert>
+        )}
+        <Card padding="md">
+          <SimpleGrid cols={{ base: 2, sm: 4, lg: 8 }} spacing="md">
+            <Fact label={active ? "Phase" : "Outcome"}>
+              {active ? r.phase || "waiting" : (END[r.end_reason ?? ""] ?? r.state)}
+            </Fact>
+            <Fact label="Iterations" testId="run-iterations">
+              {r.iterations ?? "—"}
+            </Fact>
+            <Fact label="Wall time">{started ? formatDuration(r.wall_seconds) : "—"}</Fact>
+            <Fact label="CPU">
+              {r.cpu_percent !== null && r.cpu_percent !== undefined
+                ? `${Math.round(r.cpu_percent)} %`
+                : "—"}
+            </Fact>
+            <Fact label="Memory">{formatBytes(r.rss_bytes)}</Fact>
+            <Fact label="Resources">
+              {r.processes} × core, {r.memory_gb} GB
+            </Fact>
+            <Fact label="Backend">
+              {r.backend} · attempt {r.attempt}
+            </Fact>
+            <Fact label={r.finished_at ? "Finished" : r.started_at ? "Started" : "Queued"}>
+              <span style={{ fontFamily: "var(--mantine-font-family)" }}>
+                {formatDateTime(r.finished_at ?? r.started_at ?? r.queued_at)}
+              </span>
+            </Fact>
+          </SimpleGrid>
+          {Object.keys(r.objectives ?? {}).length > 0 && (
+            <Group
+              gap="xl"
+              mt="md"
+              pt="md"
+              style={{ borderTop: "1px solid var(--mantine-color-gray-2)" }}
+            >
+              {Object.entries(r.objectives).map(([k, v]) => (
+                <Stack gap={0} key={k}>
+                  <Text size="xs" c="dimmed">
+                    {k}
+                  </Text>
+                  <Text fw={700} size="lg" ff="monospace" data-testid={`objective-${k}`}>
+                    {formatNumber(v, 5)}
+                  </Text>
+                </Stack>
+              ))}
+            </Group>
+          )}
+        </Card>
+
+        <Grid gutter="lg">
+          <Grid.Col span={{ base: 12, xl: 7 }}>
+            <Card padding="md" h="100%">
+              <Title order={3} mb="xs">
+                Residuals
+              </Title>
+              <ResidualPlot runId={r.id} active={active} />
+            </Card>
+          </Grid.Col>
+          <Grid.Col span={{ base: 12, xl: 5 }}>
+            <Card padding="md" h="100%">
+              <Title order={3} mb="xs">
+                Forces
+              </Title>
+              <ForcesPlot runId={r.id} active={active} preferred={objectiveSeries} />
+            </Card>
+          </Grid.Col>
+          <Grid.Col span={{ base: 12, xl: 5 }}>
+            <Card padding="md" h="100%">
+              <Title order={3} mb="xs">
+                Resource usage
+              </Title>
+              <ResourcePlot runId={r.id} active={active} />
+            </Card>
+          </Grid.Col>
+          <Grid.Col span={{ base: 12, xl: 7 }}>
+            <Card padding="md" h="100%">
+              <Title order={3} mb="xs">
+                Log
+              </Title>
+              <LogTail runId={r.id} active={active} />
+            </Card>
+          </Grid.Col>
+        </Grid>
+      </Stack>
+
+      <Modal opened={stopOpen} onClose={stopModal.close} title={`Stop run ${r.index}?`} centered>
+        <Stack>
+          <Text size="sm">
+            {r.state === "pending"
+              ? "The run leaves the queue and never starts."
+              : "The solver is stopped now; what it wrote so far is archived."}
+          </Text>
+          {cancel.error && <Alert color="red">{errorMessage(cancel.error)}</Alert>}
+          <Group justify="flex-end">
+            <Button variant="default" onClick={stopModal.close}>
+              Keep it
+            </Button>
+            <Button
+              color="red"
+              loading={cancel.isPending}
+              onClick={() => cancel.mutate(r.id, { onSuccess: stopModal.close })}
+              data-testid="confirm-stop"
+            >
+              Stop run
+            </Button>
+          </Group>
+        </Stack>
+      </Modal>
+    </>
+  );
+}

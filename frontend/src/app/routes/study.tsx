@@ -1,0 +1,264 @@
+import {
+  Badge,
+  Card,
+  Code,
+  Collapse,
+  Grid,
+  Group,
+  Skeleton,
+  Stack,
+  Text,
+  Title,
+  UnstyledButton,
+} from "@mantine/core";
+import { IconChevronRight } from "@/components/icons";
+import { useCallback, useMemo, useState } from "react";
+import { useNavigate, useParams, useSearchParams } from "react-router";
+import { PageHeader } from "@/components/page-header";
+import { StudyStateBadge } from "@/components/state-badge";
+import { ErrorState } from "@/components/states";
+import {
+  ObjectivePlot,
+  RunsTable,
+  StudyActions,
+  StudyProgress,
+  useStudy,
+  useStudyRuns,
+  type ObjectivePlotView,
+  type RunFilter,
+} from "@/features/studies";
+import { ResidualOverlay } from "@/features/telemetry";
+import { ApiError } from "@/lib/api-client";
+import { formatDateTime, formatGb } from "@/lib/format";
+import { specToYaml } from "@/lib/spec-text";
+import { isActiveRun, isActiveStudy } from "@/lib/types";
+import { NotFoundPage } from "./not-found";
+
+const MAX_SELECTED = 8;
+
+export function StudyPage() {
+  const { id = "" } = useParams();
+  const navigate = useNavigate();
+  const [params, setParams] = useSearchParams();
+  const study = useStudy(id);
+  const active = isActiveStudy(study.data?.state);
+  const runs = useStudyRuns(id, { active: active || study.data?.state === undefined });
+  const [specOpen, setSpecOpen] = useState(false);
+
+  const setParam = useCallback(
+    (patch: Record<string, string | null>) =>
+      setParams(
+        (p) => {
+          const next = new URLSearchParams(p);
+          for (const [k, v] of Object.entries(patch)) {
+            if (v) next.set(k, v);
+            else next.delete(k);
+          }
+          return next;
+        },
+        { replace: true },
+      ),
+    [setParams],
+  );
+
+  const parameters = useMemo(() => Object.keys(study.data?.spec.parameters ?? {}), [study.data]);
+  const objectives = useMemo(() => Object.keys(study.data?.objectives ?? {}), [study.data]);
+  const selected = useMemo(
+    () => new Set(params.get("runs")?.split(",").filter(Boolean) ?? []),
+    [params],
+  );
+  const toggle = useCallback(
+    (runId: string) => {
+      const next = new Set(selected);
+      if (next.has(runId)) next.delete(runId);
+      else if (next.size < MAX_SELECTED) next.add(runId);
+      setParam({ runs: [...next].join(",") || null });
+    },
+    [selected, setParam],
+  );
+
+  const view: ObjectivePlotView = {
+    objective:
+      params.get("obj") && objectives.includes(params.get("obj")!)
+        ? params.get("obj")!
+        : ((objectives.includes("Cl") ? "Cl" : objectives[0]) ?? ""),
+    x:
+      params.get("x") && parameters.includes(params.get("x")!)
+        ? params.get("x")!
+        : (parameters[0] ?? ""),
+    group: params.has("group") ? params.get("group") || null : (parameters[1] ?? null),
+    mode: params.get("mode") === "heatmap" ? "heatmap" : "lines",
+  };
+  const setView = (v: ObjectivePlotView) =>
+    setParam({
+      obj: v.objective,
+      x: v.x,
+      group: v.group ?? "",
+      mode: v.mode === "heatmap" ? "heatmap" : null,
+    });
+
+  const overlayRuns = useMemo(
+    () =>
+      (runs.data ?? [])
+        .filter((r) => selected.has(r.id))
+        .map((r) => ({
+          id: r.id,
+          active: isActiveRun(r.state),
+          label: `#${r.index} ${parameters.map((p) => `${p}=${r.parameters[p]}`).join(" ")}`,
+        })),
+    [runs.data, selected, parameters],
+  );
+
+  if (study.isError && study.error instanceof ApiError && study.error.isNotFound)
+    return <NotFoundPage what="study" />;
+  if (study.isError) return <ErrorState error={study.error} onRetry={() => study.refetch()} />;
+  const s = study.data;
+  const crumbs = [{ label: "Studies", to: "/studies" }, { label: s?.name ?? "…" }];
+  if (!s)
+    return (
+      <>
+        <PageHeader title={<Skeleton h={28} w={320} />} crumbs={crumbs} />
+        <Stack gap="lg">
+          <Skeleton h={90} radius="md" />
+          <Skeleton h={420} radius="md" />
+          <Skeleton h={480} radius="md" />
+        </Stack>
+      </>
+    );
+
+  const sampled = s.spec.combine === "lhs" || s.spec.combine === "random";
+  return (
+    <>
+      <PageHeader
+        title={s.name}
+        badge={<StudyStateBadge state={s.state} size="md" />}
+        crumbs={crumbs}
+        subtitle={
+          <>
+            {s.template ? `Template ${s.template}` : "Uploaded case"} · {s.solver} ·{" "}
+            {s.resources.processes} {s.resources.processes === 1 ? "core" : "cores"},{" "}
+            {formatGb(s.resources.memory_gb)} per run · backend {s.backend} · by {s.owner},{" "}
+            {formatDateTime(s.created_at)}
+          </>
+        }
+        actions={<StudyActions study={s} runs={runs.data ?? []} />}
+      />
+      <Stack gap="lg">
+        {s.description && (
+          <Text size="sm" maw={900}>
+            {s.description}
+          </Text>
+        )}
+        <Card padding="md">
+          <Group justify="space-between" mb="xs">
+            <Text fw={600} size="sm">
+              Progress
+            </Text>
+            <Text size="xs" c="dimmed">
+              {s.submitted_at ? `submitted ${formatDateTime(s.submitted_at)}` : "not submitted"}
+              {s.finished_at ? ` · finished ${formatDateTime(s.finished_at)}` : ""}
+            </Text>
+          </Group>
+          <StudyProgress progress={s.progress} size="lg" />
+        </Card>
+
+        {s.state === "draft" ? (
+          <Card padding="lg">
+            <Text size="sm" c="dimmed">
+              This is a draft with {s.run_count} runs planned. Edit it or submit it to start.
+            </Text>
+          </Card>
+        ) : (
+          <>
+            <Grid gutter="lg">
+              <Grid.Col span={{ base: 12, xl: 7 }}>
+                <Card padding="md" h="100%">
+                  <Title order={3} mb="sm">
+                    Results
+                  </Title>
+                  {objectives.length === 0 || parameters.length === 0 ? (
+                    <Text size="sm" c="dimmed" py="xl" ta="center">
+                      {objectives.length === 0
+                        ? "This study has no objectives, so there is nothing to plot against its parameters."
+                        : "This study varies no parameter."}
+                    </Text>
+                  ) : runs.data ? (
+                    <ObjectivePlot
+                      runs={runs.data}
+                      parameters={parameters}
+                      objectives={objectives}
+                      view={view}
+                      onViewChange={setView}
+                      sampled={sampled}
+                      onRunClick={(runId) => navigate(`/runs/${runId}`)}
+                    />
+                  ) : (
+                    <Skeleton h={420} />
+                  )}
+                </Card>
+              </Grid.Col>
+              <Grid.Col span={{ base: 12, xl: 5 }}>
+                <Card padding="md" h="100%">
+                  <Title order={3} mb="sm">
+                    Convergence
+                  </Title>
+                  <ResidualOverlay runs={overlayRuns} />
+                </Card>
+              </Grid.Col>
+            </Grid>
+
+            <Card padding="md">
+              <Group justify="space-between" mb="sm">
+                <Title order={3}>Runs</Title>
+                <Text size="xs" c="dimmed">
+                  tick up to {MAX_SELECTED} runs to compare their residuals
+                </Text>
+              </Group>
+              {runs.isError ? (
+                <ErrorState error={runs.error} onRetry={() => runs.refetch()} />
+              ) : !runs.data ? (
+                <Skeleton h={480} />
+              ) : (
+                <RunsTable
+                  runs={runs.data}
+                  parameters={parameters}
+                  objectives={objectives}
+                  selected={selected}
+                  onToggleSelect={toggle}
+                  filter={(params.get("filter") as RunFilter) || "all"}
+                  onFilterChange={(f) => setParam({ filter: f === "all" ? null : f })}
+                  maxSelected={MAX_SELECTED}
+                />
+              )}
+            </Card>
+          </>
+        )}
+
+        <Card padding="md">
+          <UnstyledButton onClick={() => setSpecOpen((o) => !o)} aria-expanded={specOpen}>
+            <Group gap={6}>
+              <IconChevronRight
+                size={16}
+                style={{
+                  transform: specOpen ? "rotate(90deg)" : undefined,
+                  transition: "transform 120ms",
+                }}
+              />
+              <Text fw={600} size="sm">
+                Study spec
+              </Text>
+              <Badge size="xs" variant="light">
+                YAML
+              </Badge>
+            </Group>
+          </UnstyledButton>
+          <Collapse in={specOpen}>
+            <Code block mt="sm">
+              {specToYaml(s.spec)}
+            </Code>
+          </Collapse>
+        </Card>
+      </Stack>
+    </>
+  );
+}

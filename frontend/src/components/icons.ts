@@ -1,0 +1,71 @@
+/**
+ * The icons the app uses, imported one file each: the package's barrel re-exports 6,000
+ * icons, which the bundler would parse on every build. Add an icon here, then import it
+ * from "@/components/icons".
+ */
+import type { Icon } from "@tabler/icons-react";
+import IconAlertTriangleRaw from "@tabler/icons-react/dist/esm/icons/IconAlertTriangle.mjs";
+import IconArrowDownRaw from "@tabler/icons-react/dist/esm/icons/IconArrowDown.mjs";
+import IconArrowUpRaw from "@tabler/icons-react/dist/esm/icons/IconArrowUp.mjs";
+import IconBanRaw from "@tabler/icons-react/dist/esm/icons/IconBan.mjs";
+import IconBookRaw from "@tabler/icons-react/dist/esm/icons/IconBook.mjs";
+import IconCheckRaw from "@tabler/icons-react/dist/esm/icons/IconCheck.mjs";
+import IconChevronDownRaw from "@tabler/icons-react/dist/esm/icons/IconChevronDown.mjs";
+import IconChevronRightRaw from "@tabler/icons-react/dist/esm/icons/IconChevronRight.mjs";
+import IconCircleCheckRaw from "@tabler/icons-react/dist/esm/icons/IconCircleCheck.mjs";
+import IconCopyRaw from "@tabler/icons-react/dist/esm/icons/IconCopy.mjs";
+import IconDeviceFloppyRaw from "@tabler/icons-react/dist/esm/icons/IconDeviceFloppy.mjs";
+import IconDownloadRaw from "@tabler/icons-react/dist/esm/icons/IconDownload.mjs";
+import IconFileCodeRaw from "@tabler/icons-react/dist/esm/icons/IconFileCode.mjs";
+import IconFileXRaw from "@tabler/icons-react/dist/esm/icons/IconFileX.mjs";
+import IconFileZipRaw from "@tabler/icons-react/dist/esm/icons/IconFileZip.mjs";
+import IconFlaskRaw from "@tabler/icons-react/dist/esm/icons/IconFlask.mjs";
+import IconHourglassRaw from "@tabler/icons-react/dist/esm/icons/IconHourglass.mjs";
+import IconInboxRaw from "@tabler/icons-react/dist/esm/icons/IconInbox.mjs";
+import IconInfoCircleRaw from "@tabler/icons-react/dist/esm/icons/IconInfoCircle.mjs";
+import IconLayoutDashboardRaw from "@tabler/icons-react/dist/esm/icons/IconLayoutDashboard.mjs";
+import IconListDetailsRaw from "@tabler/icons-react/dist/esm/icons/IconListDetails.mjs";
+import IconLogoutRaw from "@tabler/icons-react/dist/esm/icons/IconLogout.mjs";
+import IconPencilRaw from "@tabler/icons-react/dist/esm/icons/IconPencil.mjs";
+import IconPlayerPlayRaw from "@tabler/icons-react/dist/esm/icons/IconPlayerPlay.mjs";
+import IconPlayerStopRaw from "@tabler/icons-react/dist/esm/icons/IconPlayerStop.mjs";
+import IconPlusRaw from "@tabler/icons-react/dist/esm/icons/IconPlus.mjs";
+import IconRefreshRaw from "@tabler/icons-react/dist/esm/icons/IconRefresh.mjs";
+import IconSearchRaw from "@tabler/icons-react/dist/esm/icons/IconSearch.mjs";
+import IconServerCogRaw from "@tabler/icons-react/dist/esm/icons/IconServerCog.mjs";
+import IconTerminal2Raw from "@tabler/icons-react/dist/esm/icons/IconTerminal2.mjs";
+import IconTrashRaw from "@tabler/icons-react/dist/esm/icons/IconTrash.mjs";
+import IconUploadRaw from "@tabler/icons-react/dist/esm/icons/IconUpload.mjs";
+
+export const IconAlertTriangle = IconAlertTriangleRaw as Icon;
+export const IconArrowDown = IconArrowDownRaw as Icon;
+export const IconArrowUp = IconArrowUpRaw as Icon;
+export const IconBan = IconBanRaw as Icon;
+export const IconBook = IconBookRaw as Icon;
+export const IconCheck = IconCheckRaw as Icon;
+export const IconChevronDown = IconChevronDownRaw as Icon;
+export const IconChevronRight = IconChevronRightRaw as Icon;
+export const IconCircleCheck = IconCircleCheckRaw as Icon;
+export const IconCopy = IconCopyRaw as Icon;
+export const IconDeviceFloppy = IconDeviceFloppyRaw as Icon;
+export const IconDownload = IconDownloadRaw as Icon;
+export const IconFileCode = IconFileCodeRaw as Icon;
+export const IconFileX = IconFileXRaw as Icon;
+export const IconFileZip = IconFileZipRaw as Icon;
+export const IconFlask = IconFlaskRaw as Icon;
+export const IconHourglass = IconHourglassRaw as Icon;
+export const IconInbox = IconInboxRaw as Icon;
+export const IconInfoCircle = IconInfoCircleRaw as Icon;
+export const IconLayoutDashboard = IconLayoutDashboardRaw as Icon;
+export const IconListDetails = IconListDetailsRaw as Icon;
+export const IconLogout = IconLogoutRaw as Icon;
+export const IconPencil = IconPencilRaw as Icon;
+export const IconPlayerPlay = IconPlayerPlayRaw as Icon;
+export const IconPlayerStop = IconPlayerStopRaw as Icon;
+export const IconPlus = IconPlusRaw as Icon;
+export const IconRefresh = IconRefreshRaw as Icon;
+export const IconSearch = IconSearchRaw as Icon;
+export const IconServerCog = IconServerCogRaw as Icon;
+export const IconTerminal2 = IconTerminal2Raw as Icon;
+export const IconTrash = IconTrashRaw as Icon;
+export const IconUpload = IconUploadRaw as Icon;

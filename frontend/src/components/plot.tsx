@@ -1,0 +1,156 @@
+import { Box, Center, Loader, Text } from "@mantine/core";
+import { useEffect, useRef, useState } from "react";
+import type { Config, Data, Layout } from "plotly.js";
+import { loadPlotly, type PlotlyModule } from "@/lib/plotly";
+
+const baseLayout: Partial<Layout> = {
+  margin: { l: 64, r: 16, t: 30, b: 48 },
+  font: { family: "Inter, system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12 },
+  paper_bgcolor: "rgba(0,0,0,0)",
+  plot_bgcolor: "rgba(0,0,0,0)",
+  hovermode: "closest",
+  legend: { orientation: "h", x: 1, xanchor: "right", y: 1, yanchor: "bottom", font: { size: 11 } },
+  colorway: [
+    "#1c5d99",
+    "#e07a1f",
+    "#2b9348",
+    "#c1121f",
+    "#7b2cbf",
+    "#00838f",
+    "#8d6e63",
+    "#5c677d",
+    "#d81b60",
+    "#9e9d24",
+  ],
+};
+
+const baseConfig: Partial<Config> = {
+  displaylogo: false,
+  responsive: true,
+  modeBarButtonsToRemove: ["lasso2d", "select2d", "autoScale2d"],
+  toImageButtonOptions: { format: "png", scale: 2 },
+};
+
+export interface PlotProps {
+  data: Data[];
+  layout?: Partial<Layout>;
+  config?: Partial<Config>;
+  /** Fixed height, so the page never jumps while data arrives. */
+  height?: number;
+  /** Shown instead of an empty plot. */
+  emptyMessage?: string | undefined;
+  "aria-label": string;
+  "data-testid"?: string;
+  onPointClick?: (point: { x: unknown; y: unknown; customdata: unknown }) => void;
+}
+
+function countPoints(data: Data[]): number {
+  let total = 0;
+  for (const trace of data) {
+    const x = (trace as { x?: ArrayLike<unknown> }).x;
+    const z = (trace as { z?: ArrayLike<unknown> }).z;
+    total += x?.length ?? z?.length ?? 0;
+  }
+  return total;
+}
+
+/**
+ * A thin React wrapper over Plotly.react: updates in place (no re-creation), keeps zoom
+ * (uirevision), purges on unmount and follows its container's width.
+ */
+export function Plot({
+  data,
+  layout,
+  config,
+  height = 320,
+  emptyMessage,
+  onPointClick,
+  ...rest
+}: PlotProps) {
+  const ref = useRef<HTMLDivElement>(null);
+  const [ready, setReady] = useState<PlotlyModule | null>(null);
+  const [failed, setFailed] = useState<string | null>(null);
+  const clickRef = useRef(onPointClick);
+  clickRef.current = onPointClick;
+  const points = countPoints(data);
+  const empty = points === 0 && !!emptyMessage;
+
+  useEffect(() => {
+    let alive = true;
+    loadPlotly()
+      .then((m) => alive && setReady(() => m))
+      .catch((e: unknown) => alive && setFailed(String(e)));
+    return () => {
+      alive = false;
+    };
+  }, []);
+
+  useEffect(() => {
+    const el = ref.current;
+    if (!ready || !el) return;
+    void ready
+      .react(
+        el,
+        data,
+        { ...baseLayout, height, uirevision: "keep", ...layout } as Partial<Layout>,
+        { ...baseConfig, ...config },
+      )
+      .then(() => {
+        const node = el as unknown as {
+          removeAllListeners?: (e: string) => void;
+          on?: (
+            e: string,
+            f: (ev: { points: { x: unknown; y: unknown; customdata: unknown }[] }) => void,
+          ) => void;
+        };
+        node.removeAllListeners?.("plotly_click");
+        node.on?.("plotly_click", (ev) => {
+          const p = ev.points[0];
+          if (p && clickRef.current) clickRef.current(p);
+        });
+      });
+  }, [ready, data, layout, config, height]);
+
+  useEffect(() => {
+    const el = ref.current;
+    return () => {
+      if (el && ready) ready.purge(el);
+    };
+  }, [ready]);
+
+  useEffect(() => {
+    const el = ref.current;
+    if (!el || !ready || typeof ResizeObserver === "undefined") return;
+    const observer = new ResizeObserver(() => ready.Plots.resize(el));
+    observer.observe(el);
+    return () => observer.disconnect();
+  }, [ready]);
+
+  return (
+    <Box
+      pos="relative"
+      h={height}
+      role="img"
+      aria-label={rest["aria-label"]}
+      data-testid={rest["data-testid"]}
+      data-points={points}
+    >
+      <div ref={ref} style={{ width: "100%", height, visibility: empty ? "hidden" : "visible" }} />
+      {(!ready || empty || failed) && (
+        <Center pos="absolute" inset={0}>
+          {failed ? (
+            <Text c="red" size="sm">
+              The plotting library failed to load: {failed}
+            </Text>
+          ) : !ready ? (
+            <Loader size="sm" type="dots" />
+          ) : (
+            <Text c="dimmed" size="sm" ta="center" maw={360}>
+              {emptyMessage}
+            </Text>
+          )}
+        </Center>
+      )}
+    </Box>
+  );
+}

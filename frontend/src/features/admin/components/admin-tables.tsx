@@ -1,0 +1,293 @@
+import { Badge, Group, Progress, Stack, Table, Text, Tooltip } from "@mantine/core";
+import { EmptyState } from "@/components/states";
+import { formatBytes, formatDateTime, formatGb } from "@/lib/format";
+import type { AdminBackend, AdminOverview, AdminTenant } from "../api/admin";
+
+function UsageCell({
+  used,
+  queued,
+  limit,
+  format = String,
+}: {
+  used: number;
+  queued: number;
+  limit: number;
+  format?: (v: number) => string;
+}) {
+  const pct = limit ? Math.min(100, (used / limit) * 100) : 0;
+  return (
+    <Stack gap={2} miw={120}>
+      <Text size="xs" ff="monospace">
+        {format(used)} / {format(limit)}
+        {queued ? (
+          <Text span c="dimmed" size="xs">
+            {" "}
+            +{format(queued)} queued
+          </Text>
+        ) : null}
+      </Text>
+      <Progress
+        size="sm"
+        value={pct}
+        color={pct >= 100 ? "red" : pct >= 80 ? "orange" : "blue"}
+        aria-label={`${format(used)} of ${format(limit)}`}
+      />
+    </Stack>
+  );
+}
+
+export function TenantsTable({ tenants }: { tenants: AdminTenant[] }) {
+  if (!tenants.length)
+    return <EmptyState title="No tenants yet">Create one with manage.py create_tenant.</EmptyState>;
+  return (
+    <Table.ScrollContainer minWidth={820}>
+      <Table verticalSpacing="sm" highlightOnHover aria-label="Tenants" data-testid="admin-tenants">
+        <Table.Thead>
+          <Table.Tr>
+            <Table.Th>Tenant</Table.Th>
+            <Table.Th ta="right">Members</Table.Th>
+            <Table.Th ta="right">Studies</Table.Th>
+            <Table.Th>Cores</Table.Th>
+            <Table.Th>Memory</Table.Th>
+            <Table.Th>Concurrent runs</Table.Th>
+            <Table.Th>Since</Table.Th>
+          </Table.Tr>
+        </Table.Thead>
+        <Table.Tbody>
+          {tenants.map((t) => (
+            <Table.Tr key={t.name}>
+              <Table.Td>
+                <Text fw={600} size="sm">
+                  {t.display_name}
+                </Text>
+                <Text size="xs" c="dimmed" ff="monospace">
+                  {t.name}
+                </Text>
+              </Table.Td>
+              <Table.Td ta="right" ff="monospace">
+                {t.members}
+              </Table.Td>
+              <Table.Td ta="right" ff="monospace">
+                {t.studies}
+              </Table.Td>
+              {t.limits ? (
+                <>
+                  <Table.Td>
+                    <UsageCell
+                      used={t.usage.cores}
+                      queued={t.queued.cores}
+                      limit={t.limits.cores}
+                    />
+                  </Table.Td>
+                  <Table.Td>
+                    <UsageCell
+                      used={t.usage.memory_gb}
+                      queued={t.queued.memory_gb}
+                      limit={t.limits.memory_gb}
+                      format={formatGb}
+                    />
+                  </Table.Td>
+                  <Table.Td>
+                    <UsageCell used={t.usage.runs} queued={t.queued.runs} limit={t.limits.runs} />
+                  </Table.Td>
+                </>
+              ) : (
+                <Table.Td colSpan={3}>
+                  <Text size="sm" c="dimmed">
+                    no quota set
+                  </Text>
+                </Table.Td>
+              )}
+              <Table.Td>
+                <Text size="xs">{formatDateTime(t.created_at)}</Text>
+              </Table.Td>
+            </Table.Tr>
+          ))}
+        </Table.Tbody>
+      </Table>
+    </Table.ScrollContainer>
+  );
+}
+
+const HEALTH_COLOR = { ok: "teal", degraded: "orange", disabled: "gray" } as const;
+
+export function BackendsTable({ backends }: { backends: AdminBackend[] }) {
+  if (!backends.length)
+    return <EmptyState title="No compute backends">Add one in the Django admin.</EmptyState>;
+  return (
+    <Table.ScrollContainer minWidth={760}>
+      <Table verticalSpacing="sm" aria-label="Backends" data-testid="admin-backends">
+        <Table.Thead>
+          <Table.Tr>
+            <Table.Th>Backend</Table.Th>
+            <Table.Th>Health</Table.Th>
+            <Table.Th>Cores</Table.Th>
+            <Table.Th>Memory</Table.Th>
+            <Table.Th ta="right">Runs</Table.Th>
+            <Table.Th>Tenants</Table.Th>
+          </Table.Tr>
+        </Table.Thead>
+        <Table.Tbody>
+          {backends.map((b) => (
+            <Table.Tr key={b.name}>
+              <Table.Td>
+                <Group gap={6}>
+                  <Text fw={600} size="sm">
+                    {b.name}
+                  </Text>
+                  <Badge size="xs" variant="outline" radius="sm">
+                    {b.kind}
+                  </Badge>
+                </Group>
+                <Text size="xs" c="dimmed">
+                  up to {b.capacity.nodes} node{b.capacity.nodes === 1 ? "" : "s"} per run
+                </Text>
+              </Table.Td>
+              <Table.Td>
+                <Tooltip label={b.health.detail} withArrow multiline w={240}>
+                  <Badge color={HEALTH_COLOR[b.health.status]} variant="light" radius="sm">
+                    {b.health.status}
+                  </Badge>
+                </Tooltip>
+              </Table.Td>
+              <Table.Td>
+                <UsageCell used={b.usage.cores} queued={b.queued.cores} limit={b.capacity.cores} />
+              </Table.Td>
+              <Table.Td>
+                <UsageCell
+                  used={b.usage.memory_gb}
+                  queued={b.queued.memory_gb}
+                  limit={b.capacity.memory_gb}
+                  format={formatGb}
+                />
+              </Table.Td>
+              <Table.Td ta="right" ff="monospace">
+                {b.usage.runs}
+                <Text span size="xs" c="dimmed">
+                  {b.queued.runs ? ` +${b.queued.runs}` : ""}
+                </Text>
+              </Table.Td>
+              <Table.Td>
+                <Text size="xs">{b.tenants.length ? b.tenants.join(", ") : "every tenant"}</Text>
+              </Table.Td>
+            </Table.Tr>
+          ))}
+        </Table.Tbody>
+      </Table>
+    </Table.ScrollContainer>
+  );
+}
+
+export function PackagesTable({ overview }: { overview: AdminOverview }) {
+  return (
+    <Table.ScrollContainer minWidth={640}>
+      <Table verticalSpacing="xs" aria-label="Packages" data-testid="admin-packages">
+        <Table.Thead>
+          <Table.Tr>
+            <Table.Th>Package</Table.Th>
+            <Table.Th>Provides</Table.Th>
+            <Table.Th>Depends on</Table.Th>
+          </Table.Tr>
+        </Table.Thead>
+        <Table.Tbody>
+          {overview.packages.map((p) => (
+            <Table.Tr key={p.name}>
+              <Table.Td>
+                <Group gap={6}>
+                  <Text fw={600} size="sm">
+                    {p.name}
+                  </Text>
+                  <Badge size="xs" variant="outline" radius="sm">
+                    {p.version}
+                  </Badge>
+                </Group>
+                <Text size="xs" c="dimmed" lineClamp={2}>
+                  {p.description}
+                </Text>
+              </Table.Td>
+              <Table.Td>
+                <Group gap={4}>
+                  {p.solvers.length ? (
+                    p.solvers.map((s) => (
+                      <Badge key={s} size="xs" variant="light" radius="sm">
+                        {s}
+                      </Badge>
+                    ))
+                  ) : (
+                    <Text size="xs" c="dimmed">
+                      —
+                    </Text>
+                  )}
+                </Group>
+              </Table.Td>
+              <Table.Td>
+                <Text size="xs" ff="monospace">
+                  {p.depends.join(", ") || "—"}
+                </Text>
+              </Table.Td>
+            </Table.Tr>
+          ))}
+        </Table.Tbody>
+      </Table>
+    </Table.ScrollContainer>
+  );
+}
+
+export function ImagesTable({ overview }: { overview: AdminOverview }) {
+  if (!overview.images.length)
+    return (
+      <EmptyState title="No images built yet">
+        Images are composed from packages when a container or OpenStack backend first needs them.
+      </EmptyState>
+    );
+  return (
+    <Table.ScrollContainer minWidth={640}>
+      <Table verticalSpacing="xs" aria-label="Images">
+        <Table.Thead>
+          <Table.Tr>
+            <Table.Th>Image</Table.Th>
+            <Table.Th>Status</Table.Th>
+            <Table.Th>Solvers</Table.Th>
+            <Table.Th ta="right">Size</Table.Th>
+            <Table.Th>Built</Table.Th>
+          </Table.Tr>
+        </Table.Thead>
+        <Table.Tbody>
+          {overview.images.map((i) => (
+            <Table.Tr key={i.id}>
+              <Table.Td>
+                <Text fw={600} size="sm">
+                  {i.name}
+                </Text>
+                <Text size="xs" c="dimmed" ff="monospace">
+                  {i.kind} · {i.digest.slice(0, 16)}
+                </Text>
+              </Table.Td>
+              <Table.Td>
+                <Tooltip label={i.error || i.status} disabled={!i.error} withArrow>
+                  <Badge
+                    size="sm"
+                    variant="light"
+                    radius="sm"
+                    color={i.status === "ready" ? "teal" : i.status === "failed" ? "red" : "gray"}
+                  >
+                    {i.status}
+                  </Badge>
+                </Tooltip>
+              </Table.Td>
+              <Table.Td>
+                <Text size="xs">{i.solvers.join(", ") || "—"}</Text>
+              </Table.Td>
+              <Table.Td ta="right" ff="monospace">
+                {formatBytes(i.size_bytes)}
+              </Table.Td>
+              <Table.Td>
+                <Text size="xs">{formatDateTime(i.built_at)}</Text>
+              </Table.Td>
+            </Table.Tr>
+          ))}
+        </Table.Tbody>
+      </Table>
+    </Table.ScrollContainer>
+  );
+}

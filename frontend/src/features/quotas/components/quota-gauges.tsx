@@ -1,0 +1,67 @@
+import { Card, SimpleGrid, Skeleton, Stack, Text } from "@mantine/core";
+import { Meter } from "@/components/meter";
+import { ErrorState } from "@/components/states";
+import { formatGb } from "@/lib/format";
+import { useQuota } from "../hooks/use-quota";
+
+/** Cores, memory and runs: in use, queued demand, limit. */
+export function QuotaGauges() {
+  const quota = useQuota();
+  if (quota.isError)
+    return (
+      <ErrorState error={quota.error} title="Quota unavailable" onRetry={() => quota.refetch()} />
+    );
+  const q = quota.data;
+  return (
+    <SimpleGrid cols={{ base: 1, sm: 3 }} spacing="md">
+      {(["cores", "memory", "runs"] as const).map((key) => (
+        <Card key={key} withBorder padding="md" radius="md">
+          {!q ? (
+            <Stack gap={8}>
+              <Skeleton h={14} w="50%" />
+              <Skeleton h={16} />
+              <Skeleton h={12} w="70%" />
+            </Stack>
+          ) : key === "cores" ? (
+            <Meter
+              label="Cores"
+              used={q.usage.cores}
+              queued={q.queued.cores}
+              limit={q.limits.cores}
+              testId="quota-cores"
+            />
+          ) : key === "memory" ? (
+            <Meter
+              label="Memory"
+              used={q.usage.memory_gb}
+              queued={q.queued.memory_gb}
+              limit={q.limits.memory_gb}
+              format={formatGb}
+              testId="quota-memory"
+            />
+          ) : (
+            <Meter
+              label="Concurrent runs"
+              used={q.usage.runs}
+              queued={q.queued.runs}
+              limit={q.limits.runs}
+              testId="quota-runs"
+            />
+          )}
+        </Card>
+      ))}
+    </SimpleGrid>
+  );
+}
+
+export function QuotaLine() {
+  const quota = useQuota({ live: false });
+  if (!quota.data) return null;
+  const q = quota.data;
+  return (
+    <Text size="xs" c="dimmed">
+      Quota of {q.tenant}: {q.limits.cores} cores, {formatGb(q.limits.memory_gb)}, {q.limits.runs}{" "}
+      concurrent runs
+    </Text>
+  );
+}

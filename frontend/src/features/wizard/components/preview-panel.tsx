@@ -1,0 +1,217 @@
+import {
+  Alert,
+  Badge,
+  Card,
+  Group,
+  Loader,
+  Progress,
+  Stack,
+  Table,
+  Text,
+  Title,
+} from "@mantine/core";
+import { IconAlertTriangle, IconCircleCheck } from "@/components/icons";
+import { ApiError, errorMessage } from "@/lib/api-client";
+import { formatGb, formatInt, formatNumber, plural } from "@/lib/format";
+import type { Preview } from "@/lib/types";
+import { impactSentence } from "../lib/impact";
+
+export function PreviewPanel({
+  preview,
+  error,
+  loading,
+  localProblems,
+}: {
+  preview: Preview | undefined;
+  error: unknown;
+  loading: boolean;
+  localProblems: number;
+}) {
+  const q = preview?.quota;
+  return (
+    <Card withBorder radius="md" padding="md" data-testid="preview-panel">
+      <Group justify="space-between" mb="xs">
+        <Text size="xs" tt="uppercase" fw={700} c="dimmed">
+          Preview
+        </Text>
+        {loading && <Loader size={14} />}
+      </Group>
+      <Group align="baseline" gap={6}>
+        <Title order={2} ff="monospace" data-testid="run-count">
+          {preview ? formatInt(preview.run_count) : "—"}
+        </Title>
+        <Text c="dimmed">{preview?.run_count === 1 ? "run" : "runs"}</Text>
+      </Group>
+      {localProblems > 0 ? (
+        <Text size="sm" c="orange.8" mt="xs">
+          Fix {plural(localProblems, "marked field")} to update the preview.
+        </Text>
+      ) : error ? (
+        <Alert
+          color="red"
+          variant="light"
+          mt="sm"
+          icon={<IconAlertTriangle size={16} />}
+          p="xs"
+          data-testid="preview-error"
+        >
+          <Text size="sm">{errorMessage(error)}</Text>
+          {error instanceof ApiError && error.field && (
+            <Text size="xs" c="dimmed" mt={2}>
+              at {error.field}
+            </Text>
+          )}
+        </Alert>
+      ) : null}
+      {q && (
+        <Stack gap={8} mt="md">
+          <Group gap={6} wrap="nowrap" align="flex-start">
+            {q.fits ? (
+              <IconCircleCheck
+                size={18}
+                color="var(--mantine-color-teal-6)"
+                style={{ flexShrink: 0 }}
+              />
+            ) : (
+              <IconAlertTriangle
+                size={18}
+                color="var(--mantine-color-red-6)"
+                style={{ flexShrink: 0 }}
+              />
+            )}
+            <Text size="sm" fw={500} data-testid="quota-impact">
+              {preview ? impactSentence(preview.run_count, q) : ""}
+            </Text>
+          </Group>
+          {q.problem && (
+            <Text size="sm" c="red.7">
+              {q.problem}
+            </Text>
+          )}
+          <QuotaBar
+            label="Cores"
+            perRun={q.per_run.cores}
+            concurrent={q.concurrent_runs}
+            inUse={q.in_use.cores}
+            limit={q.limits.cores}
+          />
+          <QuotaBar
+            label="Memory"
+            perRun={q.per_run.memory_gb}
+            concurrent={q.concurrent_runs}
+            inUse={q.in_use.memory_gb}
+            limit={q.limits.memory_gb}
+            format={formatGb}
+          />
+          <Text size="xs" c="dimmed">
+            Whole study: {formatInt(q.total.cores)} core-slots, {formatGb(q.total.memory_gb)}. A
+            study may exceed the quota: the rest waits in the queue.
+          </Text>
+        </Stack>
+      )}
+    </Card>
+  );
+}
+
+function QuotaBar({
+  label,
+  perRun,
+  concurrent,
+  inUse,
+  limit,
+  format = (v: number) => String(v),
+}: {
+  label: string;
+  perRun: number;
+  concurrent: number;
+  inUse: number;
+  limit: number;
+  format?: (v: number) => string;
+}) {
+  const pct = (v: number) => (limit > 0 ? Math.min(100, (v / limit) * 100) : 0);
+  const busy = pct(inUse);
+  const mine = Math.min(100 - busy, pct(perRun * concurrent));
+  return (
+    <Stack gap={2}>
+      <Group justify="space-between">
+        <Text size="xs" fw={600}>
+          {label}
+        </Text>
+        <Text size="xs" c="dimmed" ff="monospace">
+          {format(perRun)}/run · {format(inUse)} in use · limit {format(limit)}
+        </Text>
+      </Group>
+      <Progress.Root size="md" radius="sm">
+        <Progress.Section value={busy} color="gray.5" />
+        <Progress.Section value={mine} color="blue" />
+      </Progress.Root>
+    </Stack>
+  );
+}
+
+/** The first runs the spec makes, with their values. */
+export function PreviewRows({
+  preview,
+  derivedNames,
+}: {
+  preview: Preview;
+  derivedNames: string[];
+}) {
+  const params = preview.parameters;
+  const derived = derivedNames.filter((d) => preview.rows[0]?.context[d] !== undefined);
+  if (!preview.rows.length) return null;
+  return (
+    <Stack gap={6}>
+      <Group gap={6}>
+        <Text size="sm" fw={600}>
+          First runs
+        </Text>
+        <Badge size="xs" variant="light" radius="sm">
+          {preview.rows.length} of {formatInt(preview.run_count)}
+        </Badge>
+      </Group>
+      <Table.ScrollContainer minWidth={320}>
+        <Table
+          striped
+          fz="xs"
+          verticalSpacing={4}
+          aria-label="First runs"
+          data-testid="preview-rows"
+        >
+          <Table.Thead>
+            <Table.Tr>
+              <Table.Th>#</Table.Th>
+              {params.map((p) => (
+                <Table.Th key={p} ta="right" ff="monospace">
+                  {p}
+                </Table.Th>
+              ))}
+              {derived.map((d) => (
+                <Table.Th key={d} ta="right" ff="monospace" c="dimmed">
+                  {d}
+                </Table.Th>
+              ))}
+            </Table.Tr>
+          </Table.Thead>
+          <Table.Tbody>
+            {preview.rows.map((r) => (
+              <Table.Tr key={r.index}>
+                <Table.Td ff="monospace">{r.index}</Table.Td>
+                {params.map((p) => (
+                  <Table.Td key={p} ta="right" ff="monospace">
+                    {formatNumber(r.parameters[p])}
+                  </Table.Td>
+                ))}
+                {derived.map((d) => (
+                  <Table.Td key={d} ta="right" ff="monospace" c="dimmed">
+                    {formatNumber(r.context[d])}
+                  </Table.Td>
+                ))}
+              </Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+      </Table.ScrollContainer>
+    </Stack>
+  );
+}

@@ -1,0 +1,542 @@
+/**
+ * The new-study form and its translation into the study spec (docs/study-spec.md).
+ * Pure functions: the wizard's components render this state; tests cover the translation.
+ */
+import type {
+  CaseTemplate,
+  ConvergencePolicy,
+  ObjectiveSpec,
+  ParameterSpec,
+  Scalar,
+  StudySpec,
+  TemplateParameter,
+  Upload,
+} from "@/lib/types";
+import { parseNumber, parseValueList } from "@/lib/values";
+
+export type ParamMode = "fixed" | "values" | "range" | "linspace" | "sampled";
+export type Combine = "grid" | "zip" | "lhs" | "random";
+
+export interface ParamRow {
+  key: string;
+  name: string;
+  mode: ParamMode;
+  value: string;
+  values: string;
+  start: string;
+  stop: string;
+  step: string;
+  count: string;
+  min: string;
+  max: string;
+  integer: boolean;
+  /** the template's definition, when the case is a template */
+  def?: TemplateParameter;
+}
+
+export interface DerivedRow {
+  key: string;
+  name: string;
+  expr: string;
+}
+
+export interface ObjectiveRow {
+  key: string;
+  name: string;
+  kind: "series" | "expr";
+  series: string;
+  reduce: "last" | "mean_last" | "min" | "max";
+  n: string;
+  expr: string;
+}
+
+export interface ConvergenceForm {
+  diverge: boolean;
+  nan: boolean;
+  residualAbove: string;
+  converge: boolean;
+  residualBelow: string;
+  objective: boolean;
+  objectiveName: string;
+  window: string;
+  tolerance: string;
+  maxWall: boolean;
+  maxWallMinutes: string;
+}
+
+export interface WizardForm {
+  name: string;
+  description: string;
+  source: "template" | "upload";
+  template: string | null;
+  upload: Upload | null;
+  parameters: ParamRow[];
+  combine: Combine;
+  samples: string;
+  seed: string;
+  derived: DerivedRow[];
+  solver: string | null;
+  backend: string | null;
+  processes: number;
+  nodes: number;
+  memoryGb: number;
+  objectives: ObjectiveRow[];
+  convergence: ConvergenceForm;
+}
+
+let counter = 0;
+export const newKey = () => `k${++counter}`;
+
+export const emptyConvergence = (): ConvergenceForm => ({
+  diverge: false,
+  nan: true,
+  residualAbove: "1e3",
+  converge: false,
+  residualBelow: "1e-5",
+  objective: false,
+  objectiveName: "",
+  window: "50",
+  tolerance: "1e-3",
+  maxWall: false,
+  maxWallMinutes: "60",
+});
+
+export function emptyForm(): WizardForm {
+  return {
+    name: "",
+    description: "",
+    source: "template",
+    template: null,
+    upload: null,
+    parameters: [],
+    combine: "grid",
+    samples: "20",
+    seed: "1",
+    derived: [],
+    solver: null,
+    backend: null,
+    processes: 1,
+    nodes: 1,
+    memoryGb: 1,
+    objectives: [],
+    convergence: emptyConvergence(),
+  };
+}
+
+export function paramRow(name: string, def?: TemplateParameter, spec?: ParameterSpec): ParamRow {
+  const row: ParamRow = {
+    key: newKey(),
+    name,
+    mode: "fixed",
+    value: def?.default !== undefined ? String(def.default) : "",
+    values: "",
+    start: def?.min !== undefined ? String(def.min) : "",
+    stop: def?.max !== undefined ? String(def.max) : "",
+    step: "",
+    count: "5",
+    min: def?.min !== undefined ? String(def.min) : "",
+    max: def?.max !== undefined ? String(def.max) : "",
+    integer: def?.type === "int",
+    def,
+  };
+  if (!def) row.mode = "values";
+  if (spec === undefined) return row;
+  if (Array.isArray(spec)) return { ...row, mode: "values", values: (spec as Scalar[]).join(", ") };
+  if (typeof spec !== "object" || spec === null)
+    return { ...row, mode: "fixed", value: String(spec) };
+  if ("values" in spec) return { ...row, mode: "values", values: spec.values.join(", ") };
+  if ("value" in spec) return { ...row, mode: "fixed", value: String(spec.value) };
+  if ("range" in spec) {
+    const [a, b, c] = spec.range;
+    return { ...row, mode: "range", start: String(a), stop: String(b), step: String(c) };
+  }
+  if ("linspace" in spec) {
+    const [a, b, c] = spec.linspace;
+    return { ...row, mode: "linspace", start: String(a), stop: String(b), count: String(c) };
+  }
+  if ("min" in spec)
+    return {
+      ...row,
+      mode: "sampled",
+      min: String(spec.min),
+      max: String(spec.max),
+      integer: !!spec.integer,
+    };
+  return row;
+}
+
+function objectiveRows(objectives: Record<string, ObjectiveSpec>): ObjectiveRow[] {
+  return Object.entries(objectives).map(([name, o]) => ({
+    key: newKey(),
+    name,
+    kind: "expr" in o ? "expr" : "series",
+    series: "series" in o ? o.series : "",
+    reduce: "reduce" in o ? o.reduce : "last",
+    n: "n" in o && o.n !== undefined ? String(o.n) : "20",
+    expr: "expr" in o ? o.expr : "",
+  }));
+}
+
+function convergenceForm(c: ConvergencePolicy | undefined): ConvergenceForm {
+  const f = emptyConvergence();
+  if (!c) return f;
+  if (c.diverge) {
+    f.diverge = true;
+    f.nan = c.diverge.nan ?? false;
+    if (c.diverge.residual_above !== undefined) f.residualAbove = String(c.diverge.residual_above);
+  }
+  if (c.converge) {
+    if (c.converge.residual_below !== undefined) {
+      f.converge = true;
+      f.residualBelow = String(c.converge.residual_below);
+    }
+    if (c.converge.objective) {
+      f.objective = true;
+      f.objectiveName = c.converge.objective.name;
+      f.window = String(c.converge.objective.window);
+      f.tolerance = String(c.converge.objective.tolerance);
+    }
+  }
+  if (c.max_wall_seconds) {
+    f.maxWall = true;
+    f.maxWallMinutes = String(Math.round((c.max_wall_seconds / 60) * 100) / 100);
+  }
+  return f;
+}
+
+/** A fresh form for a template, starting from its demo sweep. */
+export function formFromTemplate(t: CaseTemplate, keep?: Partial<WizardForm>): WizardForm {
+  const demo = t.demo?.parameters ?? {};
+  return {
+    ...emptyForm(),
+    ...keep,
+    source: "template",
+    template: t.name,
+    upload: null,
+    parameters: Object.entries(t.parameters).map(([name, def]) => paramRow(name, def, demo[name])),
+    combine: (t.demo?.combine as Combine) ?? "grid",
+    derived: [],
+    solver: t.solver,
+    processes: t.resources.processes ?? 1,
+    nodes: t.resources.nodes ?? 1,
+    memoryGb: t.resources.memory_gb ?? 1,
+    objectives: objectiveRows(t.objectives ?? {}),
+  };
+}
+
+/** Parameters an uploaded case uses in its {{ placeholders }}. */
+export function placeholderNames(upload: Upload): string[] {
+  const used = new Set<string>();
+  const map = (upload.placeholders ?? {}) as Record<string, string[]>;
+  for (const names of Object.values(map)) for (const n of names ?? []) used.add(n);
+  return [...used].sort();
+}
+
+export function formFromUpload(upload: Upload, keep?: Partial<WizardForm>): WizardForm {
+  return {
+    ...emptyForm(),
+    ...keep,
+    source: "upload",
+    template: null,
+    upload,
+    parameters: placeholderNames(upload).map((n) => paramRow(n)),
+    objectives: [],
+  };
+}
+
+/** The form of a saved spec (editing a draft). */
+export function formFromSpec(
+  spec: StudySpec,
+  template?: CaseTemplate,
+  upload?: Upload | null,
+): WizardForm {
+  const base = template ? formFromTemplate(template) : emptyForm();
+  const given = spec.parameters ?? {};
+  const rows: ParamRow[] = template
+    ? Object.entries(template.parameters).map(([name, def]) => paramRow(name, def, given[name]))
+    : Object.entries(given).map(([name, p]) => paramRow(name, undefined, p));
+  return {
+    ...base,
+    name: spec.name ?? "",
+    description: spec.description ?? "",
+    source: spec.case ? "upload" : "template",
+    template: spec.template ?? null,
+    upload: upload ?? null,
+    parameters: rows,
+    combine: spec.combine ?? "grid",
+    samples: spec.samples !== undefined ? String(spec.samples) : base.samples,
+    seed: spec.seed !== undefined ? String(spec.seed) : base.seed,
+    derived: Object.entries(spec.derived ?? {}).map(([name, expr]) => ({
+      key: newKey(),
+      name,
+      expr,
+    })),
+    solver: spec.solver ?? base.solver,
+    backend: spec.backend ?? null,
+    processes: spec.resources?.processes ?? base.processes,
+    nodes: spec.resources?.nodes ?? base.nodes,
+    memoryGb: spec.resources?.memory_gb ?? base.memoryGb,
+    objectives: spec.objectives ? objectiveRows(spec.objectives) : base.objectives,
+    convergence: convergenceForm(spec.convergence),
+  };
+}
+
+const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+
+function isSampled(c: Combine) {
+  return c === "lhs" || c === "random";
+}
+
+function typed(text: string, def?: TemplateParameter): Scalar {
+  if (def?.type === "str") return text;
+  const n = parseNumber(text);
+  return n === null ? text : n;
+}
+
+/** How many values one row gives (for the count column), or null when it cannot tell. */
+export function rowCount(row: ParamRow): number | null {
+  switch (row.mode) {
+    case "fixed":
+      return 1;
+    case "values":
+      return parseValueList(row.values).length;
+    case "range": {
+      const a = parseNumber(row.start);
+      const b = parseNumber(row.stop);
+      const s = parseNumber(row.step);
+      if (a === null || b === null || s === null || s === 0 || (b - a) * s < 0) return null;
+      return Math.floor((b - a) / s + 1e-9) + 1;
+    }
+    case "linspace": {
+      const n = parseNumber(row.count);
+      return n !== null && Number.isInteger(n) && n >= 1 ? n : null;
+    }
+    case "sampled":
+      return null;
+  }
+}
+
+export interface SpecResult {
+  spec: StudySpec;
+  /** problems found in the browser, keyed like the server's `field` (parameters.aoa, …) */
+  errors: Record<string, string>;
+}
+
+function paramSpec(
+  row: ParamRow,
+  errors: Record<string, string>,
+  combine: Combine,
+): ParameterSpec | undefined {
+  const where = `parameters.${row.name}`;
+  const num = (text: string, label: string): number | null => {
+    const n = parseNumber(text);
+    if (n === null) errors[where] ??= `${label} must be a number`;
+    return n;
+  };
+  switch (row.mode) {
+    case "fixed": {
+      if (row.value.trim() === "") {
+        errors[where] = "give a value";
+        return undefined;
+      }
+      const value = typed(row.value.trim(), row.def);
+      if (row.def && row.def.default !== undefined && String(row.def.default) === String(value)) {
+        return undefined; // the template's default applies
+      }
+      if (row.def && row.def.type !== "str" && typeof value !== "number") {
+        errors[where] = "must be a number";
+      }
+      return { value };
+    }
+    case "values": {
+      const values = parseValueList(row.values).map((v) =>
+        row.def?.type === "str" ? String(v) : v,
+      );
+      if (!values.length) errors[where] = "give at least one value (comma-separated)";
+      else if (row.def && row.def.type !== "str" && values.some((v) => typeof v !== "number")) {
+        errors[where] = "values must be numbers";
+      }
+      return { values };
+    }
+    case "range": {
+      const a = num(row.start, "start");
+      const b = num(row.stop, "stop");
+      const s = num(row.step, "step");
+      if (a !== null && b !== null && s !== null) {
+        if (s === 0) errors[where] = "step must not be 0";
+        else if ((b - a) * s < 0) errors[where] = `step ${s} never reaches ${b} from ${a}`;
+      }
+      return { range: [a ?? 0, b ?? 0, s ?? 0] };
+    }
+    case "linspace": {
+      const a = num(row.start, "start");
+      const b = num(row.stop, "stop");
+      const n = parseNumber(row.count);
+      if (n === null || !Number.isInteger(n) || n < 1)
+        errors[where] ??= "count must be a whole number ≥ 1";
+      return { linspace: [a ?? 0, b ?? 0, n ?? 0] };
+    }
+    case "sampled": {
+      if (!isSampled(combine))
+        errors[where] = "min/max sampling needs a sampled study (Latin hypercube or random)";
+      const lo = num(row.min, "min");
+      const hi = num(row.max, "max");
+      if (lo !== null && hi !== null && lo > hi) errors[where] = `min ${lo} is above max ${hi}`;
+      return { min: lo ?? 0, max: hi ?? 0, ...(row.integer ? { integer: true } : {}) };
+    }
+  }
+}
+
+function convergenceSpec(
+  c: ConvergenceForm,
+  errors: Record<string, string>,
+  objectiveNames: string[],
+): ConvergencePolicy | undefined {
+  const out: ConvergencePolicy = {};
+  const num = (text: string, field: string, positive = true) => {
+    const n = parseNumber(text);
+    if (n === null || (positive && n <= 0)) errors[field] = "must be a positive number";
+    return n ?? 0;
+  };
+  if (c.diverge) {
+    out.diverge = { nan: c.nan };
+    if (c.residualAbove.trim())
+      out.diverge.residual_above = num(c.residualAbove, "convergence.diverge.residual_above");
+  }
+  if (c.converge || c.objective) {
+    out.converge = {};
+    if (c.converge)
+      out.converge.residual_below = num(c.residualBelow, "convergence.converge.residual_below");
+    if (c.objective) {
+      if (!c.objectiveName) errors["convergence.converge.objective.name"] = "pick an objective";
+      else if (!objectiveNames.includes(c.objectiveName))
+        errors["convergence.converge.objective.name"] = `no objective named ${c.objectiveName}`;
+      const window = num(c.window, "convergence.converge.objective.window");
+      if (!Number.isInteger(window))
+        errors["convergence.converge.objective.window"] = "must be a whole number of iterations";
+      out.converge.objective = {
+        name: c.objectiveName,
+        window,
+        tolerance: num(c.tolerance, "convergence.converge.objective.tolerance"),
+      };
+    }
+  }
+  if (c.maxWall)
+    out.max_wall_seconds = Math.round(num(c.maxWallMinutes, "convergence.max_wall_seconds") * 60);
+  return Object.keys(out).length ? out : undefined;
+}
+
+/** The spec the API receives, plus what is already wrong with it. */
+export function toSpec(form: WizardForm): SpecResult {
+  const errors: Record<string, string> = {};
+  const spec: StudySpec = { name: form.name.trim() };
+  if (!spec.name) errors.name = "give the study a name";
+  else if (spec.name.length > 200) errors.name = "at most 200 characters";
+  if (form.description.trim()) spec.description = form.description.trim();
+  if (form.source === "template") {
+    if (form.template) spec.template = form.template;
+    else errors.template = "pick a template, or upload a case";
+  } else {
+    if (form.upload) spec.case = form.upload.id;
+    else errors.case = "upload a case archive (.tar.gz, .tgz or .zip)";
+  }
+  if (form.solver) spec.solver = form.solver;
+  else if (form.source === "upload") errors.solver = "choose the solver this case runs";
+  if (form.backend) spec.backend = form.backend;
+  spec.resources = { processes: form.processes, nodes: form.nodes, memory_gb: form.memoryGb };
+  if (!Number.isInteger(form.processes) || form.processes < 1)
+    errors["resources.processes"] = "at least 1 process";
+  if (!Number.isInteger(form.nodes) || form.nodes < 1)
+    errors["resources.nodes"] = "at least 1 node";
+  else if (form.nodes > form.processes) errors["resources.nodes"] = "cannot exceed the processes";
+  if (!(form.memoryGb > 0)) errors["resources.memory_gb"] = "must be above 0 GB";
+
+  const parameters: Record<string, ParameterSpec> = {};
+  const seen = new Set<string>();
+  for (const row of form.parameters) {
+    const where = `parameters.${row.name}`;
+    if (!IDENT.test(row.name)) {
+      errors[`parameters.${row.name || row.key}`] = "names are identifiers: letters, digits and _";
+      continue;
+    }
+    if (seen.has(row.name)) errors[where] = "this name is used twice";
+    seen.add(row.name);
+    const p = paramSpec(row, errors, form.combine);
+    if (p !== undefined) parameters[row.name] = p;
+  }
+  spec.parameters = parameters;
+  spec.combine = form.combine;
+  if (isSampled(form.combine)) {
+    const samples = parseNumber(form.samples);
+    if (samples === null || !Number.isInteger(samples) || samples < 1)
+      errors.samples = "a whole number of samples ≥ 1";
+    else spec.samples = samples;
+    const seed = parseNumber(form.seed);
+    if (seed !== null && Number.isInteger(seed)) spec.seed = seed;
+  }
+  if (form.combine === "zip") {
+    const counts = form.parameters.filter((r) => r.mode !== "fixed").map(rowCount);
+    if (new Set(counts).size > 1)
+      errors.parameters =
+        "zip pairs values by position: give every varied parameter the same number of values";
+  }
+
+  const derived: Record<string, string> = {};
+  for (const d of form.derived) {
+    if (!d.name && !d.expr) continue;
+    if (!IDENT.test(d.name))
+      errors[`derived.${d.name || d.key}`] = "names are identifiers: letters, digits and _";
+    else if (!d.expr.trim())
+      errors[`derived.${d.name}`] = "give an expression, e.g. speed*cos(radians(aoa))";
+    else if (seen.has(d.name)) errors[`derived.${d.name}`] = "a parameter already has this name";
+    derived[d.name] = d.expr.trim();
+  }
+  if (Object.keys(derived).length) spec.derived = derived;
+
+  const objectives: Record<string, ObjectiveSpec> = {};
+  for (const o of form.objectives) {
+    const where = `objectives.${o.name || o.key}`;
+    if (!IDENT.test(o.name)) {
+      errors[where] = "names are identifiers: letters, digits and _";
+      continue;
+    }
+    if (o.kind === "expr") {
+      if (!o.expr.trim()) errors[where] = "give an expression over other objectives, e.g. Cl / Cd";
+      objectives[o.name] = { expr: o.expr.trim() };
+    } else {
+      if (!o.series.trim()) errors[where] = "give a series, e.g. forceCoeffs.Cl";
+      const entry: ObjectiveSpec = { series: o.series.trim(), reduce: o.reduce };
+      if (o.reduce === "mean_last") {
+        const n = parseNumber(o.n);
+        if (n === null || !Number.isInteger(n) || n < 1)
+          errors[where] = "n: a whole number of iterations ≥ 1";
+        entry.n = n ?? 20;
+      }
+      objectives[o.name] = entry;
+    }
+  }
+  spec.objectives = objectives;
+
+  const convergence = convergenceSpec(form.convergence, errors, Object.keys(objectives));
+  if (convergence) spec.convergence = convergence;
+  return { spec, errors };
+}
+
+/** Which wizard step holds a field (server errors jump there). */
+export function stepOfField(field: string | null | undefined): number {
+  if (!field) return 4;
+  const head = field.split(/[.[]/)[0] ?? "";
+  if (["name", "description", "template", "case", "file"].includes(head)) return 0;
+  if (["parameters", "combine", "samples", "seed", "derived"].includes(head)) return 1;
+  if (["solver", "backend", "resources", "prepare"].includes(head)) return 2;
+  if (["objectives", "convergence"].includes(head)) return 3;
+  return 4;
+}
+
+/** The error for one input: exact field, or a deeper one (`objectives.LD.expr` for LD). */
+export function errorAt(errors: Record<string, string>, field: string): string | undefined {
+  if (errors[field]) return errors[field];
+  const prefix = `${field}.`;
+  for (const [k, v] of Object.entries(errors)) if (k.startsWith(prefix)) return v;
+  return undefined;
+}

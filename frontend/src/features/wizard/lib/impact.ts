@@ -1,0 +1,12 @@
+import { plural } from "@/lib/format";
+import type { QuotaImpact } from "@/lib/types";
+
+/** "120 runs × 4 cores: runs in about 8 waves within your 64-core quota" */
+export function impactSentence(runs: number, q: QuotaImpact): string {
+  const cores = q.per_run.cores;
+  const head = `${plural(runs, "run")} × ${plural(cores, "core")}`;
+  if (!q.fits) return `${head}: a single run does not fit your quota`;
+  if (runs <= q.concurrent_runs)
+    return `${head}: all run at once within your ${q.limits.cores}-core quota`;
+  return `${head}: runs in about ${plural(q.waves ?? 0, "wave")} of up to ${q.concurrent_runs} within your ${q.limits.cores}-core quota`;
+}

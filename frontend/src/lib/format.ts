@@ -1,0 +1,82 @@
+/** Formatting in the user's locale. */
+
+const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const timeOnly = new Intl.DateTimeFormat(undefined, { timeStyle: "medium" });
+const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+
+export function formatDateTime(iso: string | null | undefined): string {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? "—" : dateTime.format(d);
+}
+
+export function formatTime(iso: string | null | undefined): string {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? "—" : timeOnly.format(d);
+}
+
+export function formatRelative(iso: string | null | undefined, now: number = Date.now()): string {
+  if (!iso) return "—";
+  const seconds = (new Date(iso).getTime() - now) / 1000;
+  const abs = Math.abs(seconds);
+  if (abs < 45) return relative.format(Math.round(seconds), "second");
+  if (abs < 45 * 60) return relative.format(Math.round(seconds / 60), "minute");
+  if (abs < 22 * 3600) return relative.format(Math.round(seconds / 3600), "hour");
+  return relative.format(Math.round(seconds / 86400), "day");
+}
+
+/** 3725 -> "1 h 2 min", 75 -> "1 min 15 s", 9.3 -> "9.3 s" */
+export function formatDuration(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "—";
+  if (seconds < 10) return `${seconds.toFixed(1)} s`;
+  if (seconds < 60) return `${Math.round(seconds)} s`;
+  const s = Math.round(seconds);
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const rest = s % 60;
+  if (h) return `${h} h ${m} min`;
+  return rest ? `${m} min ${rest} s` : `${m} min`;
+}
+
+export function formatBytes(bytes: number | null | undefined): string {
+  if (bytes === null || bytes === undefined || !Number.isFinite(bytes)) return "—";
+  const units = ["B", "kB", "MB", "GB", "TB"];
+  let value = bytes;
+  let unit = 0;
+  while (Math.abs(value) >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return `${unit === 0 ? value : value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+}
+
+const integer = new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 });
+
+export function formatInt(value: number | null | undefined): string {
+  if (value === null || value === undefined || !Number.isFinite(value)) return "—";
+  return integer.format(value);
+}
+
+/** A measured value: 4 significant digits, scientific when very small or large. */
+export function formatNumber(value: unknown, digits = 4): string {
+  if (typeof value === "string") return value;
+  if (typeof value === "boolean") return value ? "true" : "false";
+  if (typeof value !== "number" || !Number.isFinite(value)) return "—";
+  if (value === 0) return "0";
+  const abs = Math.abs(value);
+  if (abs < 1e-3 || abs >= 1e6) return value.toExponential(digits - 1);
+  return Number(value.toPrecision(digits)).toLocaleString(undefined, {
+    maximumFractionDigits: 10,
+  });
+}
+
+/** A memory size given in GB (quota units). */
+export function formatGb(value: number | null | undefined): string {
+  if (value === null || value === undefined || !Number.isFinite(value)) return "—";
+  return `${Number(value.toPrecision(3))} GB`;
+}
+
+export function plural(n: number, one: string, many = `${one}s`): string {
+  return `${formatInt(n)} ${n === 1 ? one : many}`;
+}

@@ -1,0 +1,301 @@
+"""Compositions: a resolved closure + a base + a recipe, identified by a content digest.
+
+The digest covers everything that changes the image's bits: the recipe text (Containerfile
+or cloud-init user data, which names the base), each package's build identity (version,
+Debian packages, environment, what it provides, and the hash of every file it copies) and the
+recipe generator's version. It does not cover descriptions or run configurations (they are
+read from the catalog when a study runs) or the name (two requests with one closure share an
+image). Same digest, same image: builds are cached and reused.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestration.composer.manifest import Catalog, Manifest, Requirement, parse_requirement
+from orchestration.composer.resolve import resolve
+
+__all__ = [
+    "BaseSpec",
+    "Composition",
+    "DEFAULT_BASE",
+    "IMPLICIT_PACKAGES",
+    "KINDS",
+    "LABEL_PREFIX",
+    "RECIPE_VERSION",
+    "compose",
+]
+
+RECIPE_VERSION = 1  # bump when the recipe generator changes what it produces
+KINDS = ("container", "vm")
+IMPLICIT_PACKAGES = ("windtunnel-agent",)  # every image runs the agent
+LABEL_PREFIX = "org.windtunnel"
+REPOSITORY = "localhost/windtunnel"
+
+
+def _sha256(data: Any) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BaseSpec:
+    """What every image starts from.
+
+    Containers: a Debian root filesystem made with `debootstrap --variant=<variant> <suite>`
+    (built locally and cached by its digest). VMs: the distribution's cloud image, named as
+    it is in the cloud's image service. The mirror is a transport detail, not part of the
+    digest (WINDTUNNEL_DEBIAN_MIRROR).
+    """
+
+    distribution: str = "debian"
+    suite: str = "bookworm"
+    variant: str = "minbase"
+    include: tuple[str, ...] = ()
+    cloud_image: str = "debian-12-genericcloud-amd64"
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "distribution": self.distribution,
+            "suite": self.suite,
+            "variant": self.variant,
+            "include": sorted(self.include),
+            "recipe": RECIPE_VERSION,
+        }
+
+    @property
+    def digest(self) -> str:
+        return _sha256({"rootfs": self.identity()})
+
+    @property
+    def ref(self) -> str:
+        """The base's name in local image storage."""
+        return f"{REPOSITORY}/base:{self.suite}-{self.digest.split(':')[1][:16]}"
+
+
+DEFAULT_BASE = BaseSpec()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Composition:
+    kind: str
+    name: str
+    requested: tuple[str, ...]
+    closure: tuple[Manifest, ...]
+    base: BaseSpec
+    recipe: str  # the Containerfile, or the cloud-init user data for a VM
+    digest: str
+    env: Mapping[str, str]
+    solvers: tuple[str, ...]
+    utilities: tuple[str, ...]
+
+    @property
+    def packages(self) -> list[dict[str, str]]:
+        return [{"name": m.name, "version": m.version} for m in self.closure]
+
+    @property
+    def ref(self) -> str:
+        """The image's tag in local storage: repository/name:first 16 hex digits of the digest."""
+        return f"{REPOSITORY}/{self.name}:{self.digest.split(':')[1][:16]}"
+
+    @property
+    def display(self) -> str:
+        return f"{self.name}@{self.digest[:19]}…"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {
+            f"{LABEL_PREFIX}.digest": self.digest,
+            f"{LABEL_PREFIX}.name": self.name,
+            f"{LABEL_PREFIX}.packages": ",".join(f"{m.name}={m.version}" for m in self.closure),
+            f"{LABEL_PREFIX}.solvers": ",".join(self.solvers),
+            f"{LABEL_PREFIX}.base": self.base.digest,
+            f"{LABEL_PREFIX}.recipe": str(RECIPE_VERSION),
+            "org.opencontainers.image.title": self.name,
+            "org.opencontainers.image.description": "Windtunnel solver image: "
+            + ", ".join(f"{m.name} {m.version}" for m in self.closure),
+        }
+
+    def provider(self, executable: str) -> Manifest | None:
+        """The package of the closure that provides a solver or utility."""
+        for m in self.closure:
+            if executable in m.solvers or executable in m.utilities:
+                return m
+        return None
+
+    def write_context(self, directory: Path) -> Path:
+        """Write the build context (Containerfile + files/<package>/<dest path>); return it."""
+        if self.kind != "container":
+            raise ValueError("only container compositions have a build context")
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "Containerfile").write_text(self.recipe, encoding="utf-8")
+        for m in self.closure:
+            for entry in m.file_entries:
+                target = directory / "files" / m.name / entry.dest.lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(entry.source, target)
+                os.chmod(target, entry.mode)
+        return directory
+
+
+def _image_name(closure: tuple[Manifest, ...]) -> str:
+    """A readable name from the closure: the packages nothing else in it depends on."""
+    needed = {d.name for m in closure for d in m.depends}
+    names = {m.name for m in closure}
+    leaves = sorted(names - needed - set(IMPLICIT_PACKAGES) - {"openfoam-core"})
+    prefix = "openfoam" if "openfoam-core" in names else ""
+    if not leaves:
+        return "openfoam-core" if prefix else "-".join(sorted(names))[:60]
+    name = "-".join(([prefix] if prefix else []) + leaves)
+    return (
+        name if len(name) <= 60 else name[:51] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
+    )
+
+
+def _containerfile(closure: tuple[Manifest, ...], base: BaseSpec, env: Mapping[str, str]) -> str:
+    lines = [
+        f"# Windtunnel composer recipe v{RECIPE_VERSION}: "
+        + ", ".join(f"{m.name} {m.version}" for m in closure),
+        f"FROM {base.ref}",
+    ]
+    for m in closure:
+        steps = []
+        if m.debian:
+            steps.append(
+                "RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+                "--no-install-recommends " + " ".join(m.debian) + " && apt-get clean && "
+                "rm -rf /var/lib/apt/lists/*"
+            )
+        if m.file_entries:
+            steps.append(f"COPY files/{m.name}/ /")
+        if steps:
+            lines.append(f"# {m.name} {m.version}")
+            lines.extend(steps)
+    if env:
+        lines.append("ENV " + " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(env.items())))
+    return "\n".join(lines) + "\n"
+
+
+def _tar_gz(entries: Iterable[Any]) -> bytes:
+    """A reproducible .tar.gz of a package's files (paths relative to /, mtime 0, root-owned)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for entry in entries:
+            data = entry.source.read_bytes()
+            info = tarfile.TarInfo(entry.dest.lstrip("/"))
+            info.size, info.mode, info.mtime = len(data), entry.mode, 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), compresslevel=9, mtime=0)
+
+
+def _cloud_config(
+    closure: tuple[Manifest, ...], base: BaseSpec, env: Mapping[str, str], *, poweroff: bool
+) -> str:
+    debian = [p for m in closure for p in m.debian]
+    files: list[dict[str, Any]] = []
+    runcmd: list[list[str]] = []
+    for m in closure:
+        if m.file_entries:
+            path = f"/var/lib/windtunnel/payload/{m.name}.tar.gz"
+            files.append(
+                {
+                    "path": path,
+                    "encoding": "b64",
+                    "permissions": "0644",
+                    "content": base64.b64encode(_tar_gz(m.file_entries)).decode(),
+                }
+            )
+            runcmd.append(["tar", "-xzf", path, "-C", "/", "--no-same-owner"])
+    env_lines = "".join(f"{k}={v}\n" for k, v in sorted(env.items()))
+    files += [
+        {"path": "/etc/windtunnel/env", "permissions": "0644", "content": env_lines},
+        {
+            "path": "/etc/profile.d/windtunnel.sh",
+            "permissions": "0644",
+            "content": "".join(f"export {k}={json.dumps(v)}\n" for k, v in sorted(env.items())),
+        },
+    ]
+    runcmd.append(["touch", "/etc/windtunnel/ready"])
+    config: dict[str, Any] = {
+        "package_update": True,
+        "packages": sorted(dict.fromkeys(debian)),
+        "write_files": files,
+        "runcmd": runcmd,
+    }
+    if poweroff:
+        config["power_state"] = {
+            "mode": "poweroff",
+            "message": "windtunnel image baked",
+            "condition": True,
+        }
+    header = (
+        "#cloud-config\n"
+        f"# Windtunnel composer recipe v{RECIPE_VERSION} for {base.cloud_image}: "
+        + ", ".join(f"{m.name} {m.version}" for m in closure)
+        + "\n# Boot the base cloud image with this user data; when the server shuts off,"
+        " snapshot it.\n"
+    )
+    return header + yaml.safe_dump(config, sort_keys=True, width=1_000_000)
+
+
+def compose(
+    requested: Iterable[str | Requirement],
+    catalog: Catalog,
+    *,
+    kind: str = "container",
+    base: BaseSpec = DEFAULT_BASE,
+    implicit: Iterable[str] = IMPLICIT_PACKAGES,
+    poweroff: bool = True,
+) -> Composition:
+    """Resolve `requested` (plus the implicit packages) and make the recipe and digest."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    asked = [str(r) for r in requested]
+    implicit = [p for p in implicit if catalog.versions(p)]
+    resolution = resolve([*asked, *[p for p in implicit if p not in asked]], catalog)
+    closure = resolution.closure
+    env: dict[str, str] = {}
+    for m in closure:
+        env.update(m.env)
+    if kind == "container":
+        recipe = _containerfile(closure, base, env)
+        base_identity: dict[str, Any] = {"rootfs": base.identity(), "digest": base.digest}
+    else:
+        recipe = _cloud_config(closure, base, env, poweroff=poweroff)
+        base_identity = {"cloud_image": base.cloud_image}
+    digest = _sha256(
+        {
+            "recipe_version": RECIPE_VERSION,
+            "kind": kind,
+            "base": base_identity,
+            "packages": [m.build_identity() for m in closure],
+            "recipe": recipe,
+        }
+    )
+    return Composition(
+        kind=kind,
+        name=_image_name(closure),
+        requested=tuple(sorted({parse_requirement(a).name for a in asked})),
+        closure=closure,
+        base=base,
+        recipe=recipe,
+        digest=digest,
+        env=env,
+        solvers=tuple(dict.fromkeys(s for m in closure for s in m.solvers)),
+        utilities=tuple(dict.fromkeys(u for m in closure for u in m.utilities)),
+    )

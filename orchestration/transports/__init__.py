@@ -1,0 +1,21 @@
+"""Transports: how a driver reaches its cluster (local commands, or SSH to a login node)."""
+
+from orchestration.transports.base import (
+    CommandResult,
+    FileSpec,
+    Transport,
+    TransportError,
+    backoff_delays,
+    retry,
+)
+from orchestration.transports.local import LocalTransport
+
+__all__ = [
+    "CommandResult",
+    "FileSpec",
+    "LocalTransport",
+    "Transport",
+    "TransportError",
+    "backoff_delays",
+    "retry",
+]
