@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from bench.common import emit, progress, setup_django
+from bench.common import emit, fresh_stack, progress, setup_django
 
 RUNS = 2000
 
@@ -22,7 +22,6 @@ def main() -> None:
     from django.db import connection
 
     from catalog.models import Backend
-    from core.stack import Stack
     from studies.models import Simulation
     from studies.services import study_create
     from tenancy.services import tenant_create_or_update
@@ -31,12 +30,14 @@ def main() -> None:
         name="noop", defaults={"kind": "noop", "cores": 1_000_000, "memory_gb": 1e6, "max_nodes": 1}
     )
     tenant = tenant_create_or_update(
-        name="bench-dispatch", username="bench-dispatch", quota={"cores": 100_000, "memory_gb": 1e6, "max_runs": 100_000}
+        name="bench-dispatch",
+        username="bench-dispatch",
+        quota={"cores": 100_000, "memory_gb": 1e6, "max_runs": 100_000},
     )
     user = tenant.memberships.get().user
     Simulation.objects.filter(tenant=tenant).delete()
 
-    stack = Stack()
+    stack = fresh_stack()
     stack.start_worker()
     try:
         time.sleep(3)  # let the worker connect
@@ -70,7 +71,9 @@ def main() -> None:
             cur.execute("INSERT INTO bench_rows VALUES (%s, %s)", [i, "x"])
         insert_rate = RUNS / (time.perf_counter() - t1)
     rate = RUNS / elapsed
-    progress(f"submit (validate + create {RUNS} runs) {t_submit:.2f} s; all dispatched after {elapsed:.2f} s")
+    progress(
+        f"submit (validate + create {RUNS} runs) {t_submit:.2f} s; all dispatched after {elapsed:.2f} s"
+    )
     emit(
         "dispatch_rate",
         rate,

@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from bench.common import emit, progress, setup_django
+from bench.common import emit, fresh_stack, progress, setup_django
 
 RUNS = 50
 
@@ -34,17 +34,18 @@ def rss(procs: list[psutil.Popen]) -> float:
 
 def main() -> None:
     setup_django()
-    from core.stack import Stack
     from studies.choices import TERMINAL_STATES
     from studies.models import Simulation
     from studies.services import study_create
     from tenancy.services import tenant_create_or_update
 
     tenant = tenant_create_or_update(
-        name="bench-memory", username="bench-memory", quota={"cores": 2, "memory_gb": 8, "max_runs": 2}
+        name="bench-memory",
+        username="bench-memory",
+        quota={"cores": 2, "memory_gb": 8, "max_runs": 2},
     )
     user = tenant.memberships.get().user
-    stack = Stack()
+    stack = fresh_stack()
     stack.start_web()
     stack.start_worker()
     procs = [stack.web, stack.worker]
@@ -54,7 +55,11 @@ def main() -> None:
         spec = {
             "name": "memory bench",
             "template": "cavity",
-            "parameters": {"lid_velocity": {"linspace": [0.5, 2.0, RUNS]}, "cells": 10, "end_time": 0.2},
+            "parameters": {
+                "lid_velocity": {"linspace": [0.5, 2.0, RUNS]},
+                "cells": 10,
+                "end_time": 0.2,
+            },
         }
         study = study_create(tenant=tenant, owner=user, spec=spec, submit=True)
         samples = []

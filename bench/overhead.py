@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import ROOT, emit, progress, setup_django
+from bench.common import ROOT, emit, fresh_stack, progress, setup_django
 
 RUNS = 16
 PARAMS = {"lid_velocity": {"linspace": [0.5, 2.0, RUNS]}, "cells": 40, "end_time": 0.5}
@@ -29,7 +29,7 @@ def bare(contexts: list[dict], workdir: Path) -> float:
         dst = workdir / f"case{i:02d}"
         render_case(ROOT / "templates" / "cavity", dst, context)
         cases.append(str(dst))
-    script = "cd \"$1\" && blockMesh > log.blockMesh 2>&1 && icoFoam > log.icoFoam 2>&1"
+    script = 'cd "$1" && blockMesh > log.blockMesh 2>&1 && icoFoam > log.icoFoam 2>&1'
     env = {**os.environ, "WM_PROJECT_DIR": "/usr/share/openfoam"}
     t0 = time.perf_counter()
     subprocess.run(
@@ -43,7 +43,6 @@ def bare(contexts: list[dict], workdir: Path) -> float:
 
 def main() -> None:
     setup_django()
-    from core.stack import Stack
     from studies.choices import TERMINAL_STATES
     from studies.models import Simulation
     from studies.services import study_create
@@ -51,13 +50,15 @@ def main() -> None:
     from tenancy.services import tenant_create_or_update
 
     tenant = tenant_create_or_update(
-        name="bench-overhead", username="bench-overhead", quota={"cores": 2, "memory_gb": 8, "max_runs": 2}
+        name="bench-overhead",
+        username="bench-overhead",
+        quota={"cores": 2, "memory_gb": 8, "max_runs": 2},
     )
     user = tenant.memberships.get().user
     spec = {"name": "overhead bench", "template": "cavity", "parameters": PARAMS}
     contexts = [ctx for _, ctx in spec_resolve(tenant=tenant, spec=spec).points()]
 
-    stack = Stack()
+    stack = fresh_stack()
     stack.start_web()
     stack.start_worker()
     try:

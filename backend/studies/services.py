@@ -783,7 +783,7 @@ def run_report_state(
             f"state must be running, completed, failed or cancelled; got {state!r}", field="state"
         )
     backend_end = None
-    if state == RunState.CANCELLED and reason == EndReason.TERMINATED:
+    if state in (RunState.CANCELLED, RunState.FAILED):  # killed by the backend, unasked?
         backend_end = _backend_terminated(run=run, attempt=attempt)
     with transaction.atomic():
         current = Simulation.objects.select_for_update().get(pk=run.pk)
@@ -876,7 +876,11 @@ def run_stop_by_policy(*, run: Simulation, attempt: int, outcome: str, detail: s
 
 
 def _backend_terminated(*, run: Simulation, attempt: int) -> tuple[str, bool] | None:
-    """An agent says it was terminated though the portal asked no stop: ask the backend why."""
+    """A run ended badly though the portal asked no stop: did the backend end it, and why?
+
+    Slurm signals every process of a job at a time limit, so the agent reports either
+    `terminated` or its solver's death by SIGTERM; only the backend knows it was TIMEOUT.
+    """
     row = (
         Simulation.objects.select_related("backend")
         .filter(pk=run.pk, attempt=attempt, stop_requested=False)

@@ -48,13 +48,23 @@ def study_group(study_id) -> str:
 
 def send(group: str, message: dict[str, Any]) -> None:
     """Hand a message to the channel layer; a failure loses only the courier, not the data."""
+    send_many([(group, message)])
+
+
+def send_many(messages: list[tuple[str, dict[str, Any]]]) -> None:
+    """Several messages in one trip into the event loop (dispatch publishes hundreds)."""
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or not messages:
         return
-    try:
-        async_to_sync(layer.group_send)(group, {"type": "event", "data": message})
-    except Exception as exc:  # noqa: BLE001 — clients re-sync from REST on gaps
-        log.warning("live event to %s not delivered: %s", group, exc)
+
+    async def deliver() -> None:
+        for group, message in messages:
+            try:
+                await layer.group_send(group, {"type": "event", "data": message})
+            except Exception as exc:  # noqa: BLE001 — clients re-sync from REST on gaps
+                log.warning("live event to %s not delivered: %s", group, exc)
+
+    async_to_sync(deliver)()
 
 
 def bump_run_seq(run_id) -> int:
@@ -95,14 +105,14 @@ def _publish_now(ids: list[str]) -> None:
         names = [c.name for c in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
     by_study: dict[str, list[dict[str, Any]]] = {}
+    messages = []
     for row in rows:
         run = {k: _jsonable(k, v) for k, v in row.items() if k not in ("study_id", "event_seq")}
         run["id"] = str(row["id"])
-        send(
-            run_group(row["id"]),
-            {"type": "state", "id": run["id"], "seq": row["event_seq"], "run": run},
-        )
+        state = {"type": "state", "id": run["id"], "seq": row["event_seq"], "run": run}
+        messages.append((run_group(row["id"]), state))
         by_study.setdefault(str(row["study_id"]), []).append(run)
+    send_many(messages)
     for study_id, runs in by_study.items():
         publish_study(study_id=study_id, kind="runs", payload={"runs": runs})
 

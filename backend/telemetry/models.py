@@ -14,6 +14,11 @@ class SeriesChunk(models.Model):
     ys = ArrayField(models.FloatField(null=True))
     x_min = models.FloatField()
     x_max = models.FloatField()
+    # the chunk's lowest and highest point: downsampled reads of long series use only these
+    low_x = models.FloatField(null=True)
+    low_y = models.FloatField(null=True)
+    high_x = models.FloatField(null=True)
+    high_y = models.FloatField(null=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

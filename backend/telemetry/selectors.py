@@ -101,6 +101,13 @@ def series_read(
     attempt = run.attempt if attempt is None else attempt
     out = {}
     for name in names:
+        if since_seq is None:
+            summary = _summary_downsample(
+                run=run, attempt=attempt, name=name, max_points=max_points, max_seq=max_seq
+            )
+            if summary is not None:
+                out[name] = summary
+                continue
         xs, ys = series_values(
             run=run, attempt=attempt, name=name, since_seq=since_seq, max_seq=max_seq
         )
@@ -115,6 +122,40 @@ def series_read(
             "returned": len(dx),
         }
     return out
+
+
+def _summary_downsample(
+    *, run, attempt: int, name: str, max_points: int, max_seq: int | None
+) -> dict[str, Any] | None:
+    """For series with more chunks than buckets: min/max per bucket from the chunks' stored
+    extremes, without loading a single point array. Cost grows with chunks, not points."""
+    from django.db.models import Func, IntegerField
+
+    chunks = SeriesChunk.objects.filter(run=run, attempt=attempt, name=name)
+    if max_seq is not None:
+        chunks = chunks.filter(event_seq__lte=max_seq)
+    buckets = max(max_points // 2, 1)
+    if chunks.count() <= buckets:
+        return None
+    length = Func("xs", 1, function="array_length", output_field=IntegerField())
+    rows = list(chunks.order_by("seq").values_list("low_x", "low_y", "high_x", "high_y", length))
+    per = -(-len(rows) // buckets)
+    xs: list[float] = []
+    ys: list[float | None] = []
+    total = 0
+    for b in range(0, len(rows), per):
+        group = rows[b : b + per]
+        total += sum(r[4] or 0 for r in group)
+        lows = [(r[0], r[1]) for r in group if r[1] is not None]
+        highs = [(r[2], r[3]) for r in group if r[3] is not None]
+        if not lows:
+            continue
+        low = min(lows, key=lambda p: p[1])
+        high = max(highs, key=lambda p: p[1])
+        for x, y in sorted({low, high}):
+            xs.append(x)
+            ys.append(y)
+    return {"x": xs, "y": ys, "points": total, "returned": len(xs)}
 
 
 def log_tail(*, run, attempt: int | None = None, lines: int = 200) -> list[str]:

@@ -100,6 +100,7 @@ def telemetry_ingest(
                     ys=[p[1] for p in pts],
                     x_min=min(p[0] for p in pts),
                     x_max=max(p[0] for p in pts),
+                    **_extremes(pts),
                 )
                 for name, pts in clean.items()
             ]
@@ -125,6 +126,15 @@ def telemetry_ingest(
         if clean:
             _apply_policy(run=run, attempt=attempt, new=clean)
     return seq
+
+
+def _extremes(pts: list[list[float | None]]) -> dict[str, float | None]:
+    finite = [p for p in pts if p[1] is not None]
+    if not finite:
+        return {"low_x": None, "low_y": None, "high_x": None, "high_y": None}
+    low = min(finite, key=lambda p: p[1])
+    high = max(finite, key=lambda p: p[1])
+    return {"low_x": low[0], "low_y": low[1], "high_x": high[0], "high_y": high[1]}
 
 
 def _apply_policy(*, run: Simulation, attempt: int, new: Mapping[str, list]) -> None:

@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,14 +25,6 @@ def cluster() -> dict[str, Any]:
     return json.loads(CLUSTER_JSON.read_text())
 
 
-def _alive(pidfile: Path) -> bool:
-    try:
-        os.kill(int(pidfile.read_text().strip()), 0)
-        return True
-    except (OSError, ValueError):
-        return False
-
-
 @functools.lru_cache(maxsize=1)
 def slurm_unavailable() -> str:
     """Why the test cluster cannot be used ("" when it can); scripts/start-slurm starts it."""
@@ -39,9 +32,6 @@ def slurm_unavailable() -> str:
         return "Slurm is not installed (scripts/start-slurm installs and starts it)"
     if not CLUSTER_JSON.is_file():
         return "the test cluster was never started (run scripts/start-slurm, or make test)"
-    run = ROOT / ".data" / "slurm" / "run"
-    if not (_alive(run / "slurmctld.pid") and _alive(run / "slurmd.pid")):
-        return "the test cluster is not running (run scripts/start-slurm, or make test)"
     conf = cluster()
     try:
         out = subprocess.run(
@@ -54,7 +44,9 @@ def slurm_unavailable() -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"sinfo failed: {exc}"
     if out.returncode != 0:
-        return f"sinfo failed: {out.stderr.strip()}"
+        return f"the test cluster does not answer (scripts/start-slurm starts it): {out.stderr.strip()}"
+    if not {"idle", "mixed", "allocated", "completing"} & set(out.stdout.split()):
+        return f"the test cluster's node is not up: {out.stdout.strip()}"
     return ""
 
 
@@ -62,8 +54,14 @@ def slurm_unavailable() -> str:
 def ssh_unavailable() -> str:
     if reason := slurm_unavailable():
         return reason
-    if not _alive(ROOT / ".data" / "slurm" / "ssh" / "sshd.pid"):
-        return "the loopback sshd is not running (run scripts/start-slurm)"
+    ssh = cluster()["ssh"]
+    try:
+        with socket.create_connection((ssh["host"], ssh["port"]), timeout=5) as conn:
+            conn.settimeout(5)
+            if not conn.recv(64).startswith(b"SSH-"):
+                return "the loopback sshd's port does not answer SSH"
+    except OSError as exc:
+        return f"the loopback sshd is not running (run scripts/start-slurm): {exc}"
     return ""
 
 
