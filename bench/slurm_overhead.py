@@ -82,6 +82,14 @@ def _bare(contexts: list[dict], conf: str, tmp: Path, label: str) -> float:
 
 
 def main() -> None:
+    sys.path.insert(0, str(ROOT))
+    from orchestration.tests.test_slurm_cluster import started_cluster
+
+    with started_cluster():
+        _main()
+
+
+def _main() -> None:
     setup_django()
     from catalog.models import Backend
     from core.stack import Stack

@@ -125,6 +125,13 @@ def _bare_loop(conf: str, workdir: Path) -> dict:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
+    from orchestration.tests.test_slurm_cluster import started_cluster
+
+    with started_cluster():
+        _main()
+
+
+def _main() -> None:
     from orchestration.tests.test_slurm_cluster import (
         slurm_settings,
         slurm_unavailable,

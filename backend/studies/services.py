@@ -735,18 +735,21 @@ def run_heartbeat(
         fields["cpu_percent"] = float(resources["cpu_percent"])
     if isinstance(resources.get("rss_bytes"), int | float):
         fields["rss_bytes"] = int(resources["rss_bytes"])
-    updated = Simulation.objects.filter(
-        pk=run.pk, attempt=attempt, state__in=STARTED_STATES
-    ).update(**fields)
-    if not updated:
-        current = Simulation.objects.filter(pk=run.pk).values_list("state", "attempt").first()
-        if current and current[1] == attempt and current[0] in TERMINAL_STATES:
-            return True  # ended by the portal (cancel, policy): stop, but keep what comes in
-        raise StaleAttempt()
-    return (
-        Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first()
-        or False
-    )
+    # one round trip: the sign of life, and whether the portal wants the run stopped
+    sets = ", ".join(f"{name} = %s" for name in fields)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {Simulation._meta.db_table} SET {sets} WHERE id = %s AND attempt = %s "
+            "AND state IN (%s, %s) RETURNING stop_requested",
+            [*fields.values(), str(run.pk), attempt, *STARTED_STATES],
+        )
+        row = cur.fetchone()
+    if row is not None:
+        return bool(row[0])
+    current = Simulation.objects.filter(pk=run.pk).values_list("state", "attempt").first()
+    if current and current[1] == attempt and current[0] in TERMINAL_STATES:
+        return True  # ended by the portal (cancel, policy): stop, but keep what comes in
+    raise StaleAttempt()
 
 
 def run_report_state(

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from core.exceptions import ApplicationError
@@ -46,7 +45,8 @@ def telemetry_ingest(
     log: Sequence[str] = (),
 ) -> int:
     """Store one batch from the agent as one chunk per series, stamped with the run stream's
-    next seq; publish it after commit; apply the study's convergence policy. Returns the seq."""
+    next seq; publish it after commit; apply the study's convergence policy. Returns the seq,
+    negated when the policy stopped the run (the agent must be told to stop)."""
     if not isinstance(series, Mapping):
         raise ApplicationError("series must be an object of name → [[x, y], …]", field="series")
     if len(series) > MAX_SERIES_PER_BATCH:
@@ -82,19 +82,13 @@ def telemetry_ingest(
         return 0
     with transaction.atomic():
         seq = bump_run_seq(run.pk)
-        last = dict(
-            SeriesChunk.objects.filter(run=run, attempt=attempt, name__in=list(clean))
-            .values("name")
-            .annotate(seq=Max("seq"))
-            .values_list("name", "seq")
-        )
         SeriesChunk.objects.bulk_create(
             [
                 SeriesChunk(
                     run=run,
                     attempt=attempt,
                     name=name,
-                    seq=last.get(name, -1) + 1,
+                    seq=seq,
                     event_seq=seq,
                     xs=[p[0] for p in pts],
                     ys=[p[1] for p in pts],
@@ -105,15 +99,8 @@ def telemetry_ingest(
                 for name, pts in clean.items()
             ]
         )
-        if lines:
-            n = LogChunk.objects.filter(run=run, attempt=attempt).aggregate(m=Max("seq"))["m"]
-            LogChunk.objects.create(
-                run=run,
-                attempt=attempt,
-                seq=(n if n is not None else -1) + 1,
-                event_seq=seq,
-                lines=lines,
-            )
+        if lines:  # chunks are ordered by the run stream's seq: no per-series counter
+            LogChunk.objects.create(run=run, attempt=attempt, seq=seq, event_seq=seq, lines=lines)
         message = {
             "type": "telemetry",
             "id": str(run.pk),
@@ -123,8 +110,8 @@ def telemetry_ingest(
             "log": lines,
         }
         transaction.on_commit(lambda: send(run_group(run.pk), message))
-        if clean:
-            _apply_policy(run=run, attempt=attempt, new=clean)
+        if clean and _apply_policy(run=run, attempt=attempt, new=clean):
+            return -seq  # negative: the policy just stopped the run
     return seq
 
 
@@ -137,12 +124,14 @@ def _extremes(pts: list[list[float | None]]) -> dict[str, float | None]:
     return {"low_x": low[0], "low_y": low[1], "high_x": high[0], "high_y": high[1]}
 
 
-def _apply_policy(*, run: Simulation, attempt: int, new: Mapping[str, list]) -> None:
+def _apply_policy(*, run: Simulation, attempt: int, new: Mapping[str, list]) -> bool:
     from studies.services import run_stop_by_policy
 
     policy = run.study.convergence or DEFAULT_POLICY
-    residual = next((n for n in sorted(new) if n.startswith("residual.")), None)
-    iterations = series_length(run=run, attempt=attempt, name=residual) if residual else 0
+    iterations = 0
+    if policy.get("converge") and policy.get("min_iterations"):
+        residual = next((n for n in sorted(new) if n.startswith("residual.")), None)
+        iterations = series_length(run=run, attempt=attempt, name=residual) if residual else 0
     decision = check(
         policy,
         new=new,
@@ -156,10 +145,11 @@ def _apply_policy(*, run: Simulation, attempt: int, new: Mapping[str, list]) -> 
                 "max_wall_time",
                 f"ran {elapsed:.0f} s, over the {policy['max_wall_seconds']:g} s limit",
             )
-    if decision is not None:
-        run_stop_by_policy(
-            run=run, attempt=attempt, outcome=decision.outcome, detail=decision.detail
-        )
+    if decision is None:
+        return False
+    return run_stop_by_policy(
+        run=run, attempt=attempt, outcome=decision.outcome, detail=decision.detail
+    )
 
 
 def trust_compute(*, run: Simulation, solver_converged: bool) -> tuple[str, dict[str, Any]]:

@@ -651,7 +651,7 @@ class SlurmDriver:
             return None
         row = self._queue_row(handle, fresh=True)
         state = row.state if row else ""
-        if state in ("COMPLETING", "RUNNING", "SIGNALING", "") or state not in FINAL_STATES:
+        if state not in FINAL_STATES:  # still completing (or already forgotten): ask accounting
             accounted = self._accounting_row(handle)
             if accounted is not None and accounted.state in FINAL_STATES:
                 state = accounted.state

@@ -6,12 +6,14 @@ Other test modules import `cluster`, `slurm_unavailable`, `slurm_settings` and
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +153,16 @@ def test_start_slurm_is_idempotent_when_running() -> None:
     assert out.returncode == 0, out.stderr
     assert "starting slurmctld" not in out.stdout  # nothing restarted
     assert (ROOT / ".data/slurm/run/slurmctld.pid").read_text() == before
+
+
+@contextlib.contextmanager
+def started_cluster() -> Iterator[None]:
+    """Start the test cluster for a benchmark (a lease on this process), stop it after."""
+    lease = str(os.getpid())
+    subprocess.run([str(ROOT / "scripts/start-slurm"), "--lease", lease], check=True)
+    slurm_unavailable.cache_clear()
+    ssh_unavailable.cache_clear()
+    try:
+        yield
+    finally:
+        subprocess.run([str(ROOT / "scripts/stop-slurm"), "--lease", lease], check=False)

@@ -158,7 +158,8 @@ def test_write_files_and_put_tree_stage_atomically(tmp_path: Path) -> None:
 def test_a_cavity_run_over_ssh_stages_the_case_and_runs_as_the_cluster_user(
     portal: FakePortal, cavity: Path, tmp_path: Path
 ) -> None:
-    driver = get_driver("slurm", {**ssh_settings(), "secrets": ssh_secrets()})
+    work_root = f"windtunnel-test/{tmp_path.name}"  # a fresh run directory on the cluster
+    driver = get_driver("slurm", {**ssh_settings(work_root=work_root), "secrets": ssh_secrets()})
     assert isinstance(driver, SlurmDriver)
     spec = make_spec(
         portal=portal, case_dir=cavity, work_dir=tmp_path / "portal-side", steps=serial_steps()
@@ -166,10 +167,10 @@ def test_a_cavity_run_over_ssh_stages_the_case_and_runs_as_the_cluster_user(
     driver.prepare(spec)
     handle = driver.start(spec)
     home = cluster()["ssh"]["home"]
-    run_dir = f"{home}/windtunnel-test/runs/{spec.run_id}/attempt-1"
+    run_dir = f"{home}/{work_root}/runs/{spec.run_id}/attempt-1"
     staged = json.loads(driver.transport.run(["cat", f"{run_dir}/run.json"]).stdout)
     assert staged["work_dir"] == run_dir
-    assert staged["case_dir"].startswith(f"{home}/windtunnel-test/cases/")
+    assert staged["case_dir"].startswith(f"{home}/{work_root}/cases/")
     assert staged["case_dir"] != str(cavity)
     assert squeue("-h", "-j", handle, "-o", "%u").strip() in ("wtslurm", "")
     assert portal.wait_for(lambda: "completed" in portal.states(), timeout=120), portal.states()
@@ -180,3 +181,4 @@ def test_a_cavity_run_over_ssh_stages_the_case_and_runs_as_the_cluster_user(
         time.sleep(0.2)
     assert driver.poll(handle).exit_code == 0
     assert driver.transport.pool.connections_opened == 1
+    driver.transport.run(["rm", "-rf", f"{home}/{work_root}"])

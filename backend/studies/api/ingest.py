@@ -131,15 +131,14 @@ class IngestTelemetryView(_IngestView):
     def post(self, request, run_id):
         data = self._validated(request)
         run = _run_for(request, run_id, data["attempt"])
-        services.run_heartbeat(run=run, attempt=data["attempt"])
-        telemetry_ingest(
+        stop = services.run_heartbeat(run=run, attempt=data["attempt"])
+        seq = telemetry_ingest(
             run=run,
             attempt=data["attempt"],
             series=data.get("series") or {},
             log=data.get("log") or [],
         )
-        stop = Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first()
-        return Response({"stop": stop})
+        return Response({"stop": bool(stop or seq < 0)})
 
 
 class IngestArchiveView(_IngestView):

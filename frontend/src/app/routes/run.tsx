@@ -173,7 +173,8 @@ export function RunPage() {
               {r.processes} × core, {r.memory_gb} GB
             </Fact>
             <Fact label="Backend">
-              {r.backend} · attempt {r.attempt}
+              {r.backend}
+              {r.attempt && r.attempt > 1 ? ` · attempt ${r.attempt}` : ""}
             </Fact>
             <Fact label={r.finished_at ? "Finished" : r.started_at ? "Started" : "Queued"}>
               <span style={{ fontFamily: "var(--mantine-font-family)" }}>
@@ -208,7 +209,7 @@ export function RunPage() {
               <Title order={3} mb="xs">
                 Residuals
               </Title>
-              <ResidualPlot runId={r.id} active={active} />
+              <ResidualPlot runId={r.id} active={active} live={r.state === "running"} />
             </Card>
           </Grid.Col>
           <Grid.Col span={{ base: 12, xl: 5 }}>
@@ -216,7 +217,12 @@ export function RunPage() {
               <Title order={3} mb="xs">
                 Forces
               </Title>
-              <ForcesPlot runId={r.id} active={active} preferred={objectiveSeries} />
+              <ForcesPlot
+                runId={r.id}
+                active={active}
+                live={r.state === "running"}
+                preferred={objectiveSeries}
+              />
             </Card>
           </Grid.Col>
           <Grid.Col span={{ base: 12, xl: 5 }}>

@@ -29,7 +29,8 @@ import {
 } from "@/features/studies";
 import { ResidualOverlay } from "@/features/telemetry";
 import { ApiError } from "@/lib/api-client";
-import { formatDateTime, formatGb } from "@/lib/format";
+import { formatDateTime, formatGb, formatNumber } from "@/lib/format";
+import { splitParameters } from "@/lib/spec";
 import { specToYaml } from "@/lib/spec-text";
 import { isActiveRun, isActiveStudy } from "@/lib/types";
 import { NotFoundPage } from "./not-found";
@@ -61,7 +62,8 @@ export function StudyPage() {
     [setParams],
   );
 
-  const parameters = useMemo(() => Object.keys(study.data?.spec.parameters ?? {}), [study.data]);
+  const split = useMemo(() => splitParameters(study.data?.spec ?? { name: "" }), [study.data]);
+  const parameters = split.varied;
   const objectives = useMemo(() => Object.keys(study.data?.objectives ?? {}), [study.data]);
   const selected = useMemo(
     () => new Set(params.get("runs")?.split(",").filter(Boolean) ?? []),
@@ -139,6 +141,12 @@ export function StudyPage() {
             {s.resources.processes} {s.resources.processes === 1 ? "core" : "cores"},{" "}
             {formatGb(s.resources.memory_gb)} per run · backend {s.backend} · by {s.owner},{" "}
             {formatDateTime(s.created_at)}
+            {split.fixed.length > 0 && (
+              <>
+                <br />
+                Fixed: {split.fixed.map(([k, v]) => `${k} = ${formatNumber(v)}`).join(", ")}
+              </>
+            )}
           </>
         }
         actions={<StudyActions study={s} runs={runs.data ?? []} />}

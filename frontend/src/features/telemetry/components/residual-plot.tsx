@@ -11,7 +11,17 @@ const pickResiduals = (available: string[]) => available.filter(isResidual);
 const MAX_POINTS = 1500;
 
 /** Initial residual of every solved field, log scale, live while the run runs. */
-export function ResidualPlot({ runId, active }: { runId: string; active: boolean }) {
+export function ResidualPlot({
+  runId,
+  active,
+  live,
+}: {
+  runId: string;
+  /** poll for new points */
+  active: boolean;
+  /** say "live" (the solver runs now); defaults to active */
+  live?: boolean;
+}) {
   const telemetry = useRunTelemetry(runId, {
     pick: pickResiduals,
     pickKey: "residuals",
@@ -57,7 +67,7 @@ export function ResidualPlot({ runId, active }: { runId: string; active: boolean
         <Text size="xs" c="dimmed">
           Initial residuals (log scale){last !== null ? ` · iteration ${last}` : ""}
         </Text>
-        {active && (
+        {(live ?? active) && (
           <Text size="xs" c="blue" fw={600}>
             ● live
           </Text>

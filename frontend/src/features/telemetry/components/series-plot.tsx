@@ -14,9 +14,11 @@ export function ForcesPlot({
   runId,
   active,
   preferred = [],
+  live,
 }: {
   runId: string;
   active: boolean;
+  live?: boolean;
   preferred?: string[];
 }) {
   const telemetry = useRunTelemetry(runId, {
@@ -78,7 +80,7 @@ export function ForcesPlot({
           searchable
           style={{ flex: 1, maxWidth: 520 }}
         />
-        {active && (
+        {(live ?? active) && (
           <Text size="xs" c="blue" fw={600}>
             ● live
           </Text>

@@ -180,10 +180,10 @@ describe("the quota impact sentence", () => {
   };
   it("says how many waves the study takes within the quota", () => {
     expect(impactSentence(120, impact)).toBe(
-      "120 runs × 4 cores: runs in about 8 waves of up to 16 within your 64-core quota",
+      "120 runs × 4 cores: runs in about 8 waves within your 64-core quota (16 at a time)",
     );
     expect(impactSentence(3, impact)).toBe(
-      "3 runs × 4 cores: all run at once within your 64-core quota",
+      "3 runs × 4 cores: all at once within your 64-core quota",
     );
     expect(impactSentence(3, { ...impact, fits: false })).toMatch(/does not fit/);
   });

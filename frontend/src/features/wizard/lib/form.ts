@@ -204,6 +204,16 @@ function convergenceForm(c: ConvergencePolicy | undefined): ConvergenceForm {
   return f;
 }
 
+/**
+ * The template's parameters, those that vary first (the stored template keeps no key order):
+ * `first` names, then the demo's, then the rest by name.
+ */
+function orderedParameters(t: CaseTemplate, first: string[] = []) {
+  const lead = [...first, ...Object.keys(t.demo?.parameters ?? {})];
+  const rank = (name: string) => (lead.includes(name) ? lead.indexOf(name) : lead.length);
+  return Object.entries(t.parameters).sort(([a], [b]) => rank(a) - rank(b) || a.localeCompare(b));
+}
+
 /** A fresh form for a template, starting from its demo sweep. */
 export function formFromTemplate(t: CaseTemplate, keep?: Partial<WizardForm>): WizardForm {
   const demo = t.demo?.parameters ?? {};
@@ -213,7 +223,7 @@ export function formFromTemplate(t: CaseTemplate, keep?: Partial<WizardForm>): W
     source: "template",
     template: t.name,
     upload: null,
-    parameters: Object.entries(t.parameters).map(([name, def]) => paramRow(name, def, demo[name])),
+    parameters: orderedParameters(t).map(([name, def]) => paramRow(name, def, demo[name])),
     combine: (t.demo?.combine as Combine) ?? "grid",
     derived: [],
     solver: t.solver,
@@ -253,7 +263,9 @@ export function formFromSpec(
   const base = template ? formFromTemplate(template) : emptyForm();
   const given = spec.parameters ?? {};
   const rows: ParamRow[] = template
-    ? Object.entries(template.parameters).map(([name, def]) => paramRow(name, def, given[name]))
+    ? orderedParameters(template, Object.keys(given)).map(([name, def]) =>
+        paramRow(name, def, given[name]),
+      )
     : Object.entries(given).map(([name, p]) => paramRow(name, undefined, p));
   return {
     ...base,

@@ -3,10 +3,9 @@ import type { QuotaImpact } from "@/lib/types";
 
 /** "120 runs × 4 cores: runs in about 8 waves within your 64-core quota" */
 export function impactSentence(runs: number, q: QuotaImpact): string {
-  const cores = q.per_run.cores;
-  const head = `${plural(runs, "run")} × ${plural(cores, "core")}`;
+  const head = `${plural(runs, "run")} × ${plural(q.per_run.cores, "core")}`;
   if (!q.fits) return `${head}: a single run does not fit your quota`;
   if (runs <= q.concurrent_runs)
-    return `${head}: all run at once within your ${q.limits.cores}-core quota`;
-  return `${head}: runs in about ${plural(q.waves ?? 0, "wave")} of up to ${q.concurrent_runs} within your ${q.limits.cores}-core quota`;
+    return `${head}: all at once within your ${q.limits.cores}-core quota`;
+  return `${head}: runs in about ${plural(q.waves ?? 0, "wave")} within your ${q.limits.cores}-core quota (${q.concurrent_runs} at a time)`;
 }
