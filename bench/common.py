@@ -21,9 +21,12 @@ RESULTS = ROOT / "bench" / "results"
 def setup_django() -> None:
     sys.path[:0] = [str(ROOT / "backend"), str(ROOT)]
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
+    import logging
+
     import django
 
     django.setup()
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)

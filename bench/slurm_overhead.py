@@ -21,10 +21,11 @@ from pathlib import Path
 from bench.common import ROOT, emit, progress, setup_django
 
 RUNS = 16
+# the same 16 cavity runs as bench/overhead.py (local backend), a little longer
 PARAMETERS = {
     "lid_velocity": {"linspace": [0.5, 2.0, RUNS]},
-    "cells": 20,
-    "end_time": 3.0,
+    "cells": 40,
+    "end_time": 1.0,
 }
 
 
@@ -176,7 +177,7 @@ def _main() -> None:
         "slurm_overhead_ratio",
         round(ratio, 3),
         "x",
-        f"portal/bare sbatch loop, {RUNS} cavity runs (20x20 cells, 3 s simulated), "
+        f"portal/bare sbatch loop, {RUNS} cavity runs (40x40 cells, 1 s simulated), "
         f"{cpus} Slurm CPUs, local transport",
         portal_s=round(portal, 2),
         bare_before_s=round(bare_before, 2),

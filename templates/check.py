@@ -51,6 +51,7 @@ TEMPLATE_KEYS = {
     "demo",
     "tests",
 }
+OPTIONAL_KEYS = {"convergence"}  # the default convergence policy (docs/live.md)
 PARAM_KEYS = {"type", "unit", "default", "min", "max", "choices", "description"}
 PARAM_TYPES = {"float": float, "int": int, "str": str}
 
@@ -95,7 +96,7 @@ def make_env() -> SandboxedEnvironment:
 def load_template(name: str) -> tuple[Path, dict]:
     root = Path(name) if Path(name).is_dir() else TEMPLATES_DIR / name
     spec = yaml.safe_load((root / "template.yaml").read_text())
-    unknown = set(spec) - TEMPLATE_KEYS
+    unknown = set(spec) - TEMPLATE_KEYS - OPTIONAL_KEYS
     missing = TEMPLATE_KEYS - set(spec)
     if unknown or missing:
         raise TemplateError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -92,16 +93,24 @@ class Stack:
             cwd=ROOT,
             stdout=open(self.logs / "worker.log", "ab"),
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its embedded beat is a child: signal them together
         )
 
     def stop_worker(self, sig: int = signal.SIGTERM) -> None:
-        if self.worker and self.worker.poll() is None:
-            self.worker.send_signal(sig)
-            try:
-                self.worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.worker.kill()
-                self.worker.wait()
+        if self.worker is None:
+            return
+        group = self.worker.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, sig)
+        try:
+            self.worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+            self.worker.wait()
+        # the beat child may outlive a SIGKILLed parent by a moment: make sure it is gone
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
 
     def stop(self) -> None:
         self.stop_worker()
