@@ -90,7 +90,37 @@ def main() -> None:
         _main()
 
 
+def _isolate() -> None:
+    """Own database, Redis DB, Celery queue and data dir: other benchmarks running at the same
+    time on this machine (same `windtunnel_bench` database and queue) must not share our
+    worker, nor we theirs."""
+    import psycopg
+
+    url = os.environ.get("TEST_DATABASE_URL", "")
+    if url:
+        base = url.rsplit("/", 1)[0]
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            if not conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname='windtunnel_bench_slurm'"
+            ).fetchone():
+                conn.execute("CREATE DATABASE windtunnel_bench_slurm")
+        os.environ["TEST_DATABASE_URL"] = f"{base}/windtunnel_bench_slurm"
+    if redis_url := os.environ.get("TEST_REDIS_URL", ""):
+        os.environ["TEST_REDIS_URL"] = f"{redis_url.rsplit('/', 1)[0]}/12"
+    os.environ["CELERY_QUEUE"] = "windtunnel-bench-slurm"
+    os.environ["WINDTUNNEL_DATA_DIR"] = str(ROOT / ".data" / "bench-slurm-files")
+    # the portal as deployed (config/settings/base.py), not the tests' 1 s / 0.5 s intervals
+    for name, value in (
+        ("WINDTUNNEL_HEARTBEAT_INTERVAL", "5"),
+        ("WINDTUNNEL_TELEMETRY_INTERVAL", "1"),
+        ("WINDTUNNEL_HEARTBEAT_TIMEOUT", "60"),
+        ("WINDTUNNEL_DISPATCH_TIMEOUT", "60"),
+    ):
+        os.environ.setdefault(name, value)
+
+
 def _main() -> None:
+    _isolate()
     setup_django()
     from catalog.models import Backend
     from core.stack import Stack
@@ -178,7 +208,8 @@ def _main() -> None:
         round(ratio, 3),
         "x",
         f"portal/bare sbatch loop, {RUNS} cavity runs (40x40 cells, 1 s simulated), "
-        f"{cpus} Slurm CPUs, local transport",
+        f"{cpus} Slurm CPUs, local transport, heartbeat "
+        f"{os.environ['WINDTUNNEL_HEARTBEAT_INTERVAL']} s",
         portal_s=round(portal, 2),
         bare_before_s=round(bare_before, 2),
         bare_after_s=round(bare_after, 2),

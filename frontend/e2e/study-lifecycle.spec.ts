@@ -5,6 +5,8 @@
  * download the CSV; then a user of another tenant sees none of it.
  *
  * The test tenant's quota allows one run at a time, so runs 1 and 2 queue behind run 0.
+ * Run 2 uses 60 iterations, runs 0 and 1 up to 300 (they converge at about 250), so run 0 is
+ * still running when the test watches it and run 2 still queued when the test cancels it.
  */
 import { expect, test, type Locator, type Page } from "@playwright/test";
 import { readFile } from "node:fs/promises";
@@ -31,6 +33,8 @@ async function points(plot: Locator): Promise<number> {
 
 async function shot(page: Page, name: string) {
   if (!SHOTS) return;
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.mouse.move(0, 0); // no hover state (plot toolbars) in the pictures
   await page.waitForTimeout(600); // let plots finish their transition
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
 }
@@ -70,8 +74,14 @@ test.describe.serial("a study from submission to results", () => {
     await page.getByTestId("study-name").fill(STUDY);
     await page.getByTestId("next-step").click();
 
+    // three angles, zipped with iterations: the first two runs are longer (they converge at
+    // about 250), so run 0 is still running when the test watches it, and run 2 still queued
+    // when the test cancels it
     await page.getByTestId("param-aoa-values").fill("0, 4, 8");
-    await page.getByTestId("param-iterations-value").fill("60");
+    await page.locator("label", { hasText: /^Zip$/ }).click();
+    await page.getByTestId("param-iterations-mode").click();
+    await page.getByRole("option", { name: "List" }).click();
+    await page.getByTestId("param-iterations-values").fill("300, 300, 60");
     await expect(page.getByTestId("run-count")).toHaveText("3");
     await expect(page.getByTestId("quota-impact")).toContainText("3 runs × 1 core");
     await expect(page.getByTestId("preview-rows")).toContainText("8");
@@ -89,6 +99,7 @@ test.describe.serial("a study from submission to results", () => {
     await expect(page.getByTestId("convergence-form")).toBeVisible();
     await page.getByTestId("next-step").click(); // review
     await expect(page.getByTestId("spec-yaml")).toContainText("template: airfoil2d");
+    await expect(page.getByTestId("spec-yaml")).toContainText("combine: zip");
     await page.getByTestId("submit-study").click();
 
     await expect(page).toHaveURL(/\/studies\/[0-9a-f-]{36}$/);
@@ -99,7 +110,21 @@ test.describe.serial("a study from submission to results", () => {
     await expect(page.getByTestId("run-row-2")).toBeVisible();
   });
 
+  test("the residual plot receives points while the run runs", async () => {
+    await page.getByTestId("run-row-0").getByRole("link").click();
+    await expect(page.getByRole("heading", { name: "Run 0" })).toBeVisible();
+    const plot = page.getByTestId("residual-plot");
+    const first = await points(plot);
+    // the page follows the run (websocket, polling as a fallback): points arrive without a reload
+    await expect.poll(() => points(plot), { timeout: 60_000 }).toBeGreaterThan(first);
+    await expect(page.locator('[data-state="completed"]').first()).toBeVisible({ timeout: 90_000 });
+    await expect(page.getByTestId("objective-Cl")).toBeVisible();
+    await expect(page.getByTestId("log-tail")).toContainText("End");
+    await shot(page, "run");
+  });
+
   test("cancel a queued run: it says why it waits, then stops", async () => {
+    await page.goto(studyUrl);
     await page.getByTestId("run-row-2").getByRole("link").click();
     await expect(page.getByRole("heading", { name: "Run 2" })).toBeVisible();
     await expect(page.getByTestId("wait-reason")).toContainText("Queued");
@@ -108,22 +133,6 @@ test.describe.serial("a study from submission to results", () => {
     await page.getByTestId("confirm-stop").click();
     await expect(page.locator('[data-state="cancelled"]').first()).toBeVisible();
     await expect(page.getByTestId("stop-run")).toHaveCount(0);
-  });
-
-  test("the residual plot receives points while the run runs", async () => {
-    await page.goto(studyUrl);
-    await page.getByTestId("run-row-1").getByRole("link").click();
-    await expect(page.getByRole("heading", { name: "Run 1" })).toBeVisible();
-    const plot = page.getByTestId("residual-plot");
-    const first = await points(plot);
-    // the page keeps polling: points arrive without a reload
-    await expect.poll(() => points(plot), { timeout: 90_000 }).toBeGreaterThan(first);
-    const seen = await points(plot);
-    await expect(page.locator('[data-state="completed"]').first()).toBeVisible({ timeout: 90_000 });
-    await expect.poll(() => points(plot), { timeout: 20_000 }).toBeGreaterThanOrEqual(seen);
-    await expect(page.getByTestId("objective-Cl")).toBeVisible();
-    await expect(page.getByTestId("log-tail")).toContainText("End");
-    await shot(page, "run");
   });
 
   test("the Cl plot fills in and the CSV holds every run", async () => {
@@ -135,8 +144,12 @@ test.describe.serial("a study from submission to results", () => {
     await expect(page.getByTestId("count-completed")).toHaveText("Completed 2");
     await expect(page.getByTestId("count-cancelled")).toHaveText("Cancelled 1");
     // compare the residuals of the two completed runs
-    await page.getByRole("checkbox", { name: "Show residuals of run 0" }).check();
-    await page.getByRole("checkbox", { name: "Show residuals of run 1" }).check();
+    // (the selection lives in the URL; react-router applies it in a transition)
+    for (const index of [0, 1]) {
+      const box = page.getByRole("checkbox", { name: `Show residuals of run ${index}` });
+      await box.click();
+      await expect(box).toBeChecked();
+    }
     await expect.poll(() => points(page.getByTestId("residual-overlay"))).toBeGreaterThan(10);
     await expect(page).toHaveURL(/runs=/); // the selection is part of the shareable URL
     await shot(page, "study");

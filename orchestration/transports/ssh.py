@@ -403,6 +403,8 @@ class SSHTransport:
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         command = self.command_line(argv, env)
+        if input is None:
+            command += " </dev/null"
         timeout = timeout or self.command_timeout
         delays = backoff_delays(self.retries + 6, base=0.05, cap=2.0)
         while True:
@@ -428,9 +430,13 @@ class SSHTransport:
         try:
             channel.settimeout(timeout)
             channel.exec_command(command)
-            if input:
+            if input is not None:
+                # the command reads stdin to its end, so it cannot have closed the channel
+                # before our EOF. Without input the command line says </dev/null instead:
+                # an EOF sent after a fast command's channel closed is a protocol error for
+                # which sshd drops the whole connection, and every channel on it.
                 channel.sendall(input)
-            channel.shutdown_write()
+                channel.shutdown_write()
             stdout = channel.makefile("rb").read()
             stderr = channel.makefile_stderr("rb").read()
             deadline = time.monotonic() + timeout

@@ -9,7 +9,8 @@ const baseLayout: Partial<Layout> = {
   paper_bgcolor: "rgba(0,0,0,0)",
   plot_bgcolor: "rgba(0,0,0,0)",
   hovermode: "closest",
-  legend: { orientation: "h", x: 1, xanchor: "right", y: 1, yanchor: "bottom", font: { size: 11 } },
+  // top left: the plot's toolbar appears top right on hover
+  legend: { orientation: "h", x: 0, xanchor: "left", y: 1, yanchor: "bottom", font: { size: 11 } },
   colorway: [
     "#1c5d99",
     "#e07a1f",

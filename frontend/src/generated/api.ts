@@ -6,6 +6,54 @@
  */
 
 export interface paths {
+    "/api/v1/admin/backends/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["v1_admin_backends_list"];
+        put?: never;
+        post: operations["v1_admin_backends_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/backends/{name}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["v1_admin_backends_retrieve"];
+        put?: never;
+        post?: never;
+        delete: operations["v1_admin_backends_destroy"];
+        options?: never;
+        head?: never;
+        patch: operations["v1_admin_backends_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/admin/backends/{name}/check/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["v1_admin_backends_check_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/overview/": {
         parameters: {
             query?: never;
@@ -112,6 +160,102 @@ export interface paths {
         get: operations["v1_backends_list"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/images/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["v1_images_list"];
+        put?: never;
+        post: operations["v1_images_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/images/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["v1_images_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/images/{id}/log/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["v1_images_log_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/images/{id}/rebuild/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["v1_images_rebuild_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/images/{id}/recipe/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["v1_images_recipe_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/images/{id}/retire/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["v1_images_retire_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -648,12 +792,55 @@ export interface components {
             /** @description cores the portal may use at once */
             cores: number;
             enabled?: boolean;
-            kind: components["schemas"]["KindEnum"];
+            kind: components["schemas"]["BackendKindEnum"];
             max_nodes?: number;
             /** Format: double */
             memory_gb: number;
             name: string;
         };
+        BackendAdminInRequest: {
+            cores?: number;
+            enabled?: boolean;
+            kind: components["schemas"]["BackendKindEnum"];
+            max_nodes?: number;
+            /** Format: double */
+            memory_gb?: number;
+            name: string;
+            secrets?: {
+                [key: string]: unknown;
+            };
+            settings?: {
+                [key: string]: unknown;
+            };
+            tenants?: string[];
+        };
+        BackendAdminOut: {
+            /** @description cores the portal may use at once */
+            cores: number;
+            /** Format: date-time */
+            readonly created_at: string;
+            enabled?: boolean;
+            readonly has_key: boolean;
+            kind: components["schemas"]["BackendKindEnum"];
+            max_nodes?: number;
+            /** Format: double */
+            memory_gb: number;
+            name: string;
+            readonly secrets_set: string[];
+            settings?: unknown;
+            readonly tenants: string[];
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        /**
+         * @description * `local` - Local machine
+         *     * `noop` - No-op (benchmarks)
+         *     * `container` - Containers
+         *     * `slurm` - Slurm
+         *     * `openstack` - OpenStack
+         * @enum {string}
+         */
+        BackendKindEnum: "local" | "noop" | "container" | "slurm" | "openstack";
         /** @enum {unknown} */
         BlankEnum: "";
         Capacity: {
@@ -690,8 +877,15 @@ export interface components {
         EndReasonEnum: "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time";
         Health: {
             detail: string;
-            status: components["schemas"]["StatusEnum"];
+            status: components["schemas"]["HealthStatusEnum"];
         };
+        /**
+         * @description * `ok` - ok
+         *     * `degraded` - degraded
+         *     * `disabled` - disabled
+         * @enum {string}
+         */
+        HealthStatusEnum: "ok" | "degraded" | "disabled";
         HeartbeatRequest: {
             attempt: number;
             phase?: string;
@@ -699,15 +893,93 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        Image: {
+            /** Format: date-time */
+            built_at?: string | null;
+            /** @description the resolved dependency closure: [{name, version}] */
+            closure?: unknown;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** @description content digest of the closure, base and recipe */
+            digest: string;
+            readonly display: string;
+            readonly id: number;
+            /** @default container */
+            kind: components["schemas"]["ImageKindEnum"];
+            name: string;
+            /** @description the packages asked for */
+            packages?: unknown;
+            /**
+             * Format: double
+             * @description build progress estimate, 0 to 1
+             */
+            progress?: number;
+            /** Format: int64 */
+            size_bytes?: number | null;
+            solvers?: unknown;
+            status?: components["schemas"]["ImageStatusEnum"];
+        };
+        ImageComposeRequest: {
+            /** @default container */
+            kind: components["schemas"]["ImageKindEnum"];
+            packages: string[];
+        };
+        ImageDetail: {
+            /** Format: date-time */
+            build_started_at?: string | null;
+            /** Format: date-time */
+            built_at?: string | null;
+            /** @description the resolved dependency closure: [{name, version}] */
+            closure?: unknown;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** @description content digest of the closure, base and recipe */
+            digest: string;
+            readonly display: string;
+            error?: string;
+            readonly id: number;
+            /** @default container */
+            kind: components["schemas"]["ImageKindEnum"];
+            readonly log_tail: string[];
+            name: string;
+            /** @description the packages asked for */
+            packages?: unknown;
+            /**
+             * Format: double
+             * @description build progress estimate, 0 to 1
+             */
+            progress?: number;
+            readonly references: {
+                [key: string]: unknown;
+            };
+            /** Format: int64 */
+            size_bytes?: number | null;
+            solvers?: unknown;
+            status?: components["schemas"]["ImageStatusEnum"];
+        };
         /**
-         * @description * `local` - Local machine
-         *     * `noop` - No-op (benchmarks)
-         *     * `container` - Containers
-         *     * `slurm` - Slurm
-         *     * `openstack` - OpenStack
+         * @description * `container` - OCI container image
+         *     * `vm` - VM image
          * @enum {string}
          */
-        KindEnum: "local" | "noop" | "container" | "slurm" | "openstack";
+        ImageKindEnum: "container" | "vm";
+        ImageLog: {
+            next_offset: number;
+            offset: number;
+            /** Format: double */
+            progress: number;
+            status: string;
+            text: string;
+        };
+        /**
+         * @description * `pending` - Waiting to build
+         *     * `building` - Building
+         *     * `ready` - Ready
+         *     * `failed` - Build failed
+         *     * `retired` - Retired
+         * @enum {string}
+         */
+        ImageStatusEnum: "pending" | "building" | "ready" | "failed" | "retired";
         Limits: {
             /** Format: double */
             core_hours_budget: number | null;
@@ -790,6 +1062,20 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["Upload"][];
         };
+        PatchedBackendAdminPatchRequest: {
+            cores?: number;
+            enabled?: boolean;
+            max_nodes?: number;
+            /** Format: double */
+            memory_gb?: number;
+            secrets?: {
+                [key: string]: unknown;
+            };
+            settings?: {
+                [key: string]: unknown;
+            };
+            tenants?: string[];
+        };
         Preview: {
             backend: string;
             objectives: {
@@ -855,10 +1141,12 @@ export interface components {
             /** Format: uuid */
             run: string;
             state: string;
+            trust: string;
             /** Format: double */
             wall_seconds: number | null;
         };
         Results: {
+            last_seq: number;
             objectives: string[];
             parameters: string[];
             rows: components["schemas"]["ResultRow"][];
@@ -885,6 +1173,8 @@ export interface components {
             readonly id: string;
             index: number;
             iterations?: number | null;
+            /** @description seq of the run's live stream at read time */
+            readonly last_seq: number;
             /** Format: double */
             last_time?: number | null;
             /** Format: double */
@@ -904,8 +1194,11 @@ export interface components {
             /** Format: date-time */
             started_at?: string | null;
             state?: components["schemas"]["RunStateEnum"];
+            stop_reason?: components["schemas"]["StopReasonEnum"] | components["schemas"]["BlankEnum"];
             /** Format: uuid */
             readonly study: string;
+            trust?: components["schemas"]["TrustEnum"] | components["schemas"]["BlankEnum"];
+            trust_detail?: unknown;
             wait_detail?: string;
             wait_reason?: components["schemas"]["WaitReasonEnum"] | components["schemas"]["BlankEnum"];
             /** Format: double */
@@ -932,6 +1225,8 @@ export interface components {
             readonly id: string;
             index: number;
             iterations?: number | null;
+            /** @description seq of the run's live stream at read time */
+            readonly last_seq: number;
             /** Format: double */
             last_time?: number | null;
             /** Format: double */
@@ -951,8 +1246,11 @@ export interface components {
             /** Format: date-time */
             started_at?: string | null;
             state?: components["schemas"]["RunStateEnum"];
+            stop_reason?: components["schemas"]["StopReasonEnum"] | components["schemas"]["BlankEnum"];
             /** Format: uuid */
             readonly study: string;
+            trust?: components["schemas"]["TrustEnum"] | components["schemas"]["BlankEnum"];
+            trust_detail?: unknown;
             wait_detail?: string;
             wait_reason?: components["schemas"]["WaitReasonEnum"] | components["schemas"]["BlankEnum"];
             /** Format: double */
@@ -983,6 +1281,8 @@ export interface components {
             exit_code?: number | null;
             message?: string;
             reason?: string;
+            /** @default false */
+            solver_converged: boolean;
             state: components["schemas"]["StateStateEnum"];
         };
         /**
@@ -993,22 +1293,31 @@ export interface components {
          * @enum {string}
          */
         StateStateEnum: "running" | "completed" | "failed" | "cancelled";
-        /**
-         * @description * `ok` - ok
-         *     * `degraded` - degraded
-         *     * `disabled` - disabled
-         * @enum {string}
-         */
-        StatusEnum: "ok" | "degraded" | "disabled";
         Stop: {
             stop: boolean;
         };
+        /**
+         * @description * `` - —
+         *     * `success` - Finished
+         *     * `exit_code` - Solver failed
+         *     * `cancelled_by_user` - Cancelled by a user
+         *     * `diverged` - Diverged
+         *     * `agent_lost` - Agent lost (no heartbeat)
+         *     * `dispatch_failed` - Backend refused to start the run
+         *     * `terminated` - Terminated by the backend
+         *     * `converged` - Stopped early: converged
+         *     * `max_wall_time` - Stopped: maximum wall time
+         * @enum {string}
+         */
+        StopReasonEnum: "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time";
         Study: {
             readonly backend: string;
             /** Format: uuid */
             readonly case: string;
             /** Format: uuid */
             cloned_from?: string | null;
+            /** @description convergence policy (docs/live.md) */
+            convergence?: unknown;
             /** Format: date-time */
             readonly created_at: string;
             description?: string;
@@ -1016,6 +1325,8 @@ export interface components {
             finished_at?: string | null;
             /** Format: uuid */
             readonly id: string;
+            /** @description seq of the study's live stream at read time */
+            readonly last_seq: number;
             name: string;
             objectives?: unknown;
             /** @description Required. 150 characters or fewer. Letters, digits and @/./+/-/_ only. */
@@ -1124,6 +1435,8 @@ export interface components {
         Telemetry: {
             attempt: number;
             available: string[];
+            /** @description apply live events with a higher seq */
+            last_seq: number;
             /** Format: uuid */
             run: string;
             series: {
@@ -1171,6 +1484,14 @@ export interface components {
             password: string;
             username: string;
         };
+        /**
+         * @description * `` - —
+         *     * `converged` - Converged
+         *     * `not_converged` - Not converged
+         *     * `diverged` - Diverged
+         * @enum {string}
+         */
+        TrustEnum: "converged" | "not_converged" | "diverged";
         Upload: {
             /** Format: date-time */
             readonly created_at: string;
@@ -1199,9 +1520,10 @@ export interface components {
          *     * `quota` - Tenant quota is in use
          *     * `backend_capacity` - Backend capacity is in use
          *     * `retry` - Waiting to be retried
+         *     * `image` - Waiting for its image to build
          * @enum {string}
          */
-        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry";
+        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image";
     };
     responses: never;
     parameters: never;
@@ -1211,6 +1533,141 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    v1_admin_backends_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackendAdminOut"][];
+                };
+            };
+        };
+    };
+    v1_admin_backends_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BackendAdminInRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["BackendAdminInRequest"];
+                "multipart/form-data": components["schemas"]["BackendAdminInRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackendAdminOut"];
+                };
+            };
+        };
+    };
+    v1_admin_backends_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackendAdminOut"];
+                };
+            };
+        };
+    };
+    v1_admin_backends_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_admin_backends_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedBackendAdminPatchRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedBackendAdminPatchRequest"];
+                "multipart/form-data": components["schemas"]["PatchedBackendAdminPatchRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackendAdminOut"];
+                };
+            };
+        };
+    };
+    v1_admin_backends_check_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
     admin_overview: {
         parameters: {
             query?: never;
@@ -1351,6 +1808,175 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Backend"][];
+                };
+            };
+        };
+    };
+    v1_images_list: {
+        parameters: {
+            query?: {
+                kind?: "container" | "vm";
+                status?: "building" | "failed" | "pending" | "ready" | "retired";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"][];
+                };
+            };
+        };
+    };
+    v1_images_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ImageComposeRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ImageComposeRequest"];
+                "multipart/form-data": components["schemas"]["ImageComposeRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageDetail"];
+                };
+            };
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageDetail"];
+                };
+            };
+        };
+    };
+    v1_images_retrieve: {
+        parameters: {
+            query?: {
+                log_lines?: number;
+            };
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this image. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageDetail"];
+                };
+            };
+        };
+    };
+    v1_images_log_retrieve: {
+        parameters: {
+            query?: {
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this image. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageLog"];
+                };
+            };
+        };
+    };
+    v1_images_rebuild_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this image. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageDetail"];
+                };
+            };
+        };
+    };
+    v1_images_recipe_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this image. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+        };
+    };
+    v1_images_retire_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this image. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageDetail"];
                 };
             };
         };
@@ -1645,6 +2271,8 @@ export interface operations {
                 max_points?: number;
                 /** @description comma-separated series names; empty = list them */
                 series?: string;
+                /** @description gap repair: every point and log line of live events after this seq */
+                since_seq?: number;
             };
             header?: never;
             path: {

@@ -15,7 +15,7 @@ export const STUDY: Record<StudyState, { label: string; color: string }> = {
   submitted: { label: "Queued", color: "gray" },
   running: { label: "Running", color: "blue" },
   completed: { label: "Completed", color: "teal" },
-  completed_with_failures: { label: "Completed with failures", color: "yellow" },
+  completed_with_failures: { label: "Partly failed", color: "yellow" },
   cancelled: { label: "Cancelled", color: "orange" },
 };
 

@@ -10,20 +10,17 @@ export type RunState = Schemas["RunStateEnum"];
 export type StudyState = Schemas["StudyStateEnum"];
 export type Scalar = number | string | boolean;
 
-export type Trust = "" | "converged" | "not_converged" | "diverged";
+export type Trust = Schemas["TrustEnum"] | "";
 
 export type Run = Omit<Schemas["Run"], "parameters" | "objectives"> & {
   parameters: Record<string, Scalar>;
   objectives: Record<string, number | null>;
-  /** set when the convergence policy has judged the run (added by the live-convergence work) */
-  trust?: Trust;
 };
 
 export type RunDetail = Omit<Schemas["RunDetail"], "parameters" | "objectives" | "context"> & {
   parameters: Record<string, Scalar>;
   objectives: Record<string, number | null>;
   context: Record<string, Scalar>;
-  trust?: Trust;
 };
 
 export type Study = Omit<Schemas["Study"], "objectives" | "spec" | "resources"> & {
@@ -42,12 +39,14 @@ export type ParameterSpec =
 export type ObjectiveSpec =
   { series: string; reduce: "last" | "mean_last" | "min" | "max"; n?: number } | { expr: string };
 
+/** The study's convergence policy (backend: telemetry/convergence.py, docs/live.md). */
 export interface ConvergencePolicy {
-  diverge?: { nan?: boolean; residual_above?: number };
+  diverge?: { nan?: boolean; residual_above?: number; courant_above?: number };
   converge?: {
-    residual_below?: number;
-    objective?: { name: string; window: number; tolerance: number };
+    residuals_below?: number;
+    objective?: { series: string; window: number; tolerance: number };
   };
+  min_iterations?: number;
   max_wall_seconds?: number;
 }
 
@@ -165,6 +164,8 @@ export interface TelemetrySeries {
 export interface Telemetry {
   run: string;
   attempt: number;
+  /** the run stream's seq this snapshot includes: apply live events after it */
+  last_seq: number;
   available: string[];
   series: Record<string, TelemetrySeries>;
 }

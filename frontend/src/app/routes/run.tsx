@@ -12,6 +12,7 @@ import {
   Title,
 } from "@mantine/core";
 import { useDisclosure } from "@mantine/hooks";
+import { notifications } from "@mantine/notifications";
 import { IconDownload, IconPlayerStop } from "@/components/icons";
 import type { ReactNode } from "react";
 import { useParams } from "react-router";
@@ -259,7 +260,19 @@ export function RunPage() {
             <Button
               color="red"
               loading={cancel.isPending}
-              onClick={() => cancel.mutate(r.id, { onSuccess: stopModal.close })}
+              onClick={() =>
+                cancel.mutate(r.id, {
+                  onSuccess: stopModal.close,
+                  onError: (e) => {
+                    if (e instanceof ApiError && e.status === 409) {
+                      // it ended meanwhile: say so and show its final state
+                      stopModal.close();
+                      notifications.show({ color: "yellow", message: errorMessage(e) });
+                      void run.refetch();
+                    }
+                  },
+                })
+              }
               data-testid="confirm-stop"
             >
               Stop run

@@ -88,7 +88,13 @@ export function StudyPage() {
       params.get("x") && parameters.includes(params.get("x")!)
         ? params.get("x")!
         : (parameters[0] ?? ""),
-    group: params.has("group") ? params.get("group") || null : (parameters[1] ?? null),
+    // a grid reads best as one line per value of the second parameter; zipped or sampled
+    // parameters move together, so one line
+    group: params.has("group")
+      ? params.get("group") || null
+      : (study.data?.spec.combine ?? "grid") === "grid"
+        ? (parameters[1] ?? null)
+        : null,
     mode: params.get("mode") === "heatmap" ? "heatmap" : "lines",
   };
   const setView = (v: ObjectivePlotView) =>

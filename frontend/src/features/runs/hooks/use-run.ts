@@ -1,6 +1,8 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useCallback } from "react";
 import { env } from "@/lib/env";
-import { isActiveRun } from "@/lib/types";
+import { useLiveStream, type LiveMessage } from "@/lib/live";
+import { isActiveRun, type RunDetail } from "@/lib/types";
 import { cancelRun, fetchRun, fetchRunLog } from "../api/runs";
 
 export const runKeys = {
@@ -8,12 +10,32 @@ export const runKeys = {
   log: (id: string) => ["runs", "detail", id, "log"] as const,
 };
 
+/**
+ * One run, live while it is active: `state` events of the run's websocket apply at once
+ * (then the details reload); polling covers heartbeat values and a missing socket.
+ */
 export function useRun(id: string) {
+  const qc = useQueryClient();
+  const cached = qc.getQueryData<RunDetail>(runKeys.detail(id));
+  const onMessage = useCallback(
+    (m: LiveMessage) => {
+      if (m.type !== "state" || !m.run) return;
+      qc.setQueryData<RunDetail>(runKeys.detail(id), (old) =>
+        old && m.seq > (old.last_seq ?? 0)
+          ? ({ ...old, ...(m.run as Partial<RunDetail>), last_seq: m.seq } as RunDetail)
+          : old,
+      );
+      void qc.invalidateQueries({ queryKey: runKeys.detail(id), exact: true });
+    },
+    [qc, id],
+  );
+  const live = useLiveStream(isActiveRun(cached?.state) ? `/ws/runs/${id}/` : null, onMessage);
   return useQuery({
     queryKey: runKeys.detail(id),
     queryFn: () => fetchRun(id),
     staleTime: 1_000,
-    refetchInterval: (q) => (isActiveRun(q.state.data?.state) ? env.pollMs : false),
+    refetchInterval: (q) =>
+      isActiveRun(q.state.data?.state) ? (live ? env.pollMs * 2 : env.pollMs) : false,
   });
 }
 

@@ -19,7 +19,7 @@ function runs(n: number): Run[] {
     queued_at: "2026-01-01T00:00:00Z",
     wall_seconds: 12.5,
     started_at: "2026-01-01T00:00:01Z",
-  })) as Run[];
+  })) as unknown as Run[];
 }
 
 describe("RunsTable", () => {

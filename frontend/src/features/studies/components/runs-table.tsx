@@ -124,11 +124,11 @@ export function RunsTable({
     initialRect: { width: 1200, height },
   });
 
-  const columns = `44px 64px ${parameters.map(() => "minmax(84px, 1fr)").join(" ")} 130px ${showTrust ? "120px " : ""}${objectives
+  const columns = `44px 64px ${parameters.map(() => "minmax(84px, 1fr)").join(" ")} 130px ${showTrust ? "140px " : ""}${objectives
     .map(() => "minmax(96px, 1fr)")
     .join(" ")} 96px`;
   const minWidth =
-    44 + 64 + parameters.length * 84 + 130 + (showTrust ? 120 : 0) + objectives.length * 96 + 96;
+    44 + 64 + parameters.length * 84 + 130 + (showTrust ? 140 : 0) + objectives.length * 96 + 96;
   // Short tables shrink to their rows; long ones scroll inside a fixed frame.
   const frameHeight = Math.min(height, 36 + Math.max(rows.length, 3) * ROW_HEIGHT + 2);
 

@@ -33,7 +33,7 @@ export function StudiesTable({
             <Table.Tr key={s.id} data-testid="study-row">
               <Table.Td>
                 <Stack gap={2}>
-                  <Anchor component={Link} to={`/studies/${s.id}`} fw={600} size="sm" lineClamp={1}>
+                  <Anchor component={Link} to={`/studies/${s.id}`} fw={600} size="sm" lineClamp={2}>
                     {s.name}
                   </Anchor>
                   <Group gap={6}>

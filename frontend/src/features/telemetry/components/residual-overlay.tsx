@@ -57,7 +57,9 @@ export function ResidualOverlay({ runs }: { runs: OverlayRun[] }) {
         <Text size="xs" c="dimmed">
           {runs.length === 0
             ? "Tick runs in the table to compare their residuals."
-            : `Residual of ${current ?? "…"} for ${runs.length} selected run${runs.length === 1 ? "" : "s"}`}
+            : current
+              ? `Residual of ${current} for ${runs.length} selected run${runs.length === 1 ? "" : "s"}`
+              : `${runs.length} selected run${runs.length === 1 ? "" : "s"}`}
         </Text>
         <Select
           size="xs"
@@ -89,7 +91,9 @@ export function ResidualOverlay({ runs }: { runs: OverlayRun[] }) {
         emptyMessage={
           runs.length === 0
             ? "Select runs in the table (the checkbox column) to overlay their residuals."
-            : "The selected runs have no residuals yet."
+            : results.some((r) => r.isPending)
+              ? "Loading residuals…"
+              : "The selected runs have no residuals yet."
         }
       />
     </>

@@ -1,6 +1,15 @@
-import { useQueries, useQuery, useQueryClient, type QueryKey } from "@tanstack/react-query";
+import {
+  useQueries,
+  useQuery,
+  useQueryClient,
+  type QueryClient,
+  type QueryKey,
+} from "@tanstack/react-query";
+import { useCallback } from "react";
+import { decimate } from "@/lib/decimate";
 import { env } from "@/lib/env";
-import type { Telemetry } from "@/lib/types";
+import { LIVE_SAFETY_POLL_MS, useLiveStream, type LiveMessage } from "@/lib/live";
+import type { Telemetry, TelemetrySeries } from "@/lib/types";
 import { fetchTelemetry } from "../api/telemetry";
 
 export interface TelemetryOptions {
@@ -8,7 +17,7 @@ export interface TelemetryOptions {
   pick: (available: string[]) => string[];
   /** A stable name for `pick` (part of the cache key). */
   pickKey: string;
-  /** Poll while the run is active. */
+  /** Follow the run (websocket, polling as a fallback) while it is active. */
   active: boolean;
   /** Server-side downsampling per series (the plots stay smooth at any run length). */
   maxPoints?: number;
@@ -23,24 +32,83 @@ export const telemetryKey = (runId: string, pickKey: string, maxPoints: number):
   maxPoints,
 ];
 
+interface TelemetryEvent extends LiveMessage {
+  series?: Record<string, [number, number | null][]>;
+}
+
 /**
- * One run's telemetry, refreshed while it runs.
+ * Apply one run-stream event to a cached snapshot: append the points of the picked series
+ * (events older than the snapshot are ignored), or return "gap" when an event went missing.
+ */
+export function applyRunEvent(
+  data: Telemetry,
+  message: LiveMessage,
+  pick: (available: string[]) => string[],
+  maxPoints: number,
+): Telemetry | "gap" | null {
+  if (typeof message.seq !== "number" || message.seq <= data.last_seq) return null;
+  if (message.seq !== data.last_seq + 1) return "gap";
+  if (message.type !== "telemetry") return { ...data, last_seq: message.seq };
+  const incoming = (message as TelemetryEvent).series ?? {};
+  const available = [...new Set([...data.available, ...Object.keys(incoming)])].sort();
+  const wanted = new Set(pick(available));
+  const series: Record<string, TelemetrySeries> = { ...data.series };
+  for (const [name, points] of Object.entries(incoming)) {
+    if (!wanted.has(name)) continue;
+    const prev = series[name] ?? { x: [], y: [], points: 0, returned: 0 };
+    let x = prev.x.slice();
+    let y = prev.y.slice();
+    for (const [px, py] of points) {
+      if (py === null || !Number.isFinite(py)) continue;
+      x.push(px);
+      y.push(py);
+    }
+    if (x.length > maxPoints * 2) ({ x, y } = decimate(x, y, maxPoints));
+    series[name] = { x, y, points: prev.points + points.length, returned: x.length };
+  }
+  return { ...data, available, series, last_seq: message.seq };
+}
+
+function onRunEvent(
+  qc: QueryClient,
+  key: QueryKey,
+  pick: (available: string[]) => string[],
+  maxPoints: number,
+  message: LiveMessage,
+) {
+  const data = qc.getQueryData<Telemetry>(key);
+  if (!data) return;
+  const next = applyRunEvent(data, message, pick, maxPoints);
+  if (next === "gap") void qc.invalidateQueries({ queryKey: key, exact: true });
+  else if (next) qc.setQueryData(key, next);
+}
+
+/**
+ * One run's telemetry, live while it runs.
  *
- * The names a run has grow as it goes (forceCoeffs appears after the first write), so each
- * poll asks for the series picked from the previous answer's `available`, and asks again
- * right away when new names appeared. When the websocket stream lands, this hook applies
- * `telemetry` events to the cached series instead of polling; its callers do not change.
+ * The REST snapshot (downsampled, with `last_seq`) comes first; the run's websocket then
+ * appends each batch of points, and a missing event reloads the snapshot. Polling stays as a
+ * slow safety net while the socket is up, and takes over when it is down. The names a run has
+ * grow as it goes (forceCoeffs appears after the first write): each load asks for the series
+ * picked from the previous answer's `available`, and asks again when new names appeared.
  */
 export function useRunTelemetry(runId: string, opts: TelemetryOptions) {
   const qc = useQueryClient();
   const maxPoints = opts.maxPoints ?? 1500;
   const key = telemetryKey(runId, opts.pickKey, maxPoints);
+  const { pick } = opts;
+  const onMessage = useCallback(
+    (m: LiveMessage) =>
+      onRunEvent(qc, telemetryKey(runId, opts.pickKey, maxPoints), pick, maxPoints, m),
+    [qc, runId, opts.pickKey, maxPoints, pick],
+  );
+  const live = useLiveStream(opts.active ? `/ws/runs/${runId}/` : null, onMessage);
   return useQuery({
     queryKey: key,
     queryFn: ({ signal }) =>
-      loadPicked(runId, opts.pick, maxPoints, qc.getQueryData<Telemetry>(key), signal),
+      loadPicked(runId, pick, maxPoints, qc.getQueryData<Telemetry>(key), signal),
     staleTime: 1_000,
-    refetchInterval: opts.active ? env.pollMs : false,
+    refetchInterval: opts.active ? (live ? LIVE_SAFETY_POLL_MS : env.pollMs) : false,
     placeholderData: (prev) => prev,
   });
 }
@@ -61,7 +129,7 @@ async function loadPicked(
   return data;
 }
 
-/** The same series of several runs (the residual overlay of a study). */
+/** The same series of several runs (the residual overlay of a study), polled while active. */
 export function useRunsTelemetry(
   runs: { id: string; active: boolean }[],
   opts: Omit<TelemetryOptions, "active">,

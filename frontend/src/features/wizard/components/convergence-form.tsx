@@ -1,9 +1,44 @@
-import { Checkbox, Group, Paper, Select, SimpleGrid, Stack, Text, TextInput } from "@mantine/core";
+import {
+  Autocomplete,
+  Checkbox,
+  Group,
+  Paper,
+  SimpleGrid,
+  Stack,
+  Text,
+  TextInput,
+} from "@mantine/core";
+import type { ReactNode } from "react";
 import type { ConvergenceForm as Form, WizardForm } from "../lib/form";
 
+function Toggle({
+  checked,
+  onChange,
+  label,
+  children,
+}: {
+  checked: boolean;
+  onChange: (v: boolean) => void;
+  label: string;
+  children?: ReactNode;
+}) {
+  return (
+    <Group gap="xs" wrap="nowrap" align="center" mih={30}>
+      <Checkbox
+        size="xs"
+        label={label}
+        checked={checked}
+        onChange={(e) => onChange(e.currentTarget.checked)}
+      />
+      {children}
+    </Group>
+  );
+}
+
 /**
- * The study's convergence policy: stop diverging runs, stop converged runs early, a wall
- * time limit. Written as `convergence` in the spec only when something is switched on.
+ * The study's convergence policy: when to stop a diverging run, when a run has converged
+ * (it then stops early), and a wall-time limit. The spec carries `convergence` only when it
+ * differs from what the portal does anyway (stop a run whose residuals become NaN).
  */
 export function ConvergenceForm({
   form,
@@ -16,94 +51,122 @@ export function ConvergenceForm({
 }) {
   const c = form.convergence;
   const set = (patch: Partial<Form>) => update({ convergence: { ...c, ...patch } });
-  const objectiveNames = form.objectives.map((o) => o.name).filter(Boolean);
-  const general = errors.convergence;
+  const seriesHints = [
+    ...new Set(form.objectives.filter((o) => o.kind === "series" && o.series).map((o) => o.series)),
+  ];
+  const field = (
+    key: keyof Form,
+    label: string,
+    disabled: boolean,
+    error: string | undefined,
+    w = 84,
+  ) => (
+    <TextInput
+      size="xs"
+      w={w}
+      value={String(c[key])}
+      disabled={disabled}
+      onChange={(e) => set({ [key]: e.currentTarget.value } as Partial<Form>)}
+      aria-label={label}
+      error={error}
+    />
+  );
   return (
     <Stack gap="sm" data-testid="convergence-form">
       <SimpleGrid cols={{ base: 1, md: 3 }} spacing="sm">
         <Paper withBorder p="sm" radius="md">
-          <Checkbox
-            label="Stop runs that diverge"
-            checked={c.diverge}
-            onChange={(e) => set({ diverge: e.currentTarget.checked })}
-            fw={600}
-          />
-          <Stack gap={6} mt="xs" pl={30} opacity={c.diverge ? 1 : 0.5}>
-            <Checkbox
-              size="xs"
-              label="when a residual becomes NaN"
+          <Text fw={600} size="sm" mb={6}>
+            Stop a run that diverges
+          </Text>
+          <Stack gap={4}>
+            <Toggle
               checked={c.nan}
-              disabled={!c.diverge}
-              onChange={(e) => set({ nan: e.currentTarget.checked })}
+              onChange={(v) => set({ nan: v })}
+              label="a residual becomes NaN"
             />
-            <TextInput
-              size="xs"
-              label="when a residual exceeds"
-              value={c.residualAbove}
-              disabled={!c.diverge}
-              onChange={(e) => set({ residualAbove: e.currentTarget.value })}
-              error={errors["convergence.diverge.residual_above"]}
-              w={140}
-            />
+            <Toggle
+              checked={c.residualAboveOn}
+              onChange={(v) => set({ residualAboveOn: v })}
+              label="a residual exceeds"
+            >
+              {field(
+                "residualAbove",
+                "Residual limit",
+                !c.residualAboveOn,
+                errors["convergence.diverge.residual_above"],
+              )}
+            </Toggle>
+            <Toggle
+              checked={c.courantAboveOn}
+              onChange={(v) => set({ courantAboveOn: v })}
+              label="the Courant number exceeds"
+            >
+              {field(
+                "courantAbove",
+                "Courant limit",
+                !c.courantAboveOn,
+                errors["convergence.diverge.courant_above"],
+                64,
+              )}
+            </Toggle>
           </Stack>
         </Paper>
         <Paper withBorder p="sm" radius="md">
           <Text fw={600} size="sm" mb={6}>
-            Stop runs early when converged
+            Stop early when converged
           </Text>
-          <Stack gap={6}>
-            <Group gap="xs" align="flex-end" wrap="nowrap">
-              <Checkbox
-                size="xs"
-                label="all residuals below"
-                checked={c.converge}
-                onChange={(e) => set({ converge: e.currentTarget.checked })}
-                mb={6}
-              />
-              <TextInput
-                size="xs"
-                w={90}
-                value={c.residualBelow}
-                disabled={!c.converge}
-                onChange={(e) => set({ residualBelow: e.currentTarget.value })}
-                error={errors["convergence.converge.residual_below"]}
-                aria-label="Residual threshold"
-              />
-            </Group>
-            <Checkbox
-              size="xs"
-              label="an objective stops changing"
-              checked={c.objective}
-              onChange={(e) => set({ objective: e.currentTarget.checked })}
+          <Stack gap={4}>
+            <Toggle
+              checked={c.residualsBelowOn}
+              onChange={(v) => set({ residualsBelowOn: v })}
+              label="all residuals below"
+            >
+              {field(
+                "residualsBelow",
+                "Residual threshold",
+                !c.residualsBelowOn,
+                errors["convergence.converge.residuals_below"],
+              )}
+            </Toggle>
+            <Toggle
+              checked={c.objectiveOn}
+              onChange={(v) => set({ objectiveOn: v })}
+              label="a series settles"
             />
-            <Group gap={6} pl={26} opacity={c.objective ? 1 : 0.5} wrap="nowrap" align="flex-start">
-              <Select
+            <Group
+              gap={6}
+              pl={26}
+              wrap="nowrap"
+              align="flex-start"
+              opacity={c.objectiveOn ? 1 : 0.55}
+            >
+              <Autocomplete
                 size="xs"
-                w={90}
-                data={objectiveNames}
-                value={c.objectiveName || null}
-                onChange={(v) => set({ objectiveName: v ?? "" })}
-                disabled={!c.objective}
-                aria-label="Objective"
-                placeholder="Cl"
-                error={errors["convergence.converge.objective.name"]}
+                w={140}
+                data={seriesHints}
+                value={c.objectiveSeries}
+                onChange={(v) => set({ objectiveSeries: v })}
+                disabled={!c.objectiveOn}
+                placeholder="forceCoeffs.Cl"
+                aria-label="Series that must settle"
+                error={errors["convergence.converge.objective.series"]}
               />
               <TextInput
                 size="xs"
-                w={70}
+                w={60}
                 value={c.window}
                 onChange={(e) => set({ window: e.currentTarget.value })}
-                disabled={!c.objective}
-                aria-label="Window (iterations)"
+                disabled={!c.objectiveOn}
+                aria-label="Window (points)"
                 description="window"
                 error={errors["convergence.converge.objective.window"]}
               />
               <TextInput
                 size="xs"
-                w={76}
+                w={70}
                 value={c.tolerance}
                 onChange={(e) => set({ tolerance: e.currentTarget.value })}
-                disabled={!c.objective}
+                disabled={!c.objectiveOn}
                 aria-label="Relative tolerance"
                 description="tolerance"
                 error={errors["convergence.converge.objective.tolerance"]}
@@ -112,33 +175,44 @@ export function ConvergenceForm({
           </Stack>
         </Paper>
         <Paper withBorder p="sm" radius="md">
-          <Checkbox
-            label="Limit wall time per run"
-            checked={c.maxWall}
-            onChange={(e) => set({ maxWall: e.currentTarget.checked })}
-            fw={600}
-          />
-          <TextInput
-            mt="xs"
-            ml={30}
-            size="xs"
-            w={120}
-            label="minutes"
-            value={c.maxWallMinutes}
-            disabled={!c.maxWall}
-            onChange={(e) => set({ maxWallMinutes: e.currentTarget.value })}
-            error={errors["convergence.max_wall_seconds"]}
-          />
+          <Text fw={600} size="sm" mb={6}>
+            Limits
+          </Text>
+          <Stack gap={4}>
+            <Toggle
+              checked={c.maxWallOn}
+              onChange={(v) => set({ maxWallOn: v })}
+              label="wall time at most (min)"
+            >
+              {field(
+                "maxWallMinutes",
+                "Wall time limit in minutes",
+                !c.maxWallOn,
+                errors["convergence.max_wall_seconds"],
+                64,
+              )}
+            </Toggle>
+            <Group gap="xs" wrap="nowrap" mih={30}>
+              <Text size="xs">judge no run before iteration</Text>
+              {field(
+                "minIterations",
+                "Minimum iterations",
+                false,
+                errors["convergence.min_iterations"],
+                64,
+              )}
+            </Group>
+          </Stack>
         </Paper>
       </SimpleGrid>
-      {general && (
+      {errors.convergence && (
         <Text c="red" size="sm" role="alert">
-          {general}
+          {errors.convergence}
         </Text>
       )}
       <Text size="xs" c="dimmed">
-        Runs judged by the policy get a trust flag (converged, not converged, diverged) in the
-        results.
+        Each run gets a trust flag from this policy (converged, not converged, diverged), shown in
+        the runs table and the results.
       </Text>
     </Stack>
   );

@@ -105,18 +105,21 @@ describe("the wizard's spec", () => {
     expect(errors.name).toBeDefined();
   });
 
-  it("writes the convergence policy only when asked", () => {
+  it("writes the convergence policy only when it differs from the portal's default", () => {
+    const stopNan = toSpec(form((f) => (f.convergence.nan = false))).spec.convergence;
+    expect(stopNan).toEqual({ diverge: { nan: false } });
     const { spec, errors } = toSpec(
       form((f) => {
         f.convergence = {
           ...f.convergence,
-          diverge: true,
-          converge: true,
-          objective: true,
-          objectiveName: "Cl",
+          residualAboveOn: true,
+          residualsBelowOn: true,
+          objectiveOn: true,
+          objectiveSeries: "forceCoeffs.Cl",
           window: "50",
           tolerance: "1e-3",
-          maxWall: true,
+          minIterations: "20",
+          maxWallOn: true,
           maxWallMinutes: "30",
         };
       }),
@@ -124,7 +127,11 @@ describe("the wizard's spec", () => {
     expect(errors).toEqual({});
     expect(spec.convergence).toEqual({
       diverge: { nan: true, residual_above: 1000 },
-      converge: { residual_below: 1e-5, objective: { name: "Cl", window: 50, tolerance: 1e-3 } },
+      converge: {
+        residuals_below: 1e-5,
+        objective: { series: "forceCoeffs.Cl", window: 50, tolerance: 1e-3 },
+      },
+      min_iterations: 20,
       max_wall_seconds: 1800,
     });
   });
@@ -134,7 +141,8 @@ describe("the wizard's spec", () => {
       form((f) => {
         Object.assign(row(f, "aoa"), { mode: "linspace", start: "0", stop: "10", count: "6" });
         f.derived = [{ key: "d", name: "Re", expr: "speed * 35.05 / 1e-5" }];
-        f.convergence.maxWall = true;
+        f.convergence.maxWallOn = true;
+        f.convergence.residualsBelowOn = true;
       }),
     ).spec;
     const again = toSpec(formFromSpec(first, airfoil)).spec;

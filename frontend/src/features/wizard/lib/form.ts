@@ -51,16 +51,20 @@ export interface ObjectiveRow {
 }
 
 export interface ConvergenceForm {
-  diverge: boolean;
+  /** stop a run whose residuals become NaN (the portal's default) */
   nan: boolean;
+  residualAboveOn: boolean;
   residualAbove: string;
-  converge: boolean;
-  residualBelow: string;
-  objective: boolean;
-  objectiveName: string;
+  courantAboveOn: boolean;
+  courantAbove: string;
+  residualsBelowOn: boolean;
+  residualsBelow: string;
+  objectiveOn: boolean;
+  objectiveSeries: string;
   window: string;
   tolerance: string;
-  maxWall: boolean;
+  minIterations: string;
+  maxWallOn: boolean;
   maxWallMinutes: string;
 }
 
@@ -88,16 +92,19 @@ let counter = 0;
 export const newKey = () => `k${++counter}`;
 
 export const emptyConvergence = (): ConvergenceForm => ({
-  diverge: false,
   nan: true,
+  residualAboveOn: false,
   residualAbove: "1e3",
-  converge: false,
-  residualBelow: "1e-5",
-  objective: false,
-  objectiveName: "",
+  courantAboveOn: false,
+  courantAbove: "5",
+  residualsBelowOn: false,
+  residualsBelow: "1e-5",
+  objectiveOn: false,
+  objectiveSeries: "",
   window: "50",
-  tolerance: "1e-3",
-  maxWall: false,
+  tolerance: "1e-4",
+  minIterations: "",
+  maxWallOn: false,
   maxWallMinutes: "60",
 });
 
@@ -180,25 +187,29 @@ function objectiveRows(objectives: Record<string, ObjectiveSpec>): ObjectiveRow[
 function convergenceForm(c: ConvergencePolicy | undefined): ConvergenceForm {
   const f = emptyConvergence();
   if (!c) return f;
-  if (c.diverge) {
-    f.diverge = true;
-    f.nan = c.diverge.nan ?? false;
-    if (c.diverge.residual_above !== undefined) f.residualAbove = String(c.diverge.residual_above);
+  const d = c.diverge ?? {};
+  f.nan = d.nan ?? true;
+  if (d.residual_above !== undefined) {
+    f.residualAboveOn = true;
+    f.residualAbove = String(d.residual_above);
   }
-  if (c.converge) {
-    if (c.converge.residual_below !== undefined) {
-      f.converge = true;
-      f.residualBelow = String(c.converge.residual_below);
-    }
-    if (c.converge.objective) {
-      f.objective = true;
-      f.objectiveName = c.converge.objective.name;
-      f.window = String(c.converge.objective.window);
-      f.tolerance = String(c.converge.objective.tolerance);
-    }
+  if (d.courant_above !== undefined) {
+    f.courantAboveOn = true;
+    f.courantAbove = String(d.courant_above);
   }
+  if (c.converge?.residuals_below !== undefined) {
+    f.residualsBelowOn = true;
+    f.residualsBelow = String(c.converge.residuals_below);
+  }
+  if (c.converge?.objective) {
+    f.objectiveOn = true;
+    f.objectiveSeries = c.converge.objective.series;
+    f.window = String(c.converge.objective.window);
+    f.tolerance = String(c.converge.objective.tolerance);
+  }
+  if (c.min_iterations !== undefined) f.minIterations = String(c.min_iterations);
   if (c.max_wall_seconds) {
-    f.maxWall = true;
+    f.maxWallOn = true;
     f.maxWallMinutes = String(Math.round((c.max_wall_seconds / 60) * 100) / 100);
   }
   return f;
@@ -399,41 +410,49 @@ function paramSpec(
   }
 }
 
+/**
+ * The `convergence` key, or undefined when the form says what the portal does anyway
+ * (stop NaN runs, nothing else): then the spec leaves it out.
+ */
 function convergenceSpec(
   c: ConvergenceForm,
   errors: Record<string, string>,
-  objectiveNames: string[],
 ): ConvergencePolicy | undefined {
-  const out: ConvergencePolicy = {};
-  const num = (text: string, field: string, positive = true) => {
+  const num = (text: string, field: string) => {
     const n = parseNumber(text);
-    if (n === null || (positive && n <= 0)) errors[field] = "must be a positive number";
+    if (n === null || n <= 0) errors[field] = "must be a number above 0";
     return n ?? 0;
   };
-  if (c.diverge) {
+  const whole = (text: string, field: string, low: number) => {
+    const n = parseNumber(text);
+    if (n === null || !Number.isInteger(n) || n < low) errors[field] = `a whole number ≥ ${low}`;
+    return n ?? low;
+  };
+  const out: ConvergencePolicy = {};
+  if (!c.nan || c.residualAboveOn || c.courantAboveOn) {
     out.diverge = { nan: c.nan };
-    if (c.residualAbove.trim())
+    if (c.residualAboveOn)
       out.diverge.residual_above = num(c.residualAbove, "convergence.diverge.residual_above");
+    if (c.courantAboveOn)
+      out.diverge.courant_above = num(c.courantAbove, "convergence.diverge.courant_above");
   }
-  if (c.converge || c.objective) {
+  if (c.residualsBelowOn || c.objectiveOn) {
     out.converge = {};
-    if (c.converge)
-      out.converge.residual_below = num(c.residualBelow, "convergence.converge.residual_below");
-    if (c.objective) {
-      if (!c.objectiveName) errors["convergence.converge.objective.name"] = "pick an objective";
-      else if (!objectiveNames.includes(c.objectiveName))
-        errors["convergence.converge.objective.name"] = `no objective named ${c.objectiveName}`;
-      const window = num(c.window, "convergence.converge.objective.window");
-      if (!Number.isInteger(window))
-        errors["convergence.converge.objective.window"] = "must be a whole number of iterations";
+    if (c.residualsBelowOn)
+      out.converge.residuals_below = num(c.residualsBelow, "convergence.converge.residuals_below");
+    if (c.objectiveOn) {
+      if (!c.objectiveSeries.trim())
+        errors["convergence.converge.objective.series"] = "pick a series, e.g. forceCoeffs.Cl";
       out.converge.objective = {
-        name: c.objectiveName,
-        window,
+        series: c.objectiveSeries.trim(),
+        window: whole(c.window, "convergence.converge.objective.window", 2),
         tolerance: num(c.tolerance, "convergence.converge.objective.tolerance"),
       };
     }
   }
-  if (c.maxWall)
+  if (c.minIterations.trim())
+    out.min_iterations = whole(c.minIterations, "convergence.min_iterations", 0);
+  if (c.maxWallOn)
     out.max_wall_seconds = Math.round(num(c.maxWallMinutes, "convergence.max_wall_seconds") * 60);
   return Object.keys(out).length ? out : undefined;
 }
@@ -529,7 +548,7 @@ export function toSpec(form: WizardForm): SpecResult {
   }
   spec.objectives = objectives;
 
-  const convergence = convergenceSpec(form.convergence, errors, Object.keys(objectives));
+  const convergence = convergenceSpec(form.convergence, errors);
   if (convergence) spec.convergence = convergence;
   return { spec, errors };
 }
