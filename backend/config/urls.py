@@ -1,4 +1,3 @@
-from administration.spa import SPA_PATH_REGEX, spa_index
 from django.contrib import admin
 from django.db import connection
 from django.http import JsonResponse
@@ -6,6 +5,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from administration.spa import SPA_PATH_REGEX, spa_index
 from catalog.api.admin import AdminBackendCheckView, AdminBackendDetailView, AdminBackendListView
 from catalog.api.images import ImageViewSet
 from catalog.api.views import BackendViewSet, PackageViewSet, TemplateViewSet

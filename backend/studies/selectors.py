@@ -151,7 +151,8 @@ def study_results_csv(*, study: Study) -> str:
             "state",
             "trust",
             *objectives,
-            "iterations",
+            # a parameter may itself be called `iterations` (the airfoil template's is)
+            "solver_iterations" if "iterations" in params else "iterations",
             "wall_seconds",
             "end_reason",
         ]

@@ -77,7 +77,7 @@ def build_archive(case: Path, dest: Path, *, max_bytes: int) -> list[str]:
     """
     notes: list[str] = []
     budget = max_bytes - 64 * 1024  # room for tar headers and the manifest
-    with tarfile.open(dest, "w:gz", compresslevel=6) as tar:
+    with tarfile.open(dest, "w:gz", compresslevel=1) as tar:  # fast: it sits in the run slot
         for label, paths in _candidates(case):
             if label == "constant/polyMesh" and _size(paths[0]) > POLYMESH_INLINE_LIMIT:
                 notes.append("constant/polyMesh left out (larger than 20 MB)")

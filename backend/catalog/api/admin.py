@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from administration.api.permissions import IsStaff
 from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from administration.api.permissions import IsStaff
 from catalog.choices import BackendKind
 from catalog.models import Backend
 from core.crypto import decrypt_json, encrypt_json

@@ -13,7 +13,6 @@ POST /api/v1/images/{id}/retire/     staff: no new studies; removed from local s
 
 from __future__ import annotations
 
-from administration.api.permissions import IsStaff
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -21,6 +20,7 @@ from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from administration.api.permissions import IsStaff
 from catalog import images as svc
 from catalog.choices import ImageKind, ImageStatus
 from catalog.models import Image

@@ -64,6 +64,10 @@ def test_airfoil_study_lift_grows_with_angle_of_attack_and_csv_matches(live):
         assert float(line["aoa"]) == row["parameters"]["aoa"]
         assert float(line["Cl"]) == pytest.approx(row["objectives"]["Cl"], rel=1e-12)
         assert line["state"] == "completed"
+        assert (
+            line["iterations"] == "60"
+        )  # the parameter; the count of time steps has its own column
+        assert 0 < int(line["solver_iterations"]) <= 60
 
     run_id = rows[2]["run"]
     tele = live.get(

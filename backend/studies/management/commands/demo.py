@@ -77,7 +77,7 @@ class Command(BaseCommand):
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS(f"Windtunnel is running at {url}/"))
         self.stdout.write(
-            f"  sign in:      {url}/api-auth/login/   user {creds['username']}  password {creds['password']}"
+            f"  sign in:      {url}/login   user {creds['username']}  password {creds['password']}"
         )
         self.stdout.write(
             f"  Django admin: {url}/admin/            user admin  password {creds['admin_password']}"

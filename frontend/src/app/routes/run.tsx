@@ -14,7 +14,8 @@ import {
 import { useDisclosure } from "@mantine/hooks";
 import { notifications } from "@mantine/notifications";
 import { IconDownload, IconPlayerStop } from "@/components/icons";
-import type { ReactNode } from "react";
+import { useQueryClient } from "@tanstack/react-query";
+import { useEffect, useRef, type ReactNode } from "react";
 import { useParams } from "react-router";
 import { PageHeader } from "@/components/page-header";
 import { RunStateBadge, TrustBadge } from "@/components/state-badge";
@@ -72,6 +73,15 @@ export function RunPage() {
   const study = useStudy(run.data?.study ?? "");
   const cancel = useCancelRun();
   const [stopOpen, stopModal] = useDisclosure(false);
+  const qc = useQueryClient();
+  const active = isActiveRun(run.data?.state);
+  const wasActive = useRef(active);
+  // when the run ends, load everything once more: the last points, log lines and archive
+  useEffect(() => {
+    if (wasActive.current && !active)
+      void qc.invalidateQueries({ queryKey: ["runs", "detail", id] });
+    wasActive.current = active;
+  }, [active, qc, id]);
 
   if (run.isError && run.error instanceof ApiError && run.error.isNotFound)
     return <NotFoundPage what="run" />;
@@ -94,7 +104,6 @@ export function RunPage() {
       </>
     );
 
-  const active = isActiveRun(r.state);
   const started = r.state !== "pending" && r.state !== "admitted";
   const objectiveSeries = Object.values(
     (study.data?.objectives ?? {}) as Record<string, ObjectiveSpec>,
