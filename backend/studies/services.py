@@ -660,17 +660,21 @@ def runs_reap() -> dict[str, int]:
     dispatch_timeout = settings.WINDTUNNEL["DISPATCH_TIMEOUT"]
     stats = {"requeued": 0, "failed": 0, "redispatched": 0}
     candidates = Simulation.objects.select_related("backend").filter(state__in=STARTED_STATES)
+    unreachable: set[int] = set()
     for run in candidates:
         last = run.heartbeat_at or run.provisioning_at or run.updated_at
         limit = timeout if run.heartbeat_at else max(timeout, dispatch_timeout)
         if last and last > now - timezone.timedelta(seconds=limit):
             continue
         phase, reason, driver = RunPhase.UNKNOWN, "", None
+        if run.backend_id in unreachable:
+            continue  # one slow failure per backend and pass: do not starve the other tasks
         if run.handle:
             try:
                 driver = _driver_for(run.backend)
                 status = driver.poll(run.handle)
             except DriverError as exc:
+                unreachable.add(run.backend_id)
                 log.warning("poll of run %s failed: %s", run.pk, exc)
                 continue
             phase, reason = status.phase, status.reason
