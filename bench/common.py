@@ -44,6 +44,29 @@ def fresh_stack():
     return Stack()
 
 
+def noop_study(*, name: str, parameters: dict, submit: bool = True):
+    """A fresh tenant with room to spare and a submitted study on the no-op backend (nothing
+    runs: the benchmark drives the runs' reports itself)."""
+    from catalog.models import Backend
+    from studies.models import Simulation
+    from studies.services import study_create
+    from tenancy.services import tenant_create_or_update
+
+    Backend.objects.update_or_create(
+        name="noop", defaults={"kind": "noop", "cores": 10_000, "memory_gb": 1e6, "max_nodes": 1}
+    )
+    tenant = tenant_create_or_update(
+        name=f"bench-{name}",
+        username=f"bench-{name}",
+        quota={"cores": 10_000, "memory_gb": 1e6, "max_runs": 10_000},
+    )
+    Simulation.objects.filter(tenant=tenant).delete()
+    spec = {"name": name, "template": "cavity", "backend": "noop", "parameters": parameters}
+    return study_create(
+        tenant=tenant, owner=tenant.memberships.get().user, spec=spec, submit=submit
+    )
+
+
 def emit(name: str, value: float, unit: str, context: str, **extra: Any) -> None:
     """Print the one final BENCH line and write bench/results/<name>.json."""
     RESULTS.mkdir(parents=True, exist_ok=True)

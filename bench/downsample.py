@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from bench.common import emit, progress, setup_django
+from bench.common import emit, noop_study, progress, setup_django
 
 POINTS, CHUNK = 100_000, 100
 
@@ -22,33 +22,11 @@ def timed(fn, repeat: int = 5) -> float:
 
 def main() -> None:
     setup_django()
-    from catalog.models import Backend
     from studies.models import Simulation
-    from studies.services import study_create, study_submit
     from telemetry.selectors import series_read, series_values
     from telemetry.services import telemetry_ingest
-    from tenancy.services import tenant_create_or_update
 
-    Backend.objects.update_or_create(
-        name="noop", defaults={"kind": "noop", "cores": 10_000, "memory_gb": 1e6, "max_nodes": 1}
-    )
-    tenant = tenant_create_or_update(
-        name="bench-downsample",
-        username="bench-downsample",
-        quota={"cores": 100, "memory_gb": 1e3, "max_runs": 100},
-    )
-    Simulation.objects.filter(tenant=tenant).delete()
-    study = study_create(
-        tenant=tenant,
-        owner=tenant.memberships.get().user,
-        spec={
-            "name": "ds",
-            "template": "cavity",
-            "backend": "noop",
-            "parameters": {"cells": [10, 11]},
-        },
-    )
-    study_submit(study=study)
+    study = noop_study(name="downsample", parameters={"cells": [10, 11]})
     big, small = list(Simulation.objects.filter(study=study).order_by("index"))
     Simulation.objects.filter(pk__in=[big.pk, small.pk]).update(state="running", attempt=1)
     big.refresh_from_db()

@@ -13,7 +13,7 @@ import time
 
 import httpx
 
-from bench.common import emit, fresh_stack, progress, setup_django
+from bench.common import emit, fresh_stack, noop_study, progress, setup_django
 
 RUNS, SERIES, POINTS, BATCHES = 20, 8, 50, 40
 
@@ -23,33 +23,10 @@ def main() -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from catalog.models import Backend
     from studies.models import Simulation
-    from studies.services import hash_run_token, study_create
-    from tenancy.services import tenant_create_or_update
+    from studies.services import hash_run_token
 
-    Backend.objects.update_or_create(
-        name="noop", defaults={"kind": "noop", "cores": 10_000, "memory_gb": 1e6, "max_nodes": 1}
-    )
-    tenant = tenant_create_or_update(
-        name="bench-ingest",
-        username="bench-ingest",
-        quota={"cores": 10_000, "memory_gb": 1e6, "max_runs": 10_000},
-    )
-    Simulation.objects.filter(tenant=tenant).delete()
-    study = study_create(
-        tenant=tenant,
-        owner=tenant.memberships.get().user,
-        spec={
-            "name": "ingest",
-            "template": "cavity",
-            "backend": "noop",
-            "parameters": {"lid_velocity": {"linspace": [1, 2, RUNS]}},
-        },
-    )
-    from studies.services import study_submit
-
-    study_submit(study=study)
+    study = noop_study(name="ingest", parameters={"lid_velocity": {"linspace": [1, 2, RUNS]}})
     tokens = {}
     for run in Simulation.objects.filter(study=study):
         tokens[str(run.pk)] = secrets.token_urlsafe(16)

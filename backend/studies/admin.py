@@ -24,7 +24,6 @@ class SimulationAdmin(admin.ModelAdmin):
     ]
     list_filter = ["state", "tenant", "end_reason"]
     readonly_fields = ["id", "token_hash", "handle"]
-    exclude: list[str] = []
     list_select_related = ["study", "tenant"]
 
 
