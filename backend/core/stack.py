@@ -35,6 +35,7 @@ class Stack:
             "PYTHONPATH": f"{ROOT / 'backend'}:{ROOT}",
             "WINDTUNNEL_PUBLIC_URL": self.url,
             "PORT": str(self.port),
+            "DB_POOL": "1",  # as in production (the test runner's own process has no pool)
         }
         self.logs = Path(settings.DATA_DIR) / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -54,6 +55,8 @@ class Stack:
                 str(self.port),
                 "--log-level",
                 "warning",
+                "--workers",
+                os.environ.get("WINDTUNNEL_WEB_WORKERS", "1"),
             ],
             env=self.env,
             cwd=ROOT,

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from core.exceptions import ApplicationError
@@ -21,7 +21,7 @@ from telemetry.convergence import (
     relative_change,
     trust_of,
 )
-from telemetry.events import bump_run_seq, run_group, send
+from telemetry.events import run_group, send
 from telemetry.models import LogChunk, SeriesChunk
 from telemetry.selectors import series_length, series_tail, series_values
 
@@ -37,16 +37,8 @@ def _finite_or_none(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def telemetry_ingest(
-    *,
-    run: Simulation,
-    attempt: int,
-    series: Mapping[str, Sequence[Sequence[float]]],
-    log: Sequence[str] = (),
-) -> int:
-    """Store one batch from the agent as one chunk per series, stamped with the run stream's
-    next seq; publish it after commit; apply the study's convergence policy. Returns the seq,
-    negated when the policy stopped the run (the agent must be told to stop)."""
+def _clean_series(series: Any) -> dict[str, list[list[float | None]]]:
+    """Validate a batch's series (name → [[x, y], …]); NaN/Inf y become None, non-finite x drop."""
     if not isinstance(series, Mapping):
         raise ApplicationError("series must be an object of name → [[x, y], …]", field="series")
     if len(series) > MAX_SERIES_PER_BATCH:
@@ -55,6 +47,7 @@ def telemetry_ingest(
     if total > MAX_POINTS_PER_BATCH:
         raise ApplicationError(f"at most {MAX_POINTS_PER_BATCH} points per batch", field="series")
     clean: dict[str, list[list[float | None]]] = {}
+    isfinite = math.isfinite
     for raw_name, points in series.items():
         name = str(raw_name)[:200]
         if not isinstance(points, list):
@@ -65,42 +58,61 @@ def telemetry_ingest(
         for p in points:
             if not isinstance(p, list | tuple) or len(p) != 2:
                 raise ApplicationError(f"series {name}: each point is [x, y]", field="series")
+            x, y = p
             try:
-                x = float(p[0])
-                y = None if p[1] is None else float(p[1])
+                x = float(x)
+                if y is not None:
+                    y = float(y)
             except (TypeError, ValueError) as exc:
                 raise ApplicationError(
                     f"series {name}: non-numeric point {p!r}", field="series"
                 ) from exc
-            if math.isfinite(x):
+            if isfinite(x):
                 # NaN/Inf are kept as the sign of divergence: stored as NULL, sent as null
-                out.append([x, y if y is not None and math.isfinite(y) else None])
+                out.append([x, y if y is not None and isfinite(y) else None])
         if out:
             clean[name] = out
+    return clean
+
+
+def _array_literal(values: Sequence[float | None]) -> str:
+    """A PostgreSQL float8[] literal (repr round-trips floats exactly; far faster than
+    binding a Python list element by element)."""
+    return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
+
+
+def telemetry_ingest(
+    *,
+    run: Simulation,
+    attempt: int,
+    series: Mapping[str, Sequence[Sequence[float]]],
+    log: Sequence[str] = (),
+    heartbeat: bool = False,
+) -> tuple[int, bool]:
+    """Store one batch from the agent as one chunk per series, stamped with the run stream's
+    next seq; publish it after commit; apply the study's convergence policy.
+
+    Returns (seq, stop): seq is 0 when the batch was empty; stop says the agent must stop
+    (the portal wants the run stopped, or the policy just stopped it). With `heartbeat` the
+    batch also counts as the run's sign of life (one UPDATE does both); a batch for an attempt
+    that is over raises StaleAttempt, except for a run the portal ended (cancel, policy),
+    whose last points are still kept.
+
+    Telemetry commits asynchronously (synchronous_commit off): a database crash can lose the
+    last fraction of a second of points, never the run's state, which commits normally.
+    """
+    clean = _clean_series(series)
     lines = [str(line)[:2000] for line in list(log)[-MAX_LOG_LINES:]] if log else []
     if not clean and not lines:
-        return 0
+        if heartbeat:
+            from studies.services import run_heartbeat
+
+            return 0, run_heartbeat(run=run, attempt=attempt)
+        return 0, False
     with transaction.atomic():
-        seq = bump_run_seq(run.pk)
-        SeriesChunk.objects.bulk_create(
-            [
-                SeriesChunk(
-                    run=run,
-                    attempt=attempt,
-                    name=name,
-                    seq=seq,
-                    event_seq=seq,
-                    xs=[p[0] for p in pts],
-                    ys=[p[1] for p in pts],
-                    x_min=min(p[0] for p in pts),
-                    x_max=max(p[0] for p in pts),
-                    **_extremes(pts),
-                )
-                for name, pts in clean.items()
-            ]
+        seq, stop = _store_batch(
+            run=run, attempt=attempt, heartbeat=heartbeat, clean=clean, lines=lines
         )
-        if lines:  # chunks are ordered by the run stream's seq: no per-series counter
-            LogChunk.objects.create(run=run, attempt=attempt, seq=seq, event_seq=seq, lines=lines)
         message = {
             "type": "telemetry",
             "id": str(run.pk),
@@ -111,8 +123,88 @@ def telemetry_ingest(
         }
         transaction.on_commit(lambda: send(run_group(run.pk), message))
         if clean and _apply_policy(run=run, attempt=attempt, new=clean):
-            return -seq  # negative: the policy just stopped the run
-    return seq
+            return seq, True  # the policy just stopped the run
+    return seq, stop
+
+
+def _store_batch(
+    *,
+    run: Simulation,
+    attempt: int,
+    heartbeat: bool,
+    clean: dict[str, list[list[float | None]]],
+    lines: list[str],
+) -> tuple[int, bool]:
+    """One round trip: bump the run stream's seq (with `heartbeat` also the sign of life,
+    fenced by attempt and state) and insert the batch's chunks stamped with it.
+    Returns (seq, stop requested)."""
+    from studies.choices import STARTED_STATES, TERMINAL_STATES
+    from studies.services import StaleAttempt
+
+    run_id = str(run.pk)
+    if heartbeat:
+        states = ", ".join(["%s"] * len(STARTED_STATES))
+        update = (
+            f"UPDATE {Simulation._meta.db_table} SET event_seq = event_seq + 1,"
+            f" heartbeat_at = now() WHERE id = %s AND attempt = %s AND state IN ({states})"
+            " RETURNING event_seq, stop_requested"
+        )
+        params: list[Any] = [run_id, attempt, *STARTED_STATES]
+    else:
+        update = (
+            f"UPDATE {Simulation._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s"
+            " RETURNING event_seq, stop_requested"
+        )
+        params = [run_id]
+    parts = [f"s AS ({update})"]
+    if clean:
+        rows = []
+        params += [run_id, attempt]
+        for name, pts in clean.items():
+            xs = [p[0] for p in pts]
+            ext = _extremes(pts)
+            rows.append("(%s, %s, %s, %s, %s, %s, %s, %s, %s)")
+            params += [
+                name,
+                _array_literal(xs),
+                _array_literal([p[1] for p in pts]),
+                min(xs),
+                max(xs),
+                ext["low_x"],
+                ext["low_y"],
+                ext["high_x"],
+                ext["high_y"],
+            ]
+        parts.append(
+            f"c AS (INSERT INTO {SeriesChunk._meta.db_table} (run_id, attempt, name, seq,"
+            " event_seq, xs, ys, x_min, x_max, low_x, low_y, high_x, high_y, created_at)"
+            " SELECT %s, %s, v.name, s.event_seq, s.event_seq, v.xs::float8[], v.ys::float8[],"
+            " v.x_min::float8, v.x_max::float8, v.low_x::float8, v.low_y::float8,"
+            " v.high_x::float8, v.high_y::float8, now()"
+            f" FROM s, (VALUES {', '.join(rows)})"
+            " AS v(name, xs, ys, x_min, x_max, low_x, low_y, high_x, high_y))"
+        )
+    if lines:  # chunks are ordered by the run stream's seq: no per-series counter
+        parts.append(
+            f"l AS (INSERT INTO {LogChunk._meta.db_table} (run_id, attempt, seq, event_seq,"
+            " lines, created_at) SELECT %s, %s, s.event_seq, s.event_seq, %s::text[], now()"
+            " FROM s)"
+        )
+        params += [run_id, attempt, lines]
+    with connection.cursor() as cur:
+        # telemetry commits asynchronously: a crash may lose the last fraction of a second of
+        # points (the run's state reports commit synchronously)
+        cur.execute("SET LOCAL synchronous_commit TO OFF")
+        cur.execute(f"WITH {', '.join(parts)} SELECT event_seq, stop_requested FROM s", params)
+        row = cur.fetchone()
+    if row is not None:
+        return int(row[0]), heartbeat and bool(row[1])
+    current = Simulation.objects.filter(pk=run.pk).values_list("state", "attempt").first()
+    if heartbeat and current and current[1] == attempt and current[0] in TERMINAL_STATES:
+        # ended by the portal (cancel, policy): keep what came in, and tell the agent to stop
+        seq, _ = _store_batch(run=run, attempt=attempt, heartbeat=False, clean=clean, lines=lines)
+        return seq, True
+    raise StaleAttempt()
 
 
 def _extremes(pts: list[list[float | None]]) -> dict[str, float | None]:

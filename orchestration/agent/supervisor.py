@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -11,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
 
 from orchestration.agent.procs import TreeSampler, kill_group, tree_pids
 from orchestration.agent.reporter import Reporter
@@ -33,8 +33,9 @@ POLL = 0.1
 
 
 def log(message: str) -> None:
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-    print(f"{stamp} agent: {message}", file=sys.stderr, flush=True)
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
+    print(f"{stamp}.{int(now % 1 * 1000):03d} agent: {message}", file=sys.stderr, flush=True)
 
 
 class Stale(Exception):
@@ -66,6 +67,67 @@ def _describe_exit(name: str, code: int) -> str:
             signame = f"signal {-code}"
         return f"{name} was killed by {signame}"
     return f"{name} exited with code {code}"
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Sleep up to `timeout`, waking as soon as `proc` exits (a short step is not rounded up
+    to the poll interval)."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd (old kernel) or already reaped
+        time.sleep(timeout)
+        return
+    try:
+        select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
+
+
+class _LogFollower:
+    """Reads what a step appended to its log since the last call: whole lines go to the
+    parser and the live log, a partial last line waits for its end."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, path: Path, parser: LogParser, reporter: Reporter, *, solve: bool) -> None:
+        self.path = path
+        self.parser = parser
+        self.reporter = reporter
+        self.solve = solve
+        self.offset = 0
+        self.partial = b""
+
+    def poll(self, *, final: bool = False) -> None:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                while True:
+                    data = fh.read(self.CHUNK)
+                    if not data:
+                        break
+                    self.offset += len(data)
+                    self._feed(self.partial + data)
+        except OSError:
+            return
+        if final and self.partial:
+            self._lines([self.partial])
+            self.partial = b""
+
+    def _feed(self, data: bytes) -> None:
+        lines = data.split(b"\n")
+        self.partial = lines.pop()
+        self._lines(lines)
+
+    def _lines(self, raw_lines: list[bytes]) -> None:
+        lines = [raw.decode("utf-8", "replace").rstrip("\r") for raw in raw_lines]
+        points = []
+        for line in lines:
+            found = self.parser.feed(line)
+            if found:
+                points.extend(found)
+        if self.solve and points:
+            self.reporter.add_points(points)
+        self.reporter.add_log(lines)
 
 
 class Supervisor:
@@ -140,36 +202,31 @@ class Supervisor:
         log(f"step {step.name}: {step.argv}")
         if step.role == "solve":
             self._follow_dat = True
-        logfile = (case / f"log.{step.name}").open("wb")
-        try:
-            proc = subprocess.Popen(
-                list(step.argv),
-                cwd=case,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                # own process group (so the step can be signalled as a whole) but the agent's
-                # session: a driver can still find and kill it if the agent itself dies
-                process_group=0,
-            )
-        except OSError as exc:
-            logfile.write(f"cannot start {step.argv[0]}: {exc}\n".encode())
-            logfile.close()
-            self.reporter.add_log([f"cannot start {step.argv[0]}: {exc}"])
-            return StepResult(returncode=127, fatal_error=f"cannot start {step.argv[0]}: {exc}")
+        log_path = case / f"log.{step.name}"
+        # the step writes straight into its log file (as in a shell loop) and the agent follows
+        # the file: a solver never waits on a pipe the agent has not drained yet
+        with log_path.open("wb") as logfile:
+            try:
+                proc = subprocess.Popen(
+                    list(step.argv),
+                    cwd=case,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=logfile,
+                    stderr=subprocess.STDOUT,
+                    # own process group (so the step can be signalled as a whole) but the
+                    # agent's session: a driver can still find and kill it if the agent dies
+                    process_group=0,
+                )
+            except OSError as exc:
+                logfile.write(f"cannot start {step.argv[0]}: {exc}\n".encode())
+                self.reporter.add_log([f"cannot start {step.argv[0]}: {exc}"])
+                return StepResult(returncode=127, fatal_error=f"cannot start {step.argv[0]}: {exc}")
         parser = LogParser()
-        reader = threading.Thread(
-            target=self._pump,
-            args=(proc.stdout, logfile, parser, step.role == "solve"),
-            name=f"reader-{step.name}",
-            daemon=True,
-        )
-        reader.start()
-        interrupted = self._watch(proc, interruptible=interruptible)
+        follower = _LogFollower(log_path, parser, self.reporter, solve=step.role == "solve")
+        interrupted = self._watch(proc, follower, interruptible=interruptible)
         proc.wait()
-        reader.join(timeout=10)
-        logfile.close()
+        follower.poll(final=True)
         if step.role == "solve":
             self.reporter.add_points(parser.flush())
         else:
@@ -184,10 +241,14 @@ class Supervisor:
             converged=parser.converged,
         )
 
-    def _watch(self, proc: subprocess.Popen[bytes], *, interruptible: bool) -> str:
-        """Wait for `proc`, sampling as it runs; stop it on stale/stop/SIGTERM."""
+    def _watch(
+        self, proc: subprocess.Popen[bytes], follower: _LogFollower, *, interruptible: bool
+    ) -> str:
+        """Wait for `proc`, following its log and sampling as it runs; stop it on
+        stale/stop/SIGTERM."""
         next_sample = self.clock()
         while proc.poll() is None:
+            follower.poll()
             if self.reporter.stale.is_set():
                 self.kill(proc, grace=0.0)
                 raise Stale()
@@ -200,7 +261,7 @@ class Supervisor:
             if self.clock() >= next_sample:
                 next_sample = self.clock() + self.spec.telemetry_interval
                 self._sample(proc.pid)
-            self.terminate.wait(POLL)
+            _wait_exit(proc, POLL)
         return ""
 
     def kill(self, proc: subprocess.Popen[bytes], *, grace: float) -> None:
@@ -209,24 +270,6 @@ class Supervisor:
         kill_group(proc.pid, grace=grace, extra_pids=tree_pids(proc.pid), reap=proc.poll)
 
     # -- following ------------------------------------------------------------------------
-
-    def _pump(
-        self, stream: IO[bytes] | None, logfile: IO[bytes], parser: LogParser, solve: bool
-    ) -> None:
-        if stream is None:
-            return
-        last_flush = self.clock()
-        for raw in iter(stream.readline, b""):
-            logfile.write(raw)
-            if self.clock() - last_flush > 1.0:
-                logfile.flush()
-                last_flush = self.clock()
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            points = parser.feed(line)
-            if solve and points:
-                self.reporter.add_points(points)
-            self.reporter.add_log([line])
-        stream.close()
 
     def _sample(self, pid: int, *, final: bool = False) -> None:
         x = round(self.clock() - self.started, 3)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -30,11 +32,101 @@ __all__ = ["LocalDriver", "format_handle", "parse_handle"]
 REPO_ROOT = Path(orchestration.__file__).resolve().parent.parent
 ROOT_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 _CREATE_TIME_TOLERANCE = 0.05
+_log = logging.getLogger(__name__)
 
 # Agents this interpreter started, so any LocalDriver instance can reap them and read their
 # exit code (the backend may build a new driver object for every call).
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 _CHILDREN_LOCK = threading.Lock()
+# Agents the fork server started for this interpreter: pid → the file their exit code lands in
+_LAUNCHED: dict[int, Path] = {}
+_EXIT_FILE_WAIT = 1.0  # the launcher reaps within 0.1 s; never wait longer than this
+
+
+class _Launcher:
+    """The driver's side of orchestration.drivers.launcher: one fork server per interpreter
+    path, started on first use, restarted when it died; None from spawn() means "start the
+    agent the plain way"."""
+
+    TIMEOUT = 10.0
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None
+        self.buffer = b""
+
+    def spawn(self, *, run_json: Path, cwd: Path, log: Path, env: dict[str, str]) -> int | None:
+        request = {"run_json": str(run_json), "cwd": str(cwd), "log": str(log), "env": env}
+        with self.lock:
+            try:
+                if self.proc is None or self.proc.poll() is not None:
+                    self._start(env, log.parent.parent)
+                assert self.sock is not None
+                self.sock.sendall(json.dumps(request).encode() + b"\n")
+                while b"\n" not in self.buffer:
+                    data = self.sock.recv(1 << 16)
+                    if not data:
+                        raise OSError("the agent launcher closed its socket")
+                    self.buffer += data
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                answer = json.loads(line)
+            except (OSError, ValueError) as exc:
+                _log.warning("agent launcher unusable (%s): starting agents directly", exc)
+                self._stop()
+                return None
+        if "pid" not in answer:
+            raise DriverError(
+                f"cannot start the agent: {answer.get('error', answer)}", retryable=True
+            )
+        return int(answer["pid"])
+
+    def _start(self, env: dict[str, str], log_dir: Path) -> None:
+        self._stop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            log_path = log_dir / "agent-launcher.log"
+            with contextlib.suppress(OSError):
+                log_dir.mkdir(parents=True, exist_ok=True)
+            out = log_path.open("ab") if log_dir.is_dir() else subprocess.DEVNULL
+            try:
+                # same process group as the worker: stopping the worker stops the launcher
+                # (agents are session leaders of their own and live on)
+                self.proc = subprocess.Popen(
+                    [self.python, "-m", "orchestration.drivers.launcher", str(theirs.fileno())],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(theirs.fileno(),),
+                )
+            finally:
+                if out is not subprocess.DEVNULL:
+                    out.close()
+        finally:
+            theirs.close()
+        ours.settimeout(self.TIMEOUT)
+        self.sock, self.buffer = ours, b""
+
+    def _stop(self) -> None:
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=2)
+        self.proc, self.sock, self.buffer = None, None, b""
+
+
+_LAUNCHERS: dict[str, _Launcher] = {}
+
+
+def _launcher(python: str) -> _Launcher:
+    with _CHILDREN_LOCK:
+        return _LAUNCHERS.setdefault(python, _Launcher(python))
 
 
 def format_handle(pid: int, create_time: float) -> str:
@@ -53,12 +145,30 @@ def parse_handle(handle: str) -> tuple[int, float] | None:
     return (pid, create_time) if pid > 0 else None
 
 
+def _launched_exit_code(pid: int, *, wait: bool = False) -> int | None:
+    """The exit code the fork server recorded for one of its agents (None: not yet/unknown)."""
+    with _CHILDREN_LOCK:
+        path = _LAUNCHED.get(pid)
+    if path is None:
+        return None
+    deadline = time.monotonic() + (_EXIT_FILE_WAIT if wait else 0.0)
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            return int(path.read_text().strip())
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
+
+
 def _reap(pid: int) -> int | None:
     """Reap our own exited child; its exit code when known."""
     with _CHILDREN_LOCK:
         child = _CHILDREN.get(pid)
+        launched = pid in _LAUNCHED
     if child is not None:
         return child.poll()
+    if launched:
+        return _launched_exit_code(pid)
     with contextlib.suppress(ChildProcessError, OSError):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -114,6 +224,7 @@ class LocalDriver:
         work_root: str = "",
         python: str = sys.executable,
         grace: float = 10.0,
+        fork_server: bool = True,
         **ignored: object,
     ) -> None:
         self.cores = int(cores or os.cpu_count() or 1)
@@ -121,6 +232,7 @@ class LocalDriver:
         self.work_root = work_root
         self.python = python
         self.grace = grace
+        self.fork_server = bool(fork_server)
 
     # -- Driver ---------------------------------------------------------------------------
 
@@ -145,12 +257,25 @@ class LocalDriver:
         run_json = work_dir / "run.json"
         if not run_json.is_file():
             raise DriverError(f"{run_json} is missing: call prepare() first")
+        env = self._agent_env()
+        pid = None
+        with contextlib.suppress(FileNotFoundError):
+            (work_dir / "agent.exit").unlink()  # an earlier attempt's
+        if self.fork_server:
+            pid = _launcher(self.python).spawn(
+                run_json=run_json, cwd=work_dir, log=work_dir / "agent.log", env=env
+            )
+        if pid is not None:
+            exit_file = work_dir / "agent.exit"
+            with _CHILDREN_LOCK:
+                _LAUNCHED[pid] = exit_file
+            return format_handle(pid, self._create_time(pid))
         try:
             with (work_dir / "agent.log").open("ab") as agent_log:
                 proc = subprocess.Popen(
                     [self.python, "-m", "orchestration.agent", str(run_json)],
                     cwd=work_dir,
-                    env=self._agent_env(),
+                    env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=agent_log,
                     stderr=subprocess.STDOUT,
@@ -161,11 +286,14 @@ class LocalDriver:
             raise DriverError(f"cannot start the agent: {exc}", retryable=True) from exc
         with _CHILDREN_LOCK:
             _CHILDREN[proc.pid] = proc
+        return format_handle(proc.pid, self._create_time(proc.pid))
+
+    @staticmethod
+    def _create_time(pid: int) -> float:
         try:
-            create_time = psutil.Process(proc.pid).create_time()
+            return psutil.Process(pid).create_time()
         except psutil.Error:  # exited already: still a valid handle for poll()
-            create_time = time.time()
-        return format_handle(proc.pid, create_time)
+            return time.time()
 
     def poll(self, handle: str) -> RunStatus:
         parsed = parse_handle(handle)
@@ -175,8 +303,10 @@ class LocalDriver:
         exit_code = _reap(pid)
         if exit_code is None and _process(pid, create_time) is not None:
             return RunStatus(phase=RunPhase.RUNNING)
+        if exit_code is None:
+            exit_code = _launched_exit_code(pid, wait=True)
         with _CHILDREN_LOCK:
-            ours = pid in _CHILDREN
+            ours = pid in _CHILDREN or pid in _LAUNCHED
         if ours or create_time >= psutil.boot_time() - 1 and create_time <= time.time() + 1:
             return RunStatus(phase=RunPhase.EXITED, exit_code=exit_code)
         return RunStatus(phase=RunPhase.UNKNOWN, reason="no such agent since the last boot")
@@ -215,6 +345,7 @@ class LocalDriver:
         if _reap(pid) is not None:
             with _CHILDREN_LOCK:
                 _CHILDREN.pop(pid, None)
+                _LAUNCHED.pop(pid, None)
 
     def capabilities(self) -> Capabilities:
         return Capabilities(

@@ -15,9 +15,11 @@ env.ENVIRON.setdefault("WINDTUNNEL_DISPATCH_TIMEOUT", "8")
 env.ENVIRON.setdefault("WINDTUNNEL_TELEMETRY_INTERVAL", "0.25")
 env.ENVIRON.setdefault("WINDTUNNEL_STOP_GRACE", "15")
 env.ENVIRON.setdefault("CELERY_QUEUE", "windtunnel-test")
+# the test runner itself creates and flushes databases: plain connections there; the portal's
+# processes that tests and benchmarks start (core.stack) set DB_POOL=1 like production
+env.ENVIRON.setdefault("DB_POOL", "0")
+env.ENVIRON.setdefault("DB_CONN_MAX_AGE", "0")
 
 from config.settings.base import *  # noqa: E402,F403
-from config.settings.base import DATABASES  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-DATABASES["default"]["CONN_MAX_AGE"] = 0
