@@ -136,6 +136,10 @@ def _start_build(image: Image, *, force: bool = False) -> None:
     Image.objects.filter(pk=image.pk).exclude(status=ImageStatus.BUILDING).update(**fields)
     if image.kind == ImageKind.CONTAINER:
         enqueue_on_commit(build_image, image.pk, force)
+    elif image.kind == ImageKind.VM:
+        from catalog.vm import vm_bake_enqueue
+
+        vm_bake_enqueue(image=image, force=force)
 
 
 # --- building ------------------------------------------------------------------------------------

@@ -92,6 +92,11 @@ class Image(TimeStamped):
         default=dict, blank=True, help_text="per backend: image ref / Glance id"
     )
     built_at = models.DateTimeField(null=True, blank=True)
+    bakes = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="VM images: bakes in progress, per backend (builder server, phase, deadlines)",
+    )
     created_by = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, blank=True)
 
     class Meta:

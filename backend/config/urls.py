@@ -7,6 +7,7 @@ from rest_framework.routers import DefaultRouter
 
 from administration.spa import SPA_PATH_REGEX, spa_index
 from catalog.api.admin import AdminBackendCheckView, AdminBackendDetailView, AdminBackendListView
+from catalog.api.vm import AdminImageRegisterView, AdminImageUploadView
 from catalog.api.images import ImageViewSet
 from catalog.api.views import BackendViewSet, PackageViewSet, TemplateViewSet
 from quotas.api.views import QuotaView
@@ -64,6 +65,8 @@ urlpatterns = [
     path("api/v1/admin/backends/", AdminBackendListView.as_view()),
     path("api/v1/admin/backends/<slug:name>/", AdminBackendDetailView.as_view()),
     path("api/v1/admin/backends/<slug:name>/check/", AdminBackendCheckView.as_view()),
+    path("api/v1/admin/images/<int:pk>/upload/", AdminImageUploadView.as_view()),
+    path("api/v1/admin/images/<int:pk>/register/", AdminImageRegisterView.as_view()),
     path("api/v1/admin/", include("administration.api.urls")),
     path("api/v1/me/", MeView.as_view()),
     path("api/v1/quota/", QuotaView.as_view()),

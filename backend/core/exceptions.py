@@ -22,6 +22,7 @@ class ErrorCode(enum.StrEnum):
     CONFLICT = "conflict"
     QUOTA = "quota_exceeded"
     BACKEND_CAPACITY = "backend_capacity"
+    BACKEND_UNAVAILABLE = "backend_unavailable"
     TOO_MANY_RUNS = "too_many_runs"
     EMPTY_SPACE = "empty_parameter_space"
     EXPRESSION = "invalid_expression"

@@ -182,6 +182,10 @@ WINDTUNNEL = {
     ),
     "UPLOAD_MAX_RATIO": env.float("WINDTUNNEL_UPLOAD_MAX_RATIO", default=200.0),
     "ARCHIVE_MAX_MB": env.int("WINDTUNNEL_ARCHIVE_MAX_MB", default=512),
+    # VM disk images uploaded through the admin API into an OpenStack backend's Glance
+    "VM_IMAGE_UPLOAD_MAX_BYTES": env.int(
+        "WINDTUNNEL_VM_IMAGE_UPLOAD_MAX_BYTES", default=20 * 1024**3
+    ),
     "LOCAL_CORES": env.int("WINDTUNNEL_LOCAL_CORES", default=0),  # 0 = os.cpu_count()
     "LOCAL_MEMORY_GB": env.float("WINDTUNNEL_LOCAL_MEMORY_GB", default=0.0),  # 0 = all RAM
     "OPENFOAM_DIR": env("WM_PROJECT_DIR", default="/usr/share/openfoam"),

@@ -54,6 +54,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/images/{id}/register/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["v1_admin_images_register_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/images/{id}/upload/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["v1_admin_images_upload_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/overview/": {
         parameters: {
             query?: never;
@@ -271,6 +303,23 @@ export interface paths {
         };
         get?: never;
         put: operations["v1_ingest_runs_archive_update"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ingest/runs/{run_id}/case/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The case source as tar.gz, for agents on machines without the portal's files (VMs). */
+        get: operations["v1_ingest_runs_case_retrieve"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -861,6 +910,19 @@ export interface components {
             /** @description also set as the csrftoken cookie */
             csrf_token: string;
         };
+        EffectiveBackend: {
+            backend: string;
+            cloud_error: string;
+            /** Format: date-time */
+            cloud_read_at: string | null;
+            kind: string;
+            limits: components["schemas"]["EffectiveLimits"];
+        };
+        EffectiveLimits: {
+            cores: components["schemas"]["LimitSource"];
+            memory_gb: components["schemas"]["LimitSource"];
+            nodes: components["schemas"]["LimitSource"];
+        };
         /**
          * @description * `` - —
          *     * `success` - Finished
@@ -991,6 +1053,11 @@ export interface components {
             /** Format: double */
             storage_gb: number;
         };
+        LimitSource: {
+            source: components["schemas"]["SourceEnum"];
+            /** Format: double */
+            value: number;
+        };
         Log: {
             attempt: number;
             lines: string[];
@@ -1107,6 +1174,8 @@ export interface components {
             total: number;
         };
         Quota: {
+            /** @description per backend the tenant may use: the effective limits (the smallest of the portal quota, the backend's capacity and, on OpenStack, the cloud project's limits) and where each comes from */
+            backends: components["schemas"]["EffectiveBackend"][];
             limits: {
                 [key: string]: unknown;
             };
@@ -1119,6 +1188,10 @@ export interface components {
             usage: {
                 [key: string]: unknown;
             };
+        };
+        RegisterRequest: {
+            backend: string;
+            glance_image: string;
         };
         Resource: {
             cores: number;
@@ -1276,6 +1349,13 @@ export interface components {
          * @enum {string}
          */
         RunStateEnum: "pending" | "admitted" | "provisioning" | "running" | "completed" | "failed" | "cancelled";
+        /**
+         * @description * `portal quota` - portal quota
+         *     * `backend capacity` - backend capacity
+         *     * `cloud project limit` - cloud project limit
+         * @enum {string}
+         */
+        SourceEnum: "portal quota" | "backend capacity" | "cloud project limit";
         StateRequest: {
             attempt: number;
             exit_code?: number | null;
@@ -1447,7 +1527,7 @@ export interface components {
             attempt: number;
             log?: string[];
             series?: {
-                [key: string]: unknown[];
+                [key: string]: unknown;
             };
         };
         Template: {
@@ -1521,9 +1601,10 @@ export interface components {
          *     * `backend_capacity` - Backend capacity is in use
          *     * `retry` - Waiting to be retried
          *     * `image` - Waiting for its image to build
+         *     * `cloud_limit` - Cloud project limit
          * @enum {string}
          */
-        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image";
+        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit";
     };
     responses: never;
     parameters: never;
@@ -1664,6 +1745,65 @@ export interface operations {
                     "application/json": {
                         [key: string]: unknown;
                     };
+                };
+            };
+        };
+    };
+    v1_admin_images_register_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RegisterRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["RegisterRequest"];
+                "multipart/form-data": components["schemas"]["RegisterRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageDetail"];
+                };
+            };
+        };
+    };
+    v1_admin_images_upload_create: {
+        parameters: {
+            query: {
+                backend: string;
+                disk_format?: "qcow2" | "raw";
+            };
+            header?: never;
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/octet-stream": string;
+                "multipart/form-data": {
+                    /** Format: binary */
+                    file?: string;
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageDetail"];
                 };
             };
         };
@@ -2005,6 +2145,27 @@ export interface operations {
             };
         };
     };
+    v1_ingest_runs_case_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/gzip": string;
+                };
+            };
+        };
+    };
     v1_ingest_runs_heartbeat_create: {
         parameters: {
             query?: never;
@@ -2017,8 +2178,6 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["HeartbeatRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["HeartbeatRequest"];
-                "multipart/form-data": components["schemas"]["HeartbeatRequest"];
             };
         };
         responses: {
@@ -2044,8 +2203,6 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["StateRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["StateRequest"];
-                "multipart/form-data": components["schemas"]["StateRequest"];
             };
         };
         responses: {
@@ -2071,8 +2228,6 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["TelemetryInRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["TelemetryInRequest"];
-                "multipart/form-data": components["schemas"]["TelemetryInRequest"];
             };
         };
         responses: {

@@ -75,11 +75,17 @@ export interface ResourceAmounts {
   runs: number;
 }
 
+/** Where an effective limit comes from: "portal quota", "backend capacity", "cloud project limit". */
+export type LimitSource = Schemas["SourceEnum"];
+/** Per backend the tenant may use: each limit's value and where it comes from (catalog/cloud.py). */
+export type EffectiveBackend = Schemas["EffectiveBackend"];
+
 export interface QuotaSnapshot {
   tenant: string;
   limits: ResourceAmounts & { storage_gb?: number; core_hours_budget?: number | null };
   usage: ResourceAmounts;
   queued: ResourceAmounts;
+  backends: EffectiveBackend[];
 }
 
 export interface QuotaImpact {

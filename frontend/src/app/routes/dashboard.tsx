@@ -25,7 +25,9 @@ const WAIT: Record<string, string> = {
   queued: "waiting for the scheduler",
   quota: "quota in use",
   backend_capacity: "backend full",
+  cloud_limit: "cloud project limit",
   retry: "waiting to retry",
+  image: "image building",
 };
 
 export function DashboardPage() {

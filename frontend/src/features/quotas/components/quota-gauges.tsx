@@ -3,8 +3,12 @@ import { Meter } from "@/components/meter";
 import { ErrorState } from "@/components/states";
 import { formatGb } from "@/lib/format";
 import { useQuota } from "../hooks/use-quota";
+import { BackendLimits } from "./backend-limits";
 
-/** Cores, memory and runs: in use, queued demand, limit. */
+/**
+ * Cores, memory and runs: in use, queued demand, limit; under them, per backend, the
+ * effective limits and where each comes from.
+ */
 export function QuotaGauges() {
   const quota = useQuota();
   if (quota.isError)
@@ -13,44 +17,47 @@ export function QuotaGauges() {
     );
   const q = quota.data;
   return (
-    <SimpleGrid cols={{ base: 1, sm: 3 }} spacing="md">
-      {(["cores", "memory", "runs"] as const).map((key) => (
-        <Card key={key} withBorder padding="md" radius="md">
-          {!q ? (
-            <Stack gap={8}>
-              <Skeleton h={14} w="50%" />
-              <Skeleton h={16} />
-              <Skeleton h={12} w="70%" />
-            </Stack>
-          ) : key === "cores" ? (
-            <Meter
-              label="Cores"
-              used={q.usage.cores}
-              queued={q.queued.cores}
-              limit={q.limits.cores}
-              testId="quota-cores"
-            />
-          ) : key === "memory" ? (
-            <Meter
-              label="Memory"
-              used={q.usage.memory_gb}
-              queued={q.queued.memory_gb}
-              limit={q.limits.memory_gb}
-              format={formatGb}
-              testId="quota-memory"
-            />
-          ) : (
-            <Meter
-              label="Concurrent runs"
-              used={q.usage.runs}
-              queued={q.queued.runs}
-              limit={q.limits.runs}
-              testId="quota-runs"
-            />
-          )}
-        </Card>
-      ))}
-    </SimpleGrid>
+    <Stack gap="md">
+      <SimpleGrid cols={{ base: 1, sm: 3 }} spacing="md">
+        {(["cores", "memory", "runs"] as const).map((key) => (
+          <Card key={key} withBorder padding="md" radius="md">
+            {!q ? (
+              <Stack gap={8}>
+                <Skeleton h={14} w="50%" />
+                <Skeleton h={16} />
+                <Skeleton h={12} w="70%" />
+              </Stack>
+            ) : key === "cores" ? (
+              <Meter
+                label="Cores"
+                used={q.usage.cores}
+                queued={q.queued.cores}
+                limit={q.limits.cores}
+                testId="quota-cores"
+              />
+            ) : key === "memory" ? (
+              <Meter
+                label="Memory"
+                used={q.usage.memory_gb}
+                queued={q.queued.memory_gb}
+                limit={q.limits.memory_gb}
+                format={formatGb}
+                testId="quota-memory"
+              />
+            ) : (
+              <Meter
+                label="Concurrent runs"
+                used={q.usage.runs}
+                queued={q.queued.runs}
+                limit={q.limits.runs}
+                testId="quota-runs"
+              />
+            )}
+          </Card>
+        ))}
+      </SimpleGrid>
+      {q && <BackendLimits backends={q.backends ?? []} />}
+    </Stack>
   );
 }
 

@@ -6,7 +6,10 @@ const REASONS: Record<string, string> = {
   queued: "Waiting for the scheduler to look at it (it runs every few seconds).",
   quota: "Your tenant's quota is fully in use; the run starts when running runs finish.",
   backend_capacity: "The compute backend is full; the run starts when capacity frees up.",
+  cloud_limit:
+    "Cloud project limit: the OpenStack project's compute limits are reached; the run starts when the project has room again.",
   retry: "The previous attempt was lost; the run waits to be retried.",
+  image: "Its machine image is being built; the run starts when the image is ready.",
 };
 
 /** Why a queued run waits: its place in the queue and the reason the scheduler gave. */
