@@ -7,9 +7,9 @@ from rest_framework.routers import DefaultRouter
 
 from administration.spa import SPA_PATH_REGEX, spa_index
 from catalog.api.admin import AdminBackendCheckView, AdminBackendDetailView, AdminBackendListView
-from catalog.api.vm import AdminImageRegisterView, AdminImageUploadView
 from catalog.api.images import ImageViewSet
 from catalog.api.views import BackendViewSet, PackageViewSet, TemplateViewSet
+from catalog.api.vm import AdminImageRegisterView, AdminImageUploadView
 from quotas.api.views import QuotaView
 from studies.api import ingest
 from studies.api.views import RunViewSet, StudyViewSet, UploadViewSet
