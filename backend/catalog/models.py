@@ -59,6 +59,13 @@ class Backend(TimeStamped):
         blank=True,
         help_text="encrypted JSON (core.crypto): keys, passwords, application credentials",
     )
+    cloud_limits = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="OpenStack: the project's compute limits and usage, as last read",
+    )
+    cloud_limits_at = models.DateTimeField(null=True, blank=True)
+    cloud_error = models.TextField(blank=True, help_text="the last failure reading the cloud")
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"

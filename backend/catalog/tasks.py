@@ -3,12 +3,22 @@ catalog/images.py for why that is safe (advisory lock, idempotent, redelivery re
 
 from celery import shared_task
 
-from catalog import images
+from catalog import cloud, images
 
 
 @shared_task(name="catalog.build_image", ignore_result=True)
 def build_image(image_id: int, force: bool = False) -> None:
     images.image_build(image_id=image_id, force=force)
+
+
+@shared_task(name="catalog.cloud_limits", ignore_result=True)
+def refresh_cloud_limits() -> None:
+    cloud.cloud_limits_refresh_all()
+
+
+@shared_task(name="catalog.reap_leaks", ignore_result=True)
+def reap_leaks() -> None:
+    cloud.leaks_reap()
 
 
 @shared_task(name="catalog.bake_vm_image", ignore_result=True)

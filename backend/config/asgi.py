@@ -51,3 +51,7 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+from core.runtime import tune_gc  # noqa: E402
+
+tune_gc()  # last: everything imported at start-up is frozen out of the collector's way

@@ -1,6 +1,6 @@
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
@@ -18,4 +18,16 @@ def _beat_schedule(sender: Celery, **_: object) -> None:
     sender.conf.beat_schedule = {
         "scheduler-tick": {"task": "scheduler.tick", "schedule": tick},
         "runs-reap": {"task": "studies.reap", "schedule": tick},
+        "cloud-limits": {
+            "task": "catalog.cloud_limits",
+            "schedule": settings.CLOUD_REFRESH_SECONDS,
+        },
+        "cloud-leaks": {"task": "catalog.reap_leaks", "schedule": settings.CLOUD_REFRESH_SECONDS},
     }
+
+
+@signals.worker_ready.connect
+def _tune_gc(**_: object) -> None:
+    from core.runtime import tune_gc
+
+    tune_gc()

@@ -51,6 +51,7 @@ ingest_urls = [
     path("runs/<str:run_id>/heartbeat/", ingest.IngestHeartbeatView.as_view()),
     path("runs/<str:run_id>/telemetry/", ingest.IngestTelemetryView.as_view()),
     path("runs/<str:run_id>/archive/", ingest.IngestArchiveView.as_view()),
+    path("runs/<str:run_id>/case/", ingest.IngestCaseView.as_view()),
 ]
 
 urlpatterns = [

@@ -80,8 +80,17 @@ def quota_summary(*, tenant) -> dict:
         "storage_gb": quota.storage_gb,
         "core_hours_budget": quota.core_hours_budget,
     }
+    from catalog.cloud import effective_limits
+    from catalog.models import Backend
+
+    backends = [
+        b
+        for b in Backend.objects.filter(enabled=True).prefetch_related("tenants").order_by("name")
+        if not b.tenants.all() or tenant in b.tenants.all()
+    ]
     return {
         "limits": limits,
         "usage": dataclasses.asdict(usage),
         "queued": dataclasses.asdict(demand),
+        "backends": effective_limits(quota=quota, backends=backends),
     }

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from catalog.choices import NODE_HOLDING_KINDS, ImageStatus
+from catalog.cloud import cloud_limit_problem
 from catalog.images import image_wait_detail
 from catalog.models import Backend, Image
 from core.events import enqueue_on_commit
@@ -56,7 +57,7 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
         usage = usage_for_tenant(tenant_id=tenant_id)
         backend_usage = {bid: usage_for_backend(backend_id=bid) for bid in backends}
         admitted: list = []
-        full_backends: dict[int, str] = {}
+        full_backends: dict[int, tuple[str, str]] = {}
         quota_problem: str | None = None
         rows = pending.order_by("queued_at", "study_id", "index").values(
             "id", "backend_id", "processes", "memory_gb", "nodes", "study__image_id"
@@ -85,7 +86,11 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
                 else backend_limit_problem(backend=backend, usage=backend_usage[bid], **shape)
             )
             if problem:
-                full_backends[bid] = problem
+                full_backends[bid] = (WaitReason.BACKEND, f"backend capacity: {problem}")
+                continue
+            cloud = cloud_limit_problem(backend=backend, usage=backend_usage[bid], **shape)
+            if cloud:
+                full_backends[bid] = (WaitReason.CLOUD, f"cloud project limit: {cloud}")
                 continue
             usage = usage.plus(**shape)
             backend_usage[bid] = backend_usage[bid].plus(**shape)
@@ -127,7 +132,7 @@ def _record_wait_reasons(
     *,
     pending,
     quota_problem: str | None,
-    full_backends: dict[int, str],
+    full_backends: dict[int, tuple[str, str]],
     images: dict[int, str] | None = None,
 ) -> None:
     """Tell queued runs why they wait. Writes only rows whose reason changed."""
@@ -138,11 +143,10 @@ def _record_wait_reasons(
         ).update(wait_reason=WaitReason.IMAGE, wait_detail=detail[:200])
     if images:
         remaining = remaining.exclude(study__image_id__in=list(images))
-    for bid, problem in full_backends.items():
-        detail = f"backend capacity: {problem}"
+    for bid, (reason, detail) in full_backends.items():
         remaining.filter(backend_id=bid).exclude(
-            wait_reason=WaitReason.BACKEND, wait_detail=detail
-        ).update(wait_reason=WaitReason.BACKEND, wait_detail=detail[:200])
+            wait_reason=reason, wait_detail=detail[:200]
+        ).update(wait_reason=reason, wait_detail=detail[:200])
     if quota_problem:
         detail = f"tenant quota: {quota_problem}"
         remaining.exclude(backend_id__in=list(full_backends)).exclude(

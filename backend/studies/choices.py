@@ -33,6 +33,7 @@ class WaitReason(models.TextChoices):
     BACKEND = "backend_capacity", "Backend capacity is in use"
     RETRY = "retry", "Waiting to be retried"
     IMAGE = "image", "Waiting for its image to build"
+    CLOUD = "cloud_limit", "Cloud project limit"
 
 
 class EndReason(models.TextChoices):

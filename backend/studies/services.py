@@ -9,8 +9,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import os
 import secrets
 import shutil
+import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ from catalog.images import image_reference, study_image_ensure
 from catalog.models import Backend
 from core.crypto import decrypt_json
 from core.events import enqueue_on_commit
-from core.exceptions import ApplicationError, Conflict, ErrorCode
+from core.exceptions import ApplicationError, Conflict, ErrorCode, NotFound
 from orchestration.drivers.base import DriverError, RunPhase, RunSpec, Step, get_driver
 from quotas.models import Quota
 from quotas.selectors import usage_for_tenant
@@ -43,7 +46,10 @@ from telemetry.events import publish_runs_changed, publish_study
 
 log = logging.getLogger(__name__)
 SIGFPE_EXIT_CODES = (136, -8)  # 128 + SIGFPE from a shell/mpirun, or -SIGFPE from Popen
-SECRET_KINDS = ("slurm", "openstack")  # drivers that get the backend's decrypted secrets
+SECRET_KINDS = ("slurm", "openstack")
+RELEASE_KINDS = (
+    "openstack",
+)  # drivers whose collect() deletes what a run held  # drivers that get the backend's decrypted secrets
 
 
 # --- studies -----------------------------------------------------------------------------
@@ -387,6 +393,27 @@ def _after_run_ended(run: Simulation) -> None:
     publish_runs_changed([run.pk])
     enqueue_on_commit(refresh_study, str(run.study_id))
     enqueue_on_commit(schedule_tenant, run.tenant_id)
+    if run.handle and run.backend_id in _releasing_backends():
+        from studies.tasks import release_run
+
+        # the server (or stack) of a finished run costs money until deleted: at once
+        enqueue_on_commit(release_run, str(run.pk), run.attempt, run.handle)
+
+
+def _releasing_backends() -> set[int]:
+    """Backends whose runs hold something to delete when they end (OpenStack servers)."""
+    return set(Backend.objects.filter(kind__in=RELEASE_KINDS).values_list("id", flat=True))
+
+
+def run_release(*, run_id, attempt: int, handle: str) -> None:
+    """Free what the backend holds for an ended attempt (delete its server or stack)."""
+    run = Simulation.objects.select_related("backend").filter(pk=run_id).first()
+    if run is None or not handle:
+        return
+    try:
+        _driver_for(run.backend).collect(handle)
+    except DriverError as exc:  # the leak reaper deletes it later
+        log.warning("release of run %s attempt %s failed: %s", run_id, attempt, exc)
 
 
 def _stop_started_run(run: Simulation) -> None:
@@ -453,6 +480,8 @@ def _driver_for(backend: Backend):
         opts.setdefault("cores", backend.cores)
         opts.setdefault("memory_gb", backend.memory_gb)
         opts.setdefault("work_root", str(settings.RUNS_DIR))
+    if backend.kind == "openstack":
+        opts.update(cores=backend.cores, memory_gb=backend.memory_gb, max_nodes=backend.max_nodes)
     if backend.kind in SECRET_KINDS and backend.secrets:
         opts["secrets"] = decrypt_json(backend.secrets)  # e.g. Slurm's SSH key, never logged
     return get_driver(backend.kind, opts)
@@ -929,6 +958,27 @@ def run_store_archive(*, run: Simulation, attempt: int, stream, max_bytes: int) 
         archive_path=str(target), archive_bytes=size
     )
     return size
+
+
+def run_case_archive(*, run: Simulation, attempt: int) -> Path:
+    """A tar.gz of the run's case source, for agents that cannot read the portal's files
+    (VMs): plain files and directories only, symlinks left out. The caller deletes it."""
+    if run.attempt != attempt:
+        raise StaleAttempt()
+    if run.state not in STARTED_STATES:
+        raise Conflict(f"run {run.pk} is {run.state}: nothing to fetch")
+    source = Path(run.study.case_dir)
+    if not source.is_dir():
+        raise NotFound("this run's case source is gone")
+    fd, name = tempfile.mkstemp(prefix="case-", suffix=".tar.gz", dir=settings.DATA_DIR)
+    os.close(fd)
+    target = Path(name)
+    with tarfile.open(target, mode="w:gz", compresslevel=1) as tar:
+        for path in sorted(source.rglob("*")):
+            if path.is_symlink() or not (path.is_file() or path.is_dir()):
+                continue
+            tar.add(path, arcname=str(path.relative_to(source)), recursive=False)
+    return target
 
 
 def run_delete_files(*, run: Simulation) -> None:

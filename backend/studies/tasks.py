@@ -23,3 +23,8 @@ def refresh_study(study_id: str) -> None:
 @shared_task(name="studies.reap", ignore_result=True)
 def reap() -> None:
     services.runs_reap()
+
+
+@shared_task(name="studies.release_run", ignore_result=True)
+def release_run(run_id: str, attempt: int, handle: str) -> None:
+    services.run_release(run_id=run_id, attempt=attempt, handle=handle)

@@ -82,17 +82,42 @@ class PortalClient:
             )
             return self._send(request)
 
+    def get_file(self, path: str, dest: Path, *, max_bytes: int) -> int:
+        """GET `path` into `dest` (at most `max_bytes`); the number of bytes written."""
+        url = f"{self.base}{path}?attempt={self.attempt}"
+        request = urllib.request.Request(url, method="GET", headers=self._headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                size = 0
+                with open(dest, "wb") as fh:
+                    while chunk := response.read(1 << 20):
+                        size += len(chunk)
+                        if size > max_bytes:
+                            raise PortalError(f"{url}: more than {max_bytes} bytes")
+                        fh.write(chunk)
+                return size
+        except urllib.error.HTTPError as exc:
+            self._raise_for(exc, url)
+            raise  # unreachable: _raise_for always raises
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            raise TransientError(f"{url}: {exc}") from None
+
+    @staticmethod
+    def _raise_for(exc: urllib.error.HTTPError, url: str) -> None:
+        body = _decode(exc.read() or b"")
+        if exc.code == 409:
+            raise StaleAttempt(str(body.get("code", "stale_attempt"))) from None
+        if exc.code >= 500 or exc.code in (408, 429):
+            raise TransientError(f"HTTP {exc.code} from {url}") from None
+        raise PortalError(f"HTTP {exc.code} from {url}: {body}") from None
+
     def _send(self, request: urllib.request.Request) -> dict[str, Any]:
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return _decode(response.read())
         except urllib.error.HTTPError as exc:
-            body = _decode(exc.read() or b"")
-            if exc.code == 409:
-                raise StaleAttempt(str(body.get("code", "stale_attempt"))) from None
-            if exc.code >= 500 or exc.code in (408, 429):
-                raise TransientError(f"HTTP {exc.code} from {request.full_url}") from None
-            raise PortalError(f"HTTP {exc.code} from {request.full_url}: {body}") from None
+            self._raise_for(exc, request.full_url)
+            raise  # unreachable
         except (urllib.error.URLError, OSError, TimeoutError) as exc:
             raise TransientError(f"{request.full_url}: {exc}") from None
 

@@ -23,6 +23,7 @@ from orchestration.agent.client import (
     TransientError,
     with_retries,
 )
+from orchestration.agent.fetch import CaseFetchError, fetch_case
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.spec import AgentSpec, load_spec
 from orchestration.agent.supervisor import Outcome, Stale, Supervisor, log
@@ -94,7 +95,7 @@ def run(spec: AgentSpec, *, terminate: threading.Event) -> int:
             outcome = Outcome(state="cancelled", reason="stopped by the portal")
         else:
             reporter.start()
-            outcome = _prepare(spec) or supervisor.run_steps()
+            outcome = _fetch(spec, client) or _prepare(spec) or supervisor.run_steps()
     except Stale:
         log("attempt superseded (409): exiting")
         reporter.close()
@@ -120,6 +121,27 @@ def _report_running(client: PortalClient, reporter: Reporter, spec: AgentSpec) -
         log(f"could not report running ({exc}); going on")
         return False
     return bool(answer.get("stop"))
+
+
+def _fetch(spec: AgentSpec, client: PortalClient) -> Outcome | None:
+    """With fetch_case, download the case source first; an Outcome only when that fails."""
+    if not spec.fetch_case:
+        return None
+    deadline = time.monotonic() + min(START_TIMEOUT, spec.final_timeout)
+    try:
+        spec.work_dir.mkdir(parents=True, exist_ok=True)
+        files = with_retries(
+            lambda: fetch_case(client, dest=spec.case_dir, scratch=spec.work_dir),
+            deadline=deadline,
+            what="case download",
+        )
+    except StaleAttempt:
+        raise Stale() from None
+    except (TransientError, PortalError, CaseFetchError, OSError) as exc:
+        log(f"cannot get the case from the portal: {exc}")
+        return Outcome(state="failed", reason="case download failed", message=str(exc))
+    log(f"case source downloaded ({files} files)")
+    return None
 
 
 def _prepare(spec: AgentSpec) -> Outcome | None:

@@ -42,6 +42,7 @@ class AgentSpec:
     archive_max_mb: float = 512.0
     kill_grace: float = 10.0  # SIGTERM → SIGKILL of the solver group on `stop: true`
     final_timeout: float = 300.0  # retry window for the final reports
+    fetch_case: bool = False  # download the case source from the portal first (VMs)
 
     @property
     def case_path(self) -> Path:
@@ -145,6 +146,7 @@ def parse_spec(data: Any) -> AgentSpec:
         archive_max_mb=_interval(data, "archive_max_mb", 512.0),
         kill_grace=_interval(data, "kill_grace", 10.0),
         final_timeout=_interval(data, "final_timeout", 300.0),
+        fetch_case=bool(data.get("fetch_case", False)),
     )
 
 

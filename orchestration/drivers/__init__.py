@@ -1,3 +1,3 @@
 """Built-in drivers register themselves on import."""
 
-from orchestration.drivers import container, local, noop, slurm  # noqa: F401
+from orchestration.drivers import container, local, noop, openstack, slurm  # noqa: F401

@@ -47,6 +47,23 @@ def backend_settings_validate(
     """Normalised settings for `kind`, or an ApplicationError naming the field."""
     if not isinstance(settings, dict):
         raise _invalid("settings must be an object", "settings")
+    if kind == BackendKind.OPENSTACK:
+        from orchestration.drivers.openstack import SettingsError as OpenStackSettingsError
+        from orchestration.drivers.openstack import validate_settings as openstack_settings
+
+        try:
+            openstack_settings(settings)
+        except OpenStackSettingsError as exc:
+            raise _invalid(exc.message, f"settings.{exc.field}") from exc
+        if settings.get("auth_url") and not (
+            secrets.get("application_credential_secret") or secrets.get("password")
+        ):
+            raise _invalid(
+                "auth_url needs secrets.application_credential_secret (with settings."
+                "application_credential_id) or secrets.password (with username and project)",
+                "secrets.application_credential_secret",
+            )
+        return {k: v for k, v in settings.items() if v not in (None, "")}
     if kind != BackendKind.SLURM:
         return settings
     from orchestration.drivers.slurm import SettingsError, validate_settings

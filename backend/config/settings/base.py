@@ -156,6 +156,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 4
 CELERY_TASK_DEFAULT_QUEUE = env("CELERY_QUEUE", default="windtunnel")
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
 CELERY_BEAT_TICK = env.float("WINDTUNNEL_TICK_SECONDS", default=10.0)
+# OpenStack backends: how often the project's limits are read and leaked servers reaped
+CLOUD_REFRESH_SECONDS = env.float("WINDTUNNEL_CLOUD_REFRESH_SECONDS", default=60.0)
 
 LOGIN_URL = "/admin/login/"
 LOGIN_REDIRECT_URL = "/api/v1/"

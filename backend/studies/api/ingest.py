@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import hmac
 
+import orjson
 from django.db import connection
+from django.http import FileResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -110,9 +114,20 @@ class StopSerializer(serializers.Serializer):
     stop = serializers.BooleanField()
 
 
+class OrjsonParser(JSONParser):
+    """JSON bodies parsed by orjson: telemetry batches carry up to 200,000 points."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return orjson.loads(stream.read())
+        except orjson.JSONDecodeError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from exc
+
+
 class _IngestView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
+    parser_classes = [OrjsonParser]
     input_serializer: type[serializers.Serializer] = AttemptSerializer
 
     def _validated(self, request) -> dict:
@@ -190,3 +205,21 @@ class IngestArchiveView(_IngestView):
             max_bytes=settings.WINDTUNNEL["ARCHIVE_MAX_MB"] * 1024 * 1024,
         )
         return Response({"bytes": size})
+
+
+class IngestCaseView(_IngestView):
+    """The case source as tar.gz, for agents on machines without the portal's files (VMs)."""
+
+    @extend_schema(responses={(200, "application/gzip"): bytes}, tags=["ingest"])
+    def get(self, request, run_id):
+        try:
+            attempt = int(request.query_params.get("attempt", ""))
+        except ValueError:
+            raise ApplicationError("give ?attempt=N", field="attempt") from None
+        run = _run_for(request, run_id, attempt)
+        path = services.run_case_archive(run=run, attempt=attempt)
+        handle = path.open("rb")
+        path.unlink()  # the open handle keeps the data until the response is sent
+        return FileResponse(
+            handle, content_type="application/gzip", as_attachment=True, filename="case.tar.gz"
+        )

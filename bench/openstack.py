@@ -1,0 +1,234 @@
+"""OpenStack backend benchmarks against the loopback control plane (scripts/start-openstack).
+
+openstack_active_latency_s: admission → server ACTIVE for 20 runs through the portal (stack,
+scheduler, Celery dispatch, the driver, Nova with the fake compute driver), one run in flight
+at a time vs five. Fake servers never boot, so each run is cancelled once its server is ACTIVE
+(which frees its quota for the next one).
+
+openstack_leaked_servers: 100 create/delete cycles through the driver while nova-api is
+frozen (SIGSTOP) for 2 s every 10th cycle, with a 1 s API timeout: errors are expected; what
+counts is the servers left behind after the portal's leak reaper has had one pass (target 0).
+The count before that pass is printed too.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import statistics
+import sys
+import threading
+import time
+
+import psutil
+
+from bench.common import ROOT, emit, fresh_stack, progress, setup_django
+
+CLOUD_JSON = ROOT / ".data" / "openstack" / "cloud.json"
+RUNS, CYCLES = 20, 100
+
+
+def _cloud() -> dict:
+    if not CLOUD_JSON.is_file():
+        raise SystemExit("no OpenStack control plane: run scripts/start-openstack first")
+    return json.loads(CLOUD_JSON.read_text())
+
+
+def _settings(**extra) -> dict:
+    c = _cloud()
+    return {
+        "cloud": c["clouds"]["tenant"],
+        "clouds_yaml": c["clouds_yaml"],
+        "network": "none",
+        "image": c["image"]["name"],
+        "boot_timeout": 3600,
+        "leak_grace": 0,
+        **extra,
+    }
+
+
+def _freeze_nova(seconds: float) -> None:
+    pid = int((ROOT / ".data/openstack/run/nova-api.pid").read_text().split()[0])
+    root = psutil.Process(pid)
+    tree = [root, *root.children(recursive=True)]
+    for p in tree:
+        p.send_signal(signal.SIGSTOP)
+    time.sleep(seconds)
+    for p in tree:
+        p.send_signal(signal.SIGCONT)
+
+
+def active_latency(in_flight: int) -> list[float]:
+    from catalog.models import Backend
+    from studies.models import Simulation
+    from studies.services import run_cancel, study_create
+    from tenancy.services import tenant_create_or_update
+
+    backend, _ = Backend.objects.update_or_create(
+        name="bench-openstack",
+        defaults={
+            "kind": "openstack",
+            "settings": _settings(),
+            "cores": 100,
+            "memory_gb": 200,
+            "max_nodes": 50,
+            "enabled": True,
+        },
+    )
+    tenant = tenant_create_or_update(
+        name=f"bench-os-{in_flight}",
+        username=f"bench-os-{in_flight}",
+        quota={"cores": in_flight, "memory_gb": 100, "max_runs": in_flight, "max_nodes": 50},
+    )
+    Simulation.objects.filter(tenant=tenant).delete()
+    user = tenant.memberships.get().user
+    from catalog.choices import ImageKind, ImageStatus
+    from catalog.images import image_compose
+    from catalog.models import Image
+
+    image, _ = image_compose(packages=["icofoam", "meshing"], kind=ImageKind.VM, build=False)
+    Image.objects.filter(pk=image.pk).update(
+        status=ImageStatus.READY,
+        references={**image.references, backend.name: _cloud()["image"]["id"]},
+    )
+    study = study_create(
+        tenant=tenant,
+        owner=user,
+        spec={
+            "name": f"active latency x{in_flight}",
+            "template": "cavity",
+            "backend": backend.name,
+            "image": image.digest,
+            "parameters": {"lid_velocity": {"linspace": [1, 2, RUNS]}, "cells": 10},
+        },
+        submit=True,
+    )
+    from orchestration.drivers.base import get_driver
+
+    conn = get_driver("openstack", backend.settings).conn
+    latencies: dict[str, float] = {}
+    deadline = time.monotonic() + 600
+    while len(latencies) < RUNS and time.monotonic() < deadline:
+        for run in (
+            Simulation.objects.filter(study=study).exclude(handle="").exclude(id__in=[*latencies])
+        ):
+            server = conn.compute.get_server(run.handle.partition(":")[2])
+            if server.status == "ACTIVE":
+                latencies[str(run.id)] = time.time() - run.admitted_at.timestamp()
+                run_cancel(run=run, by=user)  # frees its place: the next run is admitted
+        time.sleep(0.05)
+    progress(f"{len(latencies)} of {RUNS} servers ACTIVE with {in_flight} in flight")
+    return list(latencies.values())
+
+
+def leaked_servers() -> tuple[int, int, int]:
+    from catalog import cloud as catalog_cloud
+    from catalog.models import Backend
+    from orchestration.drivers.base import DriverError, RunSpec, Step, get_driver
+
+    settings = _settings(api_timeout=1)
+    Backend.objects.update_or_create(
+        name="bench-openstack",
+        defaults={
+            "kind": "openstack",
+            "settings": settings,
+            "cores": 100,
+            "memory_gb": 200,
+            "max_nodes": 50,
+            "enabled": True,
+        },
+    )
+    driver = get_driver("openstack", settings)
+    errors = 0
+    for i in range(CYCLES):
+        spec = RunSpec(
+            run_id=f"00000000-0000-4000-8000-{i:012d}",
+            attempt=1,
+            portal_url="http://127.0.0.1:9",
+            token="x",
+            case_dir="/x",
+            work_dir="/x",
+            context={},
+            steps=[Step(name="s", argv=("true",))],
+            processes=1,
+            memory_gb=1,
+        )
+        freezer = None
+        if i % 10 == 5:
+            freezer = threading.Thread(target=_freeze_nova, args=(2.0,))
+            freezer.start()
+        handle = None
+        try:
+            handle = driver.start(spec)
+        except DriverError:
+            errors += 1
+        if i % 10 == 7:
+            freezer = threading.Thread(target=_freeze_nova, args=(2.0,))
+            freezer.start()
+        try:
+            if handle:
+                driver.release(handle)
+        except DriverError:
+            errors += 1
+        if freezer:
+            freezer.join()
+    time.sleep(2)
+
+    def ours() -> int:
+        return sum(
+            1
+            for s in driver.portal_servers()
+            if str(s.metadata.get("windtunnel_run", "")).startswith("00000000-0000-4000-8000-")
+        )
+
+    before = ours()
+    catalog_cloud.leaks_reap()  # the portal's reaper: nothing of these runs is tracked
+    deadline = time.monotonic() + 60
+    while ours() and time.monotonic() < deadline:
+        time.sleep(1)
+    return before, ours(), errors
+
+
+def main() -> None:
+    setup_django()
+    stack = fresh_stack()
+    stack.start_web()
+    stack.start_worker()
+    try:
+        seq = active_latency(1)
+        conc = active_latency(5)
+    finally:
+        stack.stop()
+    if len(seq) < RUNS or len(conc) < RUNS:
+        raise SystemExit("not every server went ACTIVE")
+    p50s, p50c = statistics.median(seq), statistics.median(conc)
+    progress(
+        f"admission→ACTIVE: 1 in flight p50 {p50s:.2f} s (makespan-free), 5 in flight p50 {p50c:.2f} s"
+    )
+    emit(
+        "openstack_active_latency_s",
+        p50c,
+        "s",
+        f"admission→ACTIVE p50,{RUNS} runs,5 in flight vs 1 in flight {p50s:.2f} s,ratio {p50c / p50s:.2f}",
+        sequential_p50_s=p50s,
+        concurrent_p50_s=p50c,
+        sequential_s=sorted(seq),
+        concurrent_s=sorted(conc),
+    )
+    before, after, errors = leaked_servers()
+    progress(
+        f"{CYCLES} cycles, {errors} API errors injected/seen; {before} servers left before the reaper pass"
+    )
+    emit(
+        "openstack_leaked_servers",
+        after,
+        "servers",
+        f"after {CYCLES} create/delete cycles with nova-api frozen 2 s every 10th cycle,{errors} API errors,{before} before the reaper pass",
+        before_reaper=before,
+        api_errors=errors,
+        target="0",
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
