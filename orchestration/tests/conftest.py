@@ -247,3 +247,53 @@ def _no_inherited_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
+# -- the loopback OpenStack control plane (scripts/start-openstack) ------------------------
+
+OPENSTACK_CLOUD_JSON = Path(__file__).resolve().parents[2] / ".data/openstack/cloud.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenStackCloud:
+    """cloud.json as written by scripts/start-openstack, and connections to that cloud."""
+
+    facts: dict[str, Any]
+
+    def connect(self, role: str = "tenant", **auth: str) -> Any:
+        """An openstack.connection.Connection as the admin or the tenant's member user;
+        `auth` overrides fields (username, password, project_name, ...), e.g. for a scratch
+        project of a test's own."""
+        import openstack
+
+        if role not in ("admin", "tenant"):
+            raise ValueError(f"role must be admin or tenant, not {role!r}")
+        auth = {k: v for k, v in self.facts[role].items() if k != "project_id"} | auth
+        return openstack.connect(
+            load_yaml_config=False,
+            load_envvars=False,
+            auth=auth,
+            region_name=self.facts["region"],
+            interface="public",
+            identity_api_version="3",
+        )
+
+
+@pytest.fixture(scope="session")
+def openstack_cloud() -> OpenStackCloud:
+    if not OPENSTACK_CLOUD_JSON.exists():
+        pytest.skip(
+            f"no OpenStack control plane: {OPENSTACK_CLOUD_JSON} is missing "
+            "(scripts/start-openstack makes it; make test runs it unless WT_NO_OPENSTACK=1)"
+        )
+    pytest.importorskip("openstack", reason="openstacksdk is not installed")
+    import urllib.request
+
+    facts = json.loads(OPENSTACK_CLOUD_JSON.read_text())
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, no proxy
+    try:
+        with direct.open(facts["auth_url"], timeout=10):
+            pass
+    except OSError as error:
+        pytest.skip(f"the OpenStack control plane does not answer at {facts['auth_url']}: {error}")
+    return OpenStackCloud(facts)
