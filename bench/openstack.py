@@ -14,6 +14,7 @@ The count before that pass is printed too.
 from __future__ import annotations
 
 import json
+import random
 import signal
 import statistics
 import sys
@@ -47,7 +48,8 @@ def _settings(**extra) -> dict:
     }
 
 
-def _freeze_nova(seconds: float) -> None:
+def _freeze_nova(seconds: float, delay: float = 0.0) -> None:
+    time.sleep(delay)
     pid = int((ROOT / ".data/openstack/run/nova-api.pid").read_text().split()[0])
     root = psutil.Process(pid)
     tree = [root, *root.children(recursive=True)]
@@ -140,6 +142,16 @@ def leaked_servers() -> tuple[int, int, int]:
     )
     driver = get_driver("openstack", settings)
     errors = 0
+    retries = 0
+    real_sleep = driver.sleep
+
+    def counting_sleep(seconds: float) -> None:  # every retry is a failed API call absorbed
+        nonlocal retries
+        retries += 1
+        real_sleep(seconds)
+
+    driver.sleep = counting_sleep
+    rng = random.Random(7)
     for i in range(CYCLES):
         spec = RunSpec(
             run_id=f"00000000-0000-4000-8000-{i:012d}",
@@ -154,16 +166,16 @@ def leaked_servers() -> tuple[int, int, int]:
             memory_gb=1,
         )
         freezer = None
-        if i % 10 == 5:
-            freezer = threading.Thread(target=_freeze_nova, args=(2.0,))
+        if i % 10 == 5:  # frozen somewhere in the create (lookups, or the create call itself)
+            freezer = threading.Thread(target=_freeze_nova, args=(2.0, rng.uniform(0, 0.4)))
             freezer.start()
         handle = None
         try:
             handle = driver.start(spec)
         except DriverError:
             errors += 1
-        if i % 10 == 7:
-            freezer = threading.Thread(target=_freeze_nova, args=(2.0,))
+        if i % 10 == 7:  # frozen during the delete
+            freezer = threading.Thread(target=_freeze_nova, args=(2.0, rng.uniform(0, 0.1)))
             freezer.start()
         try:
             if handle:
@@ -186,7 +198,7 @@ def leaked_servers() -> tuple[int, int, int]:
     deadline = time.monotonic() + 60
     while ours() and time.monotonic() < deadline:
         time.sleep(1)
-    return before, ours(), errors
+    return before, ours(), errors, retries
 
 
 def main() -> None:
@@ -215,17 +227,20 @@ def main() -> None:
         sequential_s=sorted(seq),
         concurrent_s=sorted(conc),
     )
-    before, after, errors = leaked_servers()
+    before, after, errors, retries = leaked_servers()
     progress(
-        f"{CYCLES} cycles, {errors} API errors injected/seen; {before} servers left before the reaper pass"
+        f"{CYCLES} cycles: {retries} failed API calls retried, {errors} errors surfaced; "
+        f"{before} servers left before the reaper pass, {after} after"
     )
     emit(
         "openstack_leaked_servers",
         after,
         "servers",
-        f"after {CYCLES} create/delete cycles with nova-api frozen 2 s every 10th cycle,{errors} API errors,{before} before the reaper pass",
+        f"after {CYCLES} create/delete cycles with nova-api frozen 2 s twice every 10 cycles,"
+        f"{retries} calls retried,{errors} errors surfaced,{before} before the reaper pass",
         before_reaper=before,
         api_errors=errors,
+        api_retries=retries,
         target="0",
     )
 

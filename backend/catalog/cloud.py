@@ -151,3 +151,55 @@ def _builders_in_progress() -> set[str]:
     except ImportError:
         return set()
     return set(builders_in_progress())
+
+
+STACK_EVENTS_KEY = "windtunnel:stack-events:{run}:{attempt}"
+
+
+def stack_events_sync() -> int:
+    """Copy new Heat events of multi-node runs into their run logs (the dashboard's log view
+    shows the stack coming up). The newest event id seen per attempt is kept in Redis."""
+    import redis
+    from django.conf import settings
+
+    from studies.choices import STARTED_STATES
+    from studies.models import Simulation
+    from telemetry.services import telemetry_ingest
+
+    runs = list(
+        Simulation.objects.select_related("backend").filter(
+            backend__kind=BackendKind.OPENSTACK,
+            state__in=STARTED_STATES,
+            handle__startswith="stack:",
+        )
+    )
+    if not runs:
+        return 0
+    from orchestration.drivers import openstack_heat
+
+    store = redis.Redis.from_url(settings.REDIS_URL)
+    copied = 0
+    for run in runs:
+        key = STACK_EVENTS_KEY.format(run=run.pk, attempt=run.attempt)
+        since = store.get(key)
+        try:
+            lines, newest = openstack_heat.stack_events(
+                _driver(run.backend),
+                run.handle.partition(":")[2],
+                since=since.decode() if since else None,
+            )
+        except DriverError as exc:
+            log.warning("stack events of run %s: %s", run.pk, exc)
+            continue
+        if lines:
+            try:
+                telemetry_ingest(
+                    run=run, attempt=run.attempt, series={}, log=[f"[heat] {x}" for x in lines]
+                )
+            except Exception as exc:  # noqa: BLE001 — a stale attempt: nothing to add to
+                log.info("stack events of run %s not stored: %s", run.pk, exc)
+                continue
+            copied += len(lines)
+        if newest:
+            store.set(key, newest, ex=7 * 24 * 3600)
+    return copied

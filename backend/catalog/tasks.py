@@ -16,6 +16,11 @@ def refresh_cloud_limits() -> None:
     cloud.cloud_limits_refresh_all()
 
 
+@shared_task(name="catalog.stack_events", ignore_result=True)
+def sync_stack_events() -> None:
+    cloud.stack_events_sync()
+
+
 @shared_task(name="catalog.reap_leaks", ignore_result=True)
 def reap_leaks() -> None:
     cloud.leaks_reap()

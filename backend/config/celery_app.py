@@ -23,6 +23,7 @@ def _beat_schedule(sender: Celery, **_: object) -> None:
             "schedule": settings.CLOUD_REFRESH_SECONDS,
         },
         "cloud-leaks": {"task": "catalog.reap_leaks", "schedule": settings.CLOUD_REFRESH_SECONDS},
+        "stack-events": {"task": "catalog.stack_events", "schedule": tick},
     }
 
 

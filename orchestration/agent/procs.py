@@ -128,18 +128,31 @@ def _any_alive(pids: list[int]) -> bool:
 class TreeSampler:
     """CPU % (summed over processes, 100 = one core) and RSS bytes of a process tree."""
 
+    RESCAN = 5.0  # seconds between walks of the process table for new descendants
+
     def __init__(self) -> None:
         self._procs: dict[int, object] = {}  # psutil.Process objects keep cpu_percent state
         self._ticks: dict[int, int] = {}
         self._last = time.monotonic()
+        self._tree: tuple[int, float, list[int]] = (0, 0.0, [])  # root, when, pids
 
     def sample(self, root: int) -> tuple[float, int]:
         return self._sample_psutil(root) if psutil is not None else self._sample_proc(root)
 
+    def _pids(self, root: int) -> list[int]:
+        """The tree's pids; the process table is walked again only every RESCAN seconds (and
+        at once for a new root): the walk reads every /proc entry, the tree rarely changes."""
+        known_root, when, pids = self._tree
+        now = time.monotonic()
+        if known_root != root or now - when >= self.RESCAN or not pids:
+            pids = tree_pids(root)
+            self._tree = (root, now, pids)
+        return pids
+
     def _sample_psutil(self, root: int) -> tuple[float, int]:
         cpu, rss = 0.0, 0
         current = {}
-        for pid in tree_pids(root):
+        for pid in self._pids(root):
             try:
                 proc = self._procs.get(pid) or psutil.Process(pid)
                 with proc.oneshot():

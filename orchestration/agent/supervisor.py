@@ -30,6 +30,7 @@ PHASES = {
 }
 TERMINATE_GRACE = 3.0  # on SIGTERM the driver waits for us: leave time to report
 POLL = 0.1
+SAMPLE_EVERY = 1.0  # CPU/memory of the step's process tree: once a second is plenty
 
 
 def log(message: str) -> None:
@@ -259,7 +260,7 @@ class Supervisor:
                 self.kill(proc, grace=self.spec.kill_grace)
                 return "stop"
             if self.clock() >= next_sample:
-                next_sample = self.clock() + self.spec.telemetry_interval
+                next_sample = self.clock() + max(self.spec.telemetry_interval, SAMPLE_EVERY)
                 self._sample(proc.pid)
             _wait_exit(proc, POLL)
         return ""

@@ -135,6 +135,10 @@ def validate_settings(raw: Mapping[str, Any]) -> dict[str, Any]:
         "leak_grace": _num(raw, "leak_grace", 300, 0, 86_400),
         "api_timeout": _num(raw, "api_timeout", 30, 1, 600),
         "min_disk_gb": _num(raw, "min_disk_gb", 0, 0, 100_000),
+        # multi-node stacks (openstack_heat): shared volume size (0: none; needs Cinder) and
+        # how long the head waits for its workers
+        "volume_size_gb": int(_num(raw, "volume_size_gb", 0, 0, 65_536)),
+        "worker_wait": int(_num(raw, "worker_wait", 900, 30, 86_400)),
         "vm_work_root": work_root.rstrip("/"),
         "vm_python": python,
     }
@@ -533,6 +537,8 @@ class OpenStackDriver:
         now = self.clock()
         for server in self.portal_servers():
             meta = getattr(server, "metadata", None) or {}
+            if meta.get("windtunnel_stack"):
+                continue  # a stack's server: its stack is reaped whole (openstack_heat)
             if meta.get(META_KIND) == "builder":
                 if server.id in builders:
                     continue
@@ -558,6 +564,8 @@ class OpenStackDriver:
         limits = self.cloud_limits()
         flavors = self._flavors()
         return {
+            "ok": True,
+            "capacity": {"cores": self.cores, "memory_gb": self.memory_gb, "nodes": self.max_nodes},
             "project_limits": limits.to_dict(),
             "flavors": sorted(f.name for f in flavors),
             "network": self.settings["network"],

@@ -48,6 +48,7 @@ def backend_settings_validate(
     if not isinstance(settings, dict):
         raise _invalid("settings must be an object", "settings")
     if kind == BackendKind.OPENSTACK:
+        from catalog.vm import bake_settings
         from orchestration.drivers.openstack import SettingsError as OpenStackSettingsError
         from orchestration.drivers.openstack import validate_settings as openstack_settings
 
@@ -55,6 +56,7 @@ def backend_settings_validate(
             openstack_settings(settings)
         except OpenStackSettingsError as exc:
             raise _invalid(exc.message, f"settings.{exc.field}") from exc
+        bake_settings(settings)  # base_image, bake_flavor, bake_timeout, … (ApplicationError)
         if settings.get("auth_url") and not (
             secrets.get("application_credential_secret") or secrets.get("password")
         ):

@@ -199,3 +199,52 @@ def test_check_over_ssh_with_the_stored_key(staff, db):
     report = staff.post(f"{URL}remote/check/").json()
     assert report["ok"] is True and report["transport"] == "ssh", report
     assert report["capacity"]["cores"] == r.json()["cores"]
+
+
+# -- OpenStack ----------------------------------------------------------------------------
+
+
+def _os_body(**settings):
+    return {
+        "name": "cloud",
+        "kind": "openstack",
+        "cores": 16,
+        "memory_gb": 64,
+        "max_nodes": 4,
+        "settings": settings,
+    }
+
+
+@pytest.mark.parametrize(
+    ("settings", "field", "words"),
+    [
+        ({}, "settings.cloud", "clouds.yaml"),
+        ({"cloud": "x", "network": ""}, "settings.network", '"none"'),
+        ({"cloud": "x", "network": "net; rm -rf /"}, "settings.network", "name or id"),
+        ({"cloud": "x", "vm_work_root": "relative/dir"}, "settings.vm_work_root", "absolute"),
+        ({"cloud": "x", "boot_timeout": -1}, "settings.boot_timeout", "number"),
+        ({"auth_url": "ftp://x"}, "settings.auth_url", "Keystone URL"),
+        ({"cloud": "x", "bake_timeout": "soon"}, "settings.bake_timeout", "bake_timeout"),
+    ],
+)
+def test_openstack_settings_are_checked_field_by_field(staff, settings, field, words):
+    r = staff.post(URL, _os_body(**settings), format="json")
+    assert r.status_code == 400, r.content
+    assert r.json()["field"] == field
+    assert words in r.json()["message"]
+    assert not Backend.objects.filter(name="cloud").exists()
+
+
+def test_openstack_credentials_need_their_secret_and_stay_secret(staff):
+    body = _os_body(
+        auth_url="https://keystone.example.org:5000/v3", application_credential_id="abc123"
+    )
+    r = staff.post(URL, body, format="json")
+    assert r.status_code == 400 and r.json()["field"] == "secrets.application_credential_secret"
+    body["secrets"] = {"application_credential_secret": "s3cret-value"}
+    r = staff.post(URL, body, format="json")
+    assert r.status_code == 201, r.content
+    assert "s3cret-value" not in r.content.decode()
+    stored = Backend.objects.get(name="cloud")
+    assert "s3cret-value" not in stored.secrets  # encrypted at rest
+    assert decrypt_json(stored.secrets) == {"application_credential_secret": "s3cret-value"}

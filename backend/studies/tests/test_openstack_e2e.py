@@ -121,8 +121,19 @@ def cloud_live(stack, transactional_db, catalog, make_tenant, tmp_path):
     client.close()
     _set_project_quota(cores=base["cores"], instances=base["instances"], ram=base["ram"])
     driver = get_driver("openstack", backend.settings)
-    for run in Simulation.objects.exclude(handle="").filter(backend=backend):
-        driver.release(run.handle)
+    handles = list(
+        Simulation.objects.exclude(handle="")
+        .filter(backend=backend)
+        .values_list("handle", flat=True)
+    )
+    for handle in handles:
+        driver.release(handle)
+    # the next test starts with an empty project (deletes finish asynchronously in Nova)
+    wait_for(
+        lambda: all(driver.poll(h).phase.value == "unknown" for h in handles) or None,
+        timeout=60,
+        what="the test's servers deleted",
+    )
 
 
 def _submit(client, spec) -> dict:
@@ -223,6 +234,11 @@ def test_a_study_runs_on_servers_that_are_deleted_when_the_runs_end(cloud_live):
 
 
 def test_a_project_limit_below_the_quota_holds_runs_as_cloud_project_limit(cloud_live):
+    wait_for(  # servers being deleted still count in the project's usage
+        lambda: catalog_cloud.cloud_limits_refresh(backend=cloud_live.backend)["cores_used"] == 0,
+        timeout=60,
+        what="an idle project",
+    )
     _set_project_quota(cores=1)
     assert catalog_cloud.cloud_limits_refresh(backend=cloud_live.backend)["cores"] == 1
     quota = cloud_live.get("/api/v1/quota/").json()
@@ -315,3 +331,64 @@ def test_nova_api_stopping_mid_study_leaves_no_leaked_servers(cloud_live):
         what="no server of the study left",
     )
     assert leftover
+
+
+def test_the_admin_check_logs_in_and_reads_the_projects_limits(cloud_live, make_tenant):
+    from rest_framework.test import APIClient
+
+    ops = make_tenant("ops")
+    ops.user.is_staff = True
+    ops.user.save()
+    client = APIClient()
+    client.force_authenticate(ops.user)
+    r = client.post(f"/api/v1/admin/backends/{cloud_live.backend.name}/check/")
+    assert r.status_code == 200, r.content
+    report = r.json()
+    assert report["ok"] is True
+    assert report["project_limits"]["cores"] == _cloud()["base_quotas"]["cores"]
+    assert {f["name"] for f in _cloud()["flavors"]} <= set(report["flavors"])
+    broken = _backend("os-broken", {**cloud_live.backend.settings, "cloud": "no-such-cloud"})
+    r = client.post(f"/api/v1/admin/backends/{broken.name}/check/")
+    assert r.status_code == 200 and r.json()["ok"] is False
+    assert "no-such-cloud" in r.json()["error"] or "cloud" in r.json()["error"]
+
+
+def test_a_two_node_run_is_a_heat_stack_whose_events_reach_the_run_log(cloud_live):
+    study = _cavity(
+        cloud_live, "two nodes", runs=1, resources={"processes": 2, "nodes": 2, "memory_gb": 2}
+    )
+    run = wait_for(
+        lambda: (rs := _runs(study["id"])) and rs[0].handle and rs[0],
+        timeout=120,
+        what="the run's stack",
+    )
+    assert run.handle.startswith("stack:"), run.handle
+    from orchestration.drivers import openstack_heat
+
+    driver = get_driver("openstack", cloud_live.backend.settings)
+    ident = run.handle.partition(":")[2]
+    name, stack_id = ident.split("/", 1)
+
+    def servers():
+        return [
+            s
+            for s in _admin().compute.servers(all_projects=True, name="^wt-")
+            if s.metadata.get("windtunnel_stack") == name
+        ]
+
+    wait_for(lambda: len(servers()) == 2, timeout=120, what="the stack's two servers")
+    assert {s.metadata["windtunnel_role"] for s in servers()} == {"head", "worker"}
+    assert all(s.metadata["windtunnel_run"] == str(run.id) for s in servers())
+
+    def logged():
+        lines = cloud_live.get(f"/api/v1/runs/{run.id}/log/").json().get("lines", [])
+        return [x for x in lines if x.startswith("[heat]")] or None
+
+    heat_lines = wait_for(logged, timeout=120, what="stack events in the run log")
+    assert any("CREATE_IN_PROGRESS" in x or "CREATE_COMPLETE" in x for x in heat_lines)
+    cloud_live.post(f"/api/v1/studies/{study['id']}/cancel/")
+    wait_for(
+        lambda: openstack_heat.poll_stack(driver, ident).phase.value == "unknown" and not servers(),
+        timeout=180,
+        what="the stack and its servers deleted",
+    )
