@@ -4,6 +4,9 @@ Bare baseline (same run, same machine): the cases rendered exactly as the portal
 them, then `xargs -P 2` running blockMesh and icoFoam in each — what an engineer's bash loop
 does. Portal: a 16-run study on a 2-core quota through the API's services, the scheduler,
 Celery, the agent and the local driver; makespan from submission to the last run's end.
+
+Both are measured REPEATS times, interleaved, and the ratio is of the fastest of each: this
+VM shares its host, and a burst of someone else's work lands on one side or the other.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from bench.common import ROOT, emit, fresh_stack, progress, setup_django
 
 RUNS = 16
+REPEATS = int(os.environ.get("WT_BENCH_REPEATS", "3"))
 PARAMS = {"lid_velocity": {"linspace": [0.5, 2.0, RUNS]}, "cells": 40, "end_time": 0.5}
 
 
@@ -61,32 +65,44 @@ def main() -> None:
     stack = fresh_stack()
     stack.start_web()
     stack.start_worker()
+    bares, portals = [], []
     try:
         time.sleep(2)
-        with tempfile.TemporaryDirectory() as tmp:
-            progress(f"bare loop: {RUNS} cavity runs with xargs -P 2")
-            t_bare = bare(contexts, Path(tmp))
-            shutil.rmtree(tmp, ignore_errors=True)
-        progress(f"bare makespan {t_bare:.2f} s; now the portal")
-        t0 = time.perf_counter()
-        study = study_create(tenant=tenant, owner=user, spec=spec, submit=True)
-        while Simulation.objects.filter(study=study).exclude(state__in=TERMINAL_STATES).exists():
-            time.sleep(0.1)
-        t_portal = time.perf_counter() - t0
-        states = set(Simulation.objects.filter(study=study).values_list("state", flat=True))
-        if states != {"completed"}:
-            raise SystemExit(f"portal runs ended as {states}")
+        for i in range(REPEATS):
+            with tempfile.TemporaryDirectory() as tmp:
+                bares.append(bare(contexts, Path(tmp)))
+                shutil.rmtree(tmp, ignore_errors=True)
+            progress(f"[{i + 1}/{REPEATS}] bare loop (xargs -P 2): {bares[-1]:.2f} s")
+            t0 = time.perf_counter()
+            study = study_create(tenant=tenant, owner=user, spec=spec, submit=True)
+            while (
+                Simulation.objects.filter(study=study).exclude(state__in=TERMINAL_STATES).exists()
+            ):
+                time.sleep(0.1)
+            portals.append(time.perf_counter() - t0)
+            states = set(Simulation.objects.filter(study=study).values_list("state", flat=True))
+            if states != {"completed"}:
+                raise SystemExit(f"portal runs ended as {states}")
+            progress(f"[{i + 1}/{REPEATS}] portal: {portals[-1]:.2f} s")
     finally:
         stack.stop()
+    t_bare, t_portal = min(bares), min(portals)
     ratio = t_portal / t_bare
-    progress(f"portal makespan {t_portal:.2f} s")
+    per_run = (t_portal - t_bare) / (RUNS / 2)
+    progress(
+        f"fastest: portal {t_portal:.2f} s vs bare {t_bare:.2f} s; {per_run * 1000:.0f} ms per run"
+    )
     emit(
         "overhead_ratio",
         ratio,
         "x",
-        f"portal/bare,{RUNS} cavity runs (40x40, 0.5 s),2 at a time",
+        f"portal/bare,{RUNS} cavity runs (40x40, 0.5 s),2 at a time,fastest of {REPEATS},"
+        f"{per_run * 1000:.0f} ms per run per slot",
         portal_s=t_portal,
         bare_s=t_bare,
+        portal_samples_s=portals,
+        bare_samples_s=bares,
+        per_run_overhead_s=per_run,
         target="<= 1.05",
     )
 

@@ -28,7 +28,15 @@ def _beat_schedule(sender: Celery, **_: object) -> None:
 
 
 @signals.worker_ready.connect
-def _tune_gc(**_: object) -> None:
-    from core.runtime import tune_gc
+def _worker_ready(**_: object) -> None:
+    from pathlib import Path
 
+    from django.conf import settings
+
+    from catalog.models import Backend
+    from core.runtime import tune_gc
+    from orchestration.drivers.local import warm_up_launcher
+
+    if Backend.objects.filter(kind="local", enabled=True).exists():
+        warm_up_launcher(log_dir=Path(settings.RUNS_DIR))  # the first local run starts at once
     tune_gc()

@@ -124,6 +124,18 @@ class _Launcher:
 _LAUNCHERS: dict[str, _Launcher] = {}
 
 
+def warm_up_launcher(*, log_dir: Path, python: str = sys.executable) -> None:
+    """Start the fork server now (a worker calls this when it starts), so the first run does
+    not wait for its imports."""
+    launcher = _launcher(python)
+    with launcher.lock:
+        if launcher.proc is None or launcher.proc.poll() is not None:
+            try:
+                launcher._start(LocalDriver._agent_env(), log_dir)
+            except OSError as exc:
+                _log.warning("agent launcher not started: %s", exc)
+
+
 def _launcher(python: str) -> _Launcher:
     with _CHILDREN_LOCK:
         return _LAUNCHERS.setdefault(python, _Launcher(python))
