@@ -58,6 +58,7 @@ class Reporter:
         self._log: collections.deque[str] = collections.deque()
         self._skipped_lines = 0
         self._closing = threading.Event()
+        self._wakeup = threading.Event()  # new data while a batch is due: send it now
         self._thread = threading.Thread(target=self._loop, name="reporter", daemon=True)
         self._last_accepted = clock()
         self._next_telemetry = clock()
@@ -73,6 +74,13 @@ class Reporter:
                 self._points += 1
             if self._points > MAX_BUFFERED_POINTS:
                 self._shed_points()
+        self._nudge()
+
+    def _nudge(self) -> None:
+        """Wake the sender when a batch is due (it would otherwise notice within 0.1 s)."""
+        now = self.clock()
+        if now >= self._next_telemetry and now >= self._retry_at:
+            self._wakeup.set()
 
     def add_log(self, lines: Iterable[str]) -> None:
         with self._lock:
@@ -81,6 +89,7 @@ class Reporter:
             while len(self._log) > MAX_BUFFERED_LOG_LINES:
                 self._log.popleft()
                 self._skipped_lines += 1
+        self._nudge()
 
     def set_phase(self, phase: str) -> None:
         self.phase = phase
@@ -100,6 +109,7 @@ class Reporter:
     def close(self) -> None:
         """Stop the background thread (pending data stays for `flush`)."""
         self._closing.set()
+        self._wakeup.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self.client.timeout + 5)
 
@@ -142,7 +152,8 @@ class Reporter:
                     return  # `stale` is set; the supervisor kills the solver
                 except Exception as exc:  # never let the reporter die silently
                     print(f"agent: reporter error: {exc!r}", file=sys.stderr)
-            self._closing.wait(0.1)
+            self._wakeup.wait(0.1)
+            self._wakeup.clear()
 
     def _answer(self, answer: dict[str, Any]) -> None:
         self._last_accepted = self.clock()

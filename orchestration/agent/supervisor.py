@@ -263,7 +263,9 @@ class Supervisor:
                 next_sample = self.clock() + max(self.spec.telemetry_interval, SAMPLE_EVERY)
                 self._sample(proc.pid)
             _wait_exit(proc, POLL)
-        return ""
+        # a SIGTERM meant for the whole job (e.g. a Slurm time limit) may end the step before
+        # the loop saw it: the step did not finish on its own then
+        return "terminated" if self.terminate.is_set() else ""
 
     def kill(self, proc: subprocess.Popen[bytes], *, grace: float) -> None:
         """SIGTERM the step's process group (plus strays), SIGKILL after `grace`."""

@@ -54,11 +54,13 @@ def _write_exit(cwd: str, code: int) -> None:
         os.replace(tmp, os.path.join(cwd, EXIT_FILE))
 
 
-def _child(request: dict, log_fd: int) -> None:
+def _child(request: dict, log_fd: int, ready_fd: int) -> None:
     """In the forked child: become the agent. Never returns."""
     code = 1
     try:
         os.setsid()
+        os.write(ready_fd, b"1")  # the parent answers only once we lead our own session
+        os.close(ready_fd)
         os.chdir(request["cwd"])
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -95,14 +97,23 @@ def _spawn(request: dict) -> dict:
         log_fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     except (OSError, KeyError, TypeError) as exc:
         return {"error": f"cannot open the agent log: {exc}"}
+    ready_r, ready_w = os.pipe()
     try:
         pid = os.fork()
     except OSError as exc:
-        os.close(log_fd)
+        for fd in (log_fd, ready_r, ready_w):
+            os.close(fd)
         return {"error": f"cannot fork: {exc}"}
     if pid == 0:
-        _child(request, log_fd)
+        os.close(ready_r)
+        _child(request, log_fd, ready_w)
     os.close(log_fd)
+    os.close(ready_w)
+    try:
+        # a driver may signal the agent's process group right after start: wait for setsid
+        select.select([ready_r], [], [], 5.0)
+    finally:
+        os.close(ready_r)
     _running[pid] = str(request["cwd"])
     return {"pid": pid}
 

@@ -180,14 +180,14 @@ def test_twenty_runs_go_as_one_job_array_and_wait_with_slurms_reason(cluster_liv
     assert all(r.attempt == 1 for r in runs)
 
 
-def _long_cavity(client, name, backend="slurm", *, runs=1, cells=20):
+def _long_cavity(client, name, backend="slurm", *, runs=1, cells=20, end_time=100):
     spec = {
         "name": name,
         "template": "cavity",
         "backend": backend,
         "parameters": {
             "cells": cells,
-            "end_time": 100,
+            "end_time": end_time,
             "lid_velocity": {"linspace": [1, 2, runs]},
         },
     }
@@ -233,7 +233,8 @@ def test_cancel_of_pending_and_running_slurm_runs_frees_their_jobs(cluster_live)
 
 
 def test_a_slurm_time_limit_fails_the_run_with_slurms_reason(cluster_live):
-    study = _long_cavity(cluster_live, "too long", backend="slurm-short", cells=40)  # minutes
+    # 60x60 to t=100: minutes of icoFoam here, far past the 1-minute limit
+    study = _long_cavity(cluster_live, "too long", backend="slurm-short", cells=60)
     run_id = Simulation.objects.get(study_id=study["id"]).id
     body = _finished(cluster_live, study["id"], timeout=200)  # 1 min + Slurm's 30 s check
     run = cluster_live.get(f"/api/v1/runs/{run_id}/").json()
