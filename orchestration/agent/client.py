@@ -25,6 +25,17 @@ __all__ = [
 
 T = TypeVar("T")
 
+try:  # optional: several times faster on big telemetry batches; VMs may have only the stdlib
+    import orjson
+
+    def _dumps(body: dict[str, Any]) -> bytes:
+        return orjson.dumps(body)  # non-finite floats never get here (json_safe)
+
+except ImportError:  # pragma: no cover - exercised where orjson is not installed
+
+    def _dumps(body: dict[str, Any]) -> bytes:
+        return json.dumps(body, allow_nan=False).encode()
+
 
 class StaleAttempt(Exception):
     """409: this attempt was superseded; stop at once, report nothing more."""
@@ -58,7 +69,7 @@ class PortalClient:
         self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        payload = json.dumps({"attempt": self.attempt, **body}, allow_nan=False).encode()
+        payload = _dumps({"attempt": self.attempt, **body})
         request = urllib.request.Request(
             self.base + path,
             data=payload,
