@@ -220,15 +220,9 @@ class OpenStackDriver:
     # -- connection -----------------------------------------------------------------------
 
     def _connection_key(self) -> str:
+        keys = ("cloud", "clouds_yaml", "region", "api_timeout", *AUTH_FIELDS)
         return json.dumps(
-            [
-                self.settings["cloud"],
-                self.settings["clouds_yaml"],
-                self.settings["region"],
-                self.secrets,
-            ],
-            sort_keys=True,
-            default=str,
+            [{k: self.settings.get(k) for k in keys}, self.secrets], sort_keys=True, default=str
         )
 
     @property
