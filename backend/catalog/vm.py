@@ -47,6 +47,7 @@ from core.crypto import decrypt_json
 from core.events import enqueue_on_commit
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from orchestration.drivers.base import DriverError, get_driver
+from orchestration.drivers.openstack import smallest_flavor
 
 log = logging.getLogger(__name__)
 
@@ -457,20 +458,13 @@ class _Bake:
                 f"(there are {', '.join(sorted(f.name for f in flavors)) or 'none'})"
             )
         min_disk = max(conf.min_disk_gb, float(getattr(base, "min_disk", 0) or 0))
-        fits = [
-            f
-            for f in flavors
-            if f.vcpus >= 1
-            and f.ram >= 1024
-            and (f.disk or 0) >= min_disk
-            and getattr(f, "is_disabled", False) is not True
-        ]
-        if not fits:
+        found = smallest_flavor(flavors, cores=1, memory_gb=1.0, min_disk_gb=min_disk)
+        if found is None:
             raise DriverError(
                 f"no flavor has 1 vCPU, 1 GB and {min_disk:g} GB of disk to bake on: set "
                 "settings.bake_flavor"
             )
-        return min(fits, key=lambda f: (f.vcpus, f.ram, f.disk or 0, f.name))
+        return found
 
     def watch(self) -> float | None:
         """Phases boot and wait: the builder boots, the recipe runs and powers it off."""

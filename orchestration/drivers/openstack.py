@@ -187,6 +187,21 @@ def user_data(spec: RunSpec, *, work_dir: str, python: str, fetch_case: bool = T
     )
 
 
+def smallest_flavor(
+    flavors: Sequence[Any], *, cores: int, memory_gb: float, min_disk_gb: float = 0.0
+) -> Any | None:
+    """The smallest enabled flavor with `cores` vCPUs, `memory_gb` of RAM and the disk."""
+    fits = [
+        f
+        for f in flavors
+        if f.vcpus >= cores
+        and f.ram >= memory_gb * 1024 - 1e-6
+        and (f.disk or 0) >= min_disk_gb
+        and getattr(f, "is_disabled", False) is not True
+    ]
+    return min(fits, key=lambda f: (f.vcpus, f.ram, f.disk or 0, f.name)) if fits else None
+
+
 def _created_at(server: Any) -> float | None:
     raw = getattr(server, "created_at", None) or getattr(server, "creation_time", None)
     if not raw:
@@ -329,20 +344,15 @@ class OpenStackDriver:
                         )
                     return f
             raise DriverError(f"no flavor {self.settings['flavor']!r} in this cloud")
-        fits = [
-            f
-            for f in flavors
-            if f.vcpus >= cores
-            and f.ram >= memory_gb * 1024 - 1e-6
-            and (f.disk or 0) >= self.settings["min_disk_gb"]
-            and getattr(f, "is_disabled", False) is not True
-        ]
-        if not fits:
+        found = smallest_flavor(
+            flavors, cores=cores, memory_gb=memory_gb, min_disk_gb=self.settings["min_disk_gb"]
+        )
+        if found is None:
             raise DriverError(
                 f"no flavor has {cores} vCPUs and {memory_gb:g} GB: ask the cloud admin for one, "
                 "or set settings.flavor"
             )
-        return min(fits, key=lambda f: (f.vcpus, f.ram, f.disk or 0, f.name))
+        return found
 
     def _image_id(self, spec: RunSpec) -> str:
         ref = spec.image or self.settings["image"]
