@@ -214,9 +214,7 @@ def main() -> None:
     if len(seq) < RUNS or len(conc) < RUNS:
         raise SystemExit("not every server went ACTIVE")
     p50s, p50c = statistics.median(seq), statistics.median(conc)
-    progress(
-        f"admission→ACTIVE: 1 in flight p50 {p50s:.2f} s, 5 in flight p50 {p50c:.2f} s"
-    )
+    progress(f"admission→ACTIVE: 1 in flight p50 {p50s:.2f} s, 5 in flight p50 {p50c:.2f} s")
     emit(
         "openstack_active_latency_s",
         p50c,

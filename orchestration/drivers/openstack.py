@@ -18,6 +18,7 @@ import dataclasses
 import datetime as dt
 import json
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -212,6 +213,7 @@ def _created_at(server: Any) -> float | None:
         return None
 
 
+_RELEASED: dict[str, None] = {}  # handles this process deleted (insertion-ordered)
 _CONNECTIONS: dict[str, Any] = {}
 _CONNECTIONS_LOCK = threading.Lock()
 _FLAVORS: dict[str, tuple[float, list[Any]]] = {}
@@ -385,7 +387,9 @@ class OpenStackDriver:
         return f"{self.settings['vm_work_root']}/{spec.run_id}/attempt-{spec.attempt}"
 
     def server_name(self, spec: RunSpec) -> str:
-        return f"wt-{spec.run_id}-a{spec.attempt}"
+        # unique per start: a lost create answer is found by the leak reaper (metadata),
+        # never reused by a later start
+        return f"wt-{spec.run_id}-a{spec.attempt}-{secrets.token_hex(3)}"
 
     def prepare(self, spec: RunSpec) -> None:
         if spec.nodes > max(self.max_nodes, 1):
@@ -402,9 +406,6 @@ class OpenStackDriver:
         flavor = self.flavor_for(cores=per_node, memory_gb=spec.memory_gb)
         image_id = self._image_id(spec)
         name = self.server_name(spec)
-        existing = self._servers({"name": f"^{re.escape(name)}$"})
-        if existing:  # a retried dispatch: the server of this attempt is already there
-            return f"server:{existing[0].id}"
         data = user_data(spec, work_dir=self.vm_work_dir(spec), python=self.settings["vm_python"])
         args: dict[str, Any] = {
             "name": name,
@@ -438,7 +439,11 @@ class OpenStackDriver:
         try:
             server = self._call("get server", lambda: self.conn.compute.get_server(ident))
         except os_exc.ResourceNotFound:
+            if handle in _RELEASED:  # we deleted it: the agent with it
+                return RunStatus(phase=RunPhase.EXITED, reason="server deleted by the portal")
             return RunStatus(phase=RunPhase.UNKNOWN, reason="the server is gone")
+        if handle in _RELEASED:
+            return RunStatus(phase=RunPhase.EXITED, reason="server being deleted")
         return self.server_status(server)
 
     def server_status(self, server: Any) -> RunStatus:
@@ -489,6 +494,9 @@ class OpenStackDriver:
             "delete server",
             lambda: self.conn.compute.delete_server(ident, ignore_missing=True, force=False),
         )
+        _RELEASED[handle] = None
+        while len(_RELEASED) > 10_000:  # remembered for poll() in this process, bounded
+            _RELEASED.pop(next(iter(_RELEASED)))
 
     def capabilities(self) -> Capabilities:
         return Capabilities(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from orchestration.tests.test_slurm_cluster import slurm_settings, slurm_unavail
 
 RUNNABLE_HERE = {"local", "noop"} | ({"container"} if not image_tools_missing() else set())
 RUNNABLE_HERE |= {"slurm"} if not slurm_unavailable() else set()  # scripts/start-slurm
+CLOUD_JSON = Path(__file__).resolve().parents[2] / ".data" / "openstack" / "cloud.json"
+RUNNABLE_HERE |= {"openstack"} if CLOUD_JSON.is_file() else set()  # scripts/start-openstack
 KINDS = [kind for kind in driver_kinds() if kind in RUNNABLE_HERE]
 PARAMS = (
     KINDS
@@ -37,6 +40,17 @@ def driver(request: pytest.FixtureRequest, tmp_path: Path) -> Driver:
         settings["image"] = ensure_shared_image().ref
     if request.param == "slurm":  # the private test cluster, local transport
         settings = slurm_settings(**settings)
+    if request.param == "openstack":  # the loopback cloud; fake servers never run the agent
+        cloud = json.loads(CLOUD_JSON.read_text())
+        settings = {
+            "cloud": cloud["clouds"]["tenant"],
+            "clouds_yaml": cloud["clouds_yaml"],
+            "image": cloud["image"]["name"],
+            "network": "none",
+            "cores": 8,
+            "memory_gb": 16,
+            "max_nodes": 2,
+        }
     return get_driver(request.param, settings)
 
 

@@ -129,8 +129,9 @@ def cloud_live(stack, transactional_db, catalog, make_tenant, tmp_path):
     for handle in handles:
         driver.release(handle)
     # the next test starts with an empty project (deletes finish asynchronously in Nova)
+    servers = [h.partition(":")[2] for h in handles if h.startswith("server:")]
     wait_for(
-        lambda: all(driver.poll(h).phase.value == "unknown" for h in handles) or None,
+        lambda: all(_gone(s) for s in servers) or None,
         timeout=60,
         what="the test's servers deleted",
     )
