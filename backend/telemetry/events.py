@@ -67,17 +67,6 @@ def send_many(messages: list[tuple[str, dict[str, Any]]]) -> None:
     async_to_sync(deliver)()
 
 
-def bump_run_seq(run_id) -> int:
-    """Next seq of a run's stream, in the caller's transaction."""
-    with connection.cursor() as cur:
-        cur.execute(
-            f"UPDATE {Simulation._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq",
-            [str(run_id)],
-        )
-        row = cur.fetchone()
-    return int(row[0]) if row else 0
-
-
 JSON_FIELDS = {"parameters", "objectives"}
 
 

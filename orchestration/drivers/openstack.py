@@ -160,16 +160,17 @@ class CloudLimits:
         return dataclasses.asdict(self)
 
 
-def user_data(spec: RunSpec, *, work_dir: str, python: str, fetch_case: bool = True) -> str:
+def vm_run_json(spec: RunSpec, *, work_dir: str) -> dict[str, Any]:
+    """run.json for an agent on a VM: its own work dir, the case downloaded from the portal,
+    and a longer window for the final reports (a cloud network may be slower to reach)."""
+    data = json.loads(spec.to_json())
+    data.update(work_dir=work_dir, case_dir=f"{work_dir}/source", fetch_case=True, final_timeout=600)
+    return data
+
+
+def user_data(spec: RunSpec, *, work_dir: str, python: str) -> str:
     """The server's boot script: write run.json, start the agent, log next to it."""
-    run_json = json.loads(spec.to_json())
-    run_json.update(
-        work_dir=work_dir,
-        case_dir=f"{work_dir}/source",
-        fetch_case=fetch_case,
-        final_timeout=600,
-    )
-    body = json.dumps(run_json, separators=(",", ":"))
+    body = json.dumps(vm_run_json(spec, work_dir=work_dir), separators=(",", ":"))
     if "\n" in body:  # json.dumps escapes newlines; keep the here-document sound regardless
         raise DriverError("run.json must fit on one line")
     return (

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestration.drivers.base import DriverError, RunPhase, RunSpec, RunStatus
+from orchestration.drivers.openstack import vm_run_json
 
 if TYPE_CHECKING:
     from orchestration.drivers.openstack import OpenStackDriver
@@ -166,13 +167,7 @@ def mpi_argv(argv: Sequence[str], *, hostfile: str, processes: int) -> tuple[str
 def head_run_json(spec: RunSpec, *, work_dir: str) -> str:
     """run.json for the head's agent: like a single server's, with mpirun over the hostfile."""
     hostfile = f"{work_dir}/hostfile"
-    data = json.loads(spec.to_json())
-    data.update(
-        work_dir=work_dir,
-        case_dir=f"{work_dir}/source",
-        fetch_case=True,
-        final_timeout=600,
-    )
+    data = vm_run_json(spec, work_dir=work_dir)
     data["steps"] = [
         {
             "name": step.name,

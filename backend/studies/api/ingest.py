@@ -80,6 +80,13 @@ def _check_token(request, token_hash: str, run_attempt: int, attempt: int) -> No
         raise _Auth()
 
 
+def _attempt_param(request) -> int:
+    try:
+        return int(request.query_params.get("attempt", ""))
+    except ValueError:
+        raise ApplicationError("give ?attempt=N", field="attempt") from None
+
+
 class AttemptSerializer(serializers.Serializer):
     attempt = serializers.IntegerField(min_value=1)
 
@@ -191,10 +198,7 @@ class IngestTelemetryView(_IngestView):
 class IngestArchiveView(_IngestView):
     @extend_schema(request={"application/gzip": bytes}, responses={200: None}, tags=["ingest"])
     def put(self, request, run_id):
-        try:
-            attempt = int(request.query_params.get("attempt", ""))
-        except ValueError:
-            raise ApplicationError("give ?attempt=N", field="attempt") from None
+        attempt = _attempt_param(request)
         run = _run_for(request, run_id, attempt)
         from django.conf import settings
 
@@ -212,10 +216,7 @@ class IngestCaseView(_IngestView):
 
     @extend_schema(responses={(200, "application/gzip"): bytes}, tags=["ingest"])
     def get(self, request, run_id):
-        try:
-            attempt = int(request.query_params.get("attempt", ""))
-        except ValueError:
-            raise ApplicationError("give ?attempt=N", field="attempt") from None
+        attempt = _attempt_param(request)
         run = _run_for(request, run_id, attempt)
         path = services.run_case_archive(run=run, attempt=attempt)
         handle = path.open("rb")
