@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import reprlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from django.db import connection, transaction
@@ -12,8 +14,8 @@ from django.utils import timezone
 
 from core.exceptions import ApplicationError
 from orchestration import render
-from studies.choices import Reduce
-from studies.models import Simulation
+from studies.choices import TERMINAL_STATES, Reduce
+from studies.models import Simulation, Study
 from telemetry.convergence import (
     DEFAULT_POLICY,
     TRUST_WINDOW,
@@ -62,22 +64,26 @@ def _clean_series(series: Any) -> dict[str, list[list[float | None]]]:
     return clean
 
 
-_NUMBER = (float, int)
+_NUMBER = {float, int}
 
 
-def _fast_points(points: list) -> list[list[float | None]] | None:
-    """The common case in bulk: [x, y] lists of finite numbers (None when it is not that)."""
-    if any(type(p) is not list or len(p) != 2 for p in points):
+def _fast_points(points: list) -> list | None:
+    """The common case in bulk: [x, y] lists of finite numbers, checked with C-level passes
+    (type and length sets, one sum) and returned as they are; None when it is not that case
+    and each point needs looking at."""
+    if not points:
+        return points
+    if set(map(type, points)) != {list} or set(map(len, points)) != {2}:
         return None
-    xs = [p[0] for p in points]
-    ys = [p[1] for p in points]
-    if not all(type(v) in _NUMBER for v in xs) or not all(type(v) in _NUMBER for v in ys):
+    flat = list(itertools.chain.from_iterable(points))
+    if not set(map(type, flat)) <= _NUMBER:
         return None
-    xs = list(map(float, xs))
-    ys = list(map(float, ys))
-    if not all(map(math.isfinite, xs)) or not all(map(math.isfinite, ys)):
+    try:
+        # a finite sum means every term is finite (NaN and ±Infinity propagate); an overflow
+        # of finite terms only sends the batch down the slow path, which is also right
+        return points if math.isfinite(sum(flat)) else None
+    except OverflowError:  # an integer too large for a float
         return None
-    return [[x, y] for x, y in zip(xs, ys, strict=True)]
 
 
 def _checked_points(name: str, points: list) -> list[list[float | None]]:
@@ -91,9 +97,9 @@ def _checked_points(name: str, points: list) -> list[list[float | None]]:
             x = float(x)
             if y is not None:
                 y = float(y)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ApplicationError(
-                f"series {name}: non-numeric point {p!r}", field="series"
+                f"series {name}: non-numeric point {reprlib.repr(p)}", field="series"
             ) from exc
         if isfinite(x):
             # NaN/Inf are kept as the sign of divergence: stored as NULL, sent as null
@@ -116,7 +122,7 @@ def telemetry_ingest(
     heartbeat: bool = False,
 ) -> tuple[int, bool]:
     """Store one batch from the agent as one chunk per series, stamped with the run stream's
-    next seq; publish it after commit; apply the study's convergence policy.
+    seq, and publish it; apply the study's convergence policy to the new points.
 
     Returns (seq, stop): seq is 0 when the batch was empty; stop says the agent must stop
     (the portal wants the run stopped, or the policy just stopped it). With `heartbeat` the
@@ -127,80 +133,154 @@ def telemetry_ingest(
     Telemetry commits asynchronously (synchronous_commit off): a database crash can lose the
     last fraction of a second of points, never the run's state, which commits normally.
     """
-    clean = _clean_series(series)
-    lines = [str(line)[:2000] for line in list(log)[-MAX_LOG_LINES:]] if log else []
+    from studies.services import StaleAttempt
+
+    clean, lines = _clean_batch(series, log)
     if not clean and not lines:
         if heartbeat:
             from studies.services import run_heartbeat
 
             return 0, run_heartbeat(run=run, attempt=attempt)
         return 0, False
-    with transaction.atomic():
-        seq, stop = _store_batch(
-            run=run, attempt=attempt, heartbeat=heartbeat, clean=clean, lines=lines
+    row = _store_batch(
+        run_id=str(run.pk), attempt=attempt, heartbeat=heartbeat, clean=clean, lines=lines
+    )
+    stop = heartbeat and row is not None and row.stop
+    if row is None:
+        current = Simulation.objects.filter(pk=run.pk).values_list("state", "attempt").first()
+        if not (heartbeat and current and current[1] == attempt and current[0] in TERMINAL_STATES):
+            raise StaleAttempt()
+        # ended by the portal (cancel, policy): keep what came in, and tell the agent to stop
+        row = _store_batch(
+            run_id=str(run.pk), attempt=attempt, heartbeat=False, clean=clean, lines=lines
         )
-        message = {
-            "type": "telemetry",
-            "id": str(run.pk),
-            "seq": seq,
-            "attempt": attempt,
-            "series": clean,
-            "log": lines,
-        }
-        transaction.on_commit(lambda: send(run_group(run.pk), message))
-        if clean and _apply_policy(run=run, attempt=attempt, new=clean):
-            return seq, True  # the policy just stopped the run
-    return seq, stop
+        assert row is not None  # the unfenced update always finds the run
+        stop = True
+    return row.seq, _after_store(
+        run=run, attempt=attempt, seq=row.seq, clean=clean, lines=lines
+    ) or stop
+
+
+def telemetry_ingest_fenced(
+    *,
+    run_id: str,
+    attempt: int,
+    token_hash: str,
+    series: Any,
+    log: Sequence[str] = (),
+) -> tuple[int, bool] | None:
+    """The agents' hot path: telemetry_ingest(heartbeat=True) for a run named by id, its
+    token's hash and attempt, in one round trip to PostgreSQL (the fence, the sign of life, the
+    chunks and the log in one statement that also returns what the convergence policy needs).
+
+    None when that statement stores nothing: an empty batch, an unknown run, a wrong token, an
+    attempt that is over or a run that has ended. The caller then takes the slow path, which
+    tells these apart (404, 401, 409, or keeping the last points of a run the portal ended).
+    """
+    clean, lines = _clean_batch(series, log)
+    if not clean and not lines:
+        return None
+    row = _store_batch(
+        run_id=run_id,
+        attempt=attempt,
+        heartbeat=True,
+        clean=clean,
+        lines=lines,
+        token_hash=token_hash,
+    )
+    if row is None:
+        return None
+    run = Simulation(pk=run_id, attempt=attempt, study_id=row.study_id, started_at=row.started_at)
+    field = Study._meta.get_field("convergence")
+    run.study = Study(
+        pk=row.study_id, convergence=field.from_db_value(row.convergence, None, connection)
+    )
+    return row.seq, _after_store(
+        run=run, attempt=attempt, seq=row.seq, clean=clean, lines=lines
+    ) or row.stop
+
+
+def _clean_batch(
+    series: Any, log: Sequence[str]
+) -> tuple[dict[str, list[list[float | None]]], list[str]]:
+    clean = _clean_series(series)
+    lines = [str(line)[:2000] for line in list(log)[-MAX_LOG_LINES:]] if log else []
+    return clean, lines
+
+
+def _after_store(
+    *,
+    run: Simulation,
+    attempt: int,
+    seq: int,
+    clean: dict[str, list[list[float | None]]],
+    lines: list[str],
+) -> bool:
+    """Publish a stored batch and apply the convergence policy; True when it stopped the run."""
+    message = {
+        "type": "telemetry",
+        "id": str(run.pk),
+        "seq": seq,
+        "attempt": attempt,
+        "series": clean,
+        "log": lines,
+    }
+    transaction.on_commit(lambda: send(run_group(run.pk), message))
+    return bool(clean) and _apply_policy(run=run, attempt=attempt, new=clean)
+
+
+class _Stored(NamedTuple):
+    seq: int
+    stop: bool
+    study_id: Any
+    started_at: Any
+    convergence: Any
 
 
 def _store_batch(
     *,
-    run: Simulation,
+    run_id: str,
     attempt: int,
     heartbeat: bool,
     clean: dict[str, list[list[float | None]]],
     lines: list[str],
-) -> tuple[int, bool]:
-    """One round trip: bump the run stream's seq (with `heartbeat` also the sign of life,
-    fenced by attempt and state) and insert the batch's chunks stamped with it.
-    Returns (seq, stop requested)."""
-    from studies.choices import STARTED_STATES, TERMINAL_STATES
-    from studies.services import StaleAttempt
+    token_hash: str | None = None,
+) -> _Stored | None:
+    """One statement, its own transaction: bump the run stream's seq (with `heartbeat` also
+    the sign of life, fenced by attempt and state, and by the token's hash when given) and
+    insert the batch's chunks and log lines stamped with it. None when the fence held.
 
-    run_id = str(run.pk)
+    It commits asynchronously (synchronous_commit off for this transaction only): a database
+    crash may lose the last fraction of a second of points, never a run's state, whose
+    reports commit normally.
+    """
+    from studies.choices import STARTED_STATES
+
+    run_table, study_table = Simulation._meta.db_table, Study._meta.db_table
+    where = "r.id = %s"
+    params: list[Any] = [run_id]
+    sets = "event_seq = r.event_seq + 1"
     if heartbeat:
-        states = ", ".join(["%s"] * len(STARTED_STATES))
-        update = (
-            f"UPDATE {Simulation._meta.db_table} SET event_seq = event_seq + 1,"
-            f" heartbeat_at = now() WHERE id = %s AND attempt = %s AND state IN ({states})"
-            " RETURNING event_seq, stop_requested"
-        )
-        params: list[Any] = [run_id, attempt, *STARTED_STATES]
-    else:
-        update = (
-            f"UPDATE {Simulation._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s"
-            " RETURNING event_seq, stop_requested"
-        )
-        params = [run_id]
-    parts = [f"s AS ({update})"]
+        sets += ", heartbeat_at = now()"
+        where += f" AND r.attempt = %s AND r.state IN ({', '.join(['%s'] * len(STARTED_STATES))})"
+        params += [attempt, *STARTED_STATES]
+    if token_hash is not None:
+        where += " AND r.token_hash = %s"
+        params.append(token_hash)
+    parts = [
+        f"s AS (UPDATE {run_table} r SET {sets} FROM {study_table} st"
+        f" WHERE {where} AND st.id = r.study_id"
+        " RETURNING r.event_seq, r.stop_requested, r.study_id, r.started_at, st.convergence)"
+    ]
     if clean:
         rows = []
         params += [run_id, attempt]
         for name, pts in clean.items():
             xs = [p[0] for p in pts]
-            ext = _extremes(pts)
+            ys = [p[1] for p in pts]
             rows.append("(%s, %s, %s, %s, %s, %s, %s, %s, %s)")
-            params += [
-                name,
-                _array_literal(xs),
-                _array_literal([p[1] for p in pts]),
-                min(xs),
-                max(xs),
-                ext["low_x"],
-                ext["low_y"],
-                ext["high_x"],
-                ext["high_y"],
-            ]
+            params += [name, _array_literal(xs), _array_literal(ys), min(xs), max(xs)]
+            params += _extremes(xs, ys)
         parts.append(
             f"c AS (INSERT INTO {SeriesChunk._meta.db_table} (run_id, attempt, name, seq,"
             " event_seq, xs, ys, x_min, x_max, low_x, low_y, high_x, high_y, created_at)"
@@ -217,29 +297,28 @@ def _store_batch(
             " FROM s)"
         )
         params += [run_id, attempt, lines]
+    sql = (
+        f"WITH {', '.join(parts)} SELECT event_seq, stop_requested, study_id, started_at,"
+        " convergence, set_config('synchronous_commit', 'off', true) FROM s"
+    )
+    # outside a transaction block the statement is its own transaction (one round trip);
+    # inside one (a caller's atomic block) the setting holds for that whole transaction
     with connection.cursor() as cur:
-        # telemetry commits asynchronously: a crash may lose the last fraction of a second of
-        # points (the run's state reports commit synchronously)
-        cur.execute("SET LOCAL synchronous_commit TO OFF")
-        cur.execute(f"WITH {', '.join(parts)} SELECT event_seq, stop_requested FROM s", params)
+        cur.execute(sql, params)
         row = cur.fetchone()
-    if row is not None:
-        return int(row[0]), heartbeat and bool(row[1])
-    current = Simulation.objects.filter(pk=run.pk).values_list("state", "attempt").first()
-    if heartbeat and current and current[1] == attempt and current[0] in TERMINAL_STATES:
-        # ended by the portal (cancel, policy): keep what came in, and tell the agent to stop
-        seq, _ = _store_batch(run=run, attempt=attempt, heartbeat=False, clean=clean, lines=lines)
-        return seq, True
-    raise StaleAttempt()
+    return None if row is None else _Stored(int(row[0]), bool(row[1]), row[2], row[3], row[4])
 
 
-def _extremes(pts: list[list[float | None]]) -> dict[str, float | None]:
-    finite = [p for p in pts if p[1] is not None]
-    if not finite:
-        return {"low_x": None, "low_y": None, "high_x": None, "high_y": None}
-    low = min(finite, key=lambda p: p[1])
-    high = max(finite, key=lambda p: p[1])
-    return {"low_x": low[0], "low_y": low[1], "high_x": high[0], "high_y": high[1]}
+def _extremes(xs: list, ys: list) -> tuple:
+    """(x at the lowest y, lowest y, x at the highest y, highest y) of a chunk, ignoring gaps
+    (None); the first one where several points tie. Four Nones for a chunk of gaps only."""
+    if None in ys:
+        pairs = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
+        if not pairs:
+            return (None, None, None, None)
+        xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+    low, high = min(ys), max(ys)
+    return (xs[ys.index(low)], low, xs[ys.index(high)], high)
 
 
 def _apply_policy(*, run: Simulation, attempt: int, new: Mapping[str, list]) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import math
 import sys
 import threading
 import time
@@ -52,7 +53,7 @@ class Reporter:
         self.phase = "preparing"
         self.resources: dict[str, float | int] = {"cpu_percent": 0.0, "rss_bytes": 0}
         self._lock = threading.Lock()
-        self._series: dict[str, list[list[float | str]]] = {}
+        self._series: dict[str, list[tuple[float | str, float | str]]] = {}
         self._points = 0
         self._dropped_points = 0
         self._log: collections.deque[str] = collections.deque()
@@ -68,10 +69,22 @@ class Reporter:
     # -- producers (any thread) -----------------------------------------------------------
 
     def add_points(self, points: Iterable[Point]) -> None:
+        # the agent's busiest loop (every parsed value passes here): local names, one lock,
+        # and the NaN/Infinity spelling only for the rare value that needs it
+        isfinite = math.isfinite
+        buffers = self._series
+        added = 0
         with self._lock:
-            for series, x, y in points:
-                self._series.setdefault(series, []).append([json_safe(x), json_safe(y)])
-                self._points += 1
+            for name, x, y in points:
+                buffer = buffers.get(name)
+                if buffer is None:
+                    buffer = buffers[name] = []
+                if isfinite(y) and isfinite(x):
+                    buffer.append((x, y))
+                else:
+                    buffer.append((json_safe(x), json_safe(y)))
+                added += 1
+            self._points += added
             if self._points > MAX_BUFFERED_POINTS:
                 self._shed_points()
         self._nudge()
@@ -185,9 +198,11 @@ class Reporter:
 
     # -- buffer ---------------------------------------------------------------------------
 
-    def _take_batch(self) -> tuple[dict[str, list[list[float | str]]], list[str], int]:
+    def _take_batch(
+        self,
+    ) -> tuple[dict[str, list[tuple[float | str, float | str]]], list[str], int]:
         with self._lock:
-            batch: dict[str, list[list[float | str]]] = {}
+            batch: dict[str, list[tuple[float | str, float | str]]] = {}
             taken = 0
             for name in list(self._series):
                 room = MAX_BATCH_POINTS - taken
@@ -213,7 +228,7 @@ class Reporter:
             return batch, lines, taken
 
     def _put_back(
-        self, batch: dict[str, list[list[float | str]]], lines: list[str], count: int
+        self, batch: dict[str, list[tuple[float | str, float | str]]], lines: list[str], count: int
     ) -> None:
         """A failed batch goes back in front of what arrived since."""
         with self._lock:

@@ -1,0 +1,138 @@
+"""The agents' ingest API: what a good report stores, and what each bad one is told.
+
+The telemetry endpoint has a one-statement path for the good case and a slower one that tells
+apart why a report was refused; both are checked here through HTTP, on real PostgreSQL.
+"""
+
+import secrets
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from catalog.models import Backend
+from studies.models import Simulation
+from studies.services import hash_run_token, study_create
+from telemetry.models import LogChunk, SeriesChunk
+from telemetry.selectors import series_values
+
+
+@pytest.fixture
+def running(make_tenant, catalog):
+    """A started run (attempt 2) on the no-op backend and its agent's token."""
+    Backend.objects.update_or_create(
+        name="noop", defaults={"kind": "noop", "cores": 64, "memory_gb": 256, "max_nodes": 1}
+    )
+    tenant = make_tenant()
+    spec = {"name": "ingest", "template": "cavity", "backend": "noop"}
+    study = study_create(tenant=tenant, owner=tenant.user, spec=spec, submit=True)
+    run = Simulation.objects.get(study=study)
+    token = secrets.token_urlsafe(16)
+    Simulation.objects.filter(pk=run.pk).update(
+        state="running", attempt=2, token_hash=hash_run_token(token), started_at=timezone.now()
+    )
+    run.refresh_from_db()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return run, client
+
+
+def _telemetry(client, run_id, *, attempt=2, series=None, log=None):
+    body = {"attempt": attempt, "series": series or {}, "log": log or []}
+    return client.post(f"/api/v1/ingest/runs/{run_id}/telemetry/", body, format="json")
+
+
+POINTS = {"residual.Ux": [[1, 0.5], [2, 0.25]], "residual.p": [[1, 1.0], [2, 0.75]]}
+
+
+def _stored(run) -> tuple[int, int]:
+    return (
+        SeriesChunk.objects.filter(run=run).count(),
+        LogChunk.objects.filter(run=run).count(),
+    )
+
+
+def test_a_batch_is_stored_counts_as_a_heartbeat_and_answers_no_stop(running):
+    run, client = running
+    with CaptureQueriesContext(connection) as queries:
+        r = _telemetry(client, run.pk, series=POINTS, log=["Time = 1", "Time = 2"])
+    # the hot path (several posts a second per run) is a single statement
+    assert len(queries.captured_queries) == 1, queries.captured_queries
+    assert r.status_code == 200, r.content
+    assert r.json() == {"stop": False}
+    assert series_values(run=run, attempt=2, name="residual.Ux") == ([1.0, 2.0], [0.5, 0.25])
+    assert series_values(run=run, attempt=2, name="residual.p") == ([1.0, 2.0], [1.0, 0.75])
+    assert list(LogChunk.objects.get(run=run).lines) == ["Time = 1", "Time = 2"]
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert fresh.heartbeat_at is not None and fresh.event_seq == run.event_seq + 1
+
+
+def test_a_nan_is_kept_as_a_gap_and_stops_the_run_as_diverged(running):
+    run, client = running
+    r = _telemetry(client, run.pk, series={"residual.p": [[1, 1.0], [2, "NaN"]]})
+    assert r.status_code == 200 and r.json() == {"stop": True}
+    assert series_values(run=run, attempt=2, name="residual.p") == ([1.0, 2.0], [1.0, None])
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert fresh.end_reason == "diverged" and fresh.stop_requested
+
+
+def test_a_stop_the_portal_wants_is_in_the_answer(running):
+    run, client = running
+    Simulation.objects.filter(pk=run.pk).update(stop_requested=True)
+    r = _telemetry(client, run.pk, series=POINTS)
+    assert r.status_code == 200 and r.json() == {"stop": True}
+
+
+@pytest.mark.parametrize(
+    ("header", "status"),
+    [(None, 401), ("Bearer not-the-token", 401), ("Token looks-like-a-user-token", 401)],
+)
+def test_a_missing_or_wrong_token_is_401_and_stores_nothing(running, header, status):
+    run, client = running
+    client.credentials(**({"HTTP_AUTHORIZATION": header} if header else {}))
+    r = _telemetry(client, run.pk, series=POINTS, log=["x"])
+    assert r.status_code == status
+    assert "run token" in r.json()["message"]
+    assert _stored(run) == (0, 0)
+
+
+@pytest.mark.parametrize("run_id", ["0b0e7c1e-5d43-4a3c-9d3e-7d1e3a0c2f11", "not-a-uuid"])
+def test_an_unknown_run_is_404(running, run_id):
+    _, client = running
+    assert _telemetry(client, run_id, series=POINTS).status_code == 404
+
+
+def test_an_attempt_that_is_over_is_409_and_stores_nothing(running):
+    run, client = running
+    r = _telemetry(client, run.pk, attempt=1, series=POINTS, log=["late"])
+    assert r.status_code == 409
+    assert r.json()["code"] == "stale_attempt"
+    assert _stored(run) == (0, 0)
+
+
+def test_the_last_points_of_a_run_the_portal_ended_are_kept_and_the_agent_told_to_stop(running):
+    run, client = running
+    Simulation.objects.filter(pk=run.pk).update(state="cancelled", finished_at=timezone.now())
+    r = _telemetry(client, run.pk, series=POINTS, log=["last words"])
+    assert r.status_code == 200 and r.json() == {"stop": True}
+    assert _stored(run) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("series", "needle"),
+    [
+        ({"residual.Ux": [[1, "high"]]}, "residual.Ux: non-numeric point"),
+        ({"residual.Ux": [[1, 0.5], [2, 10**400]]}, "number is infinity"),
+        ({"residual.Ux": [[1, 2, 3]]}, "residual.Ux: each point is [x, y]"),
+        ({"residual.Ux": {"x": 1}}, "residual.Ux: points must be a list"),
+        ([[1, 2]], "Expected a dictionary"),
+    ],
+)
+def test_malformed_points_are_400s_naming_the_series(running, series, needle):
+    run, client = running
+    r = _telemetry(client, run.pk, series=series)
+    assert r.status_code == 400
+    assert needle in str(r.json())
+    assert _stored(run) == (0, 0)
