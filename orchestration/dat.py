@@ -25,6 +25,8 @@ _VECTOR_SUFFIXES = ("_x", "_y", "_z")
 
 def split_columns(line: str) -> list[str]:
     """Split on whitespace outside parentheses: ``1 (2 3 4) 5`` → ``['1', '(2 3 4)', '5']``."""
+    if "(" not in line:  # most lines: plain numbers
+        return line.split()
     columns: list[str] = []
     depth, current = 0, []
     for char in line:
@@ -41,6 +43,8 @@ def split_columns(line: str) -> list[str]:
 
 
 def _values(token: str) -> list[float]:
+    if token[0] != "(":
+        return [parse_number(token)]
     return [parse_number(part) for part in token.replace("(", " ").replace(")", " ").split()]
 
 
@@ -57,7 +61,7 @@ class _File:
     prefix: str  # "<fo>." or "<fo>.<stem>."
     offset: int = 0
     pending: bytes = b""
-    columns: list[str] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)  # series names, safe, from the header
 
 
 class DatFollower:
@@ -137,7 +141,7 @@ class DatFollower:
         if line.startswith("#"):
             header = split_columns(line.lstrip("#"))
             if header:
-                tracked.columns = header
+                tracked.columns = [safe_series_name(name) for name in header]
             return []
         tokens = split_columns(line)
         try:
@@ -148,7 +152,6 @@ class DatFollower:
         points: list[Point] = []
         for index, components in enumerate(values, start=1):
             name = tracked.columns[index] if index < len(tracked.columns) else f"col{index}"
-            name = safe_series_name(name)
             if len(components) == 1 and not tokens[index].startswith("("):
                 points.append((tracked.prefix + name, x, components[0]))
                 continue

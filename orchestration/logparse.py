@@ -7,6 +7,7 @@ The x of a point is the solver ``Time`` of its step (0 before the first ``Time =
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -46,6 +47,10 @@ _MAX_FATAL_CHARS = 2000
 
 def parse_number(text: str) -> float:
     """OpenFOAM's number spellings (``nan``, ``-nan``, ``inf``, ``1e-05``) as a float."""
+    try:
+        return float(text)  # the common case; float() ignores surrounding whitespace
+    except ValueError:
+        pass
     text = text.strip().rstrip(",;")
     try:
         return float(text)
@@ -58,6 +63,7 @@ def parse_number(text: str) -> float:
         raise
 
 
+@functools.lru_cache(maxsize=4096)
 def safe_series_name(name: str) -> str:
     """Series names keep OpenFOAM's spelling; whitespace becomes `_`."""
     return re.sub(r"\s+", "_", name.strip())
@@ -90,22 +96,29 @@ class LogParser:
 
     def feed(self, line: str) -> list[Point]:
         """Consume one log line; return the points it completes."""
-        text = _RANK_PREFIX.sub("", line.rstrip("\r\n")).strip()
+        text = line.rstrip("\r\n")
+        if text[:1] == "[":  # an MPI rank prefix
+            text = _RANK_PREFIX.sub("", text)
+        text = text.strip()
         if self._fatal_lines is not None:
             self._collect_fatal(text)
             return []
-        for handler in (
-            self._on_time,
-            self._on_solve,
-            self._on_continuity,
-            self._on_courant,
-            self._on_execution,
-            self._on_other,
-        ):
-            result = handler(text)
-            if result is not None:
-                return result
-        return []
+        if not text:
+            return []
+        # a solver writes thousands of lines: a cheap test picks the handler(s) worth trying,
+        # in the same order as before (each returns None when the line is not its own)
+        result = self._on_time(text) if text.startswith("Time = ") else None
+        if result is None and "Solving for" in text:
+            result = self._on_solve(text)
+        if result is None and text.startswith("time step continuity"):
+            result = self._on_continuity(text)
+        if result is None and "Courant Number" in text:
+            result = self._on_courant(text)
+        if result is None and text.startswith("ExecutionTime"):
+            result = self._on_execution(text)
+        if result is None:
+            result = self._on_other(text)
+        return [] if result is None else result
 
     def flush(self) -> list[Point]:
         """Return the points of the step in progress (call at the end of the log)."""
@@ -116,7 +129,7 @@ class LogParser:
     # -- line handlers: return None when the line is not theirs -----------------------------
 
     def _on_time(self, text: str) -> list[Point] | None:
-        match = _TIME.match(text)
+        match = _TIME.match(text) if text.startswith("Time = ") else None
         if not match:
             return None
         try:
@@ -153,7 +166,7 @@ class LogParser:
         return []
 
     def _on_continuity(self, text: str) -> list[Point] | None:
-        match = _CONTINUITY.match(text)
+        match = _CONTINUITY.match(text) if text.startswith("time step continuity") else None
         if not match:
             return None
         for key, raw in zip(("local", "global", "cumulative"), match.groups(), strict=True):
@@ -161,7 +174,7 @@ class LogParser:
         return []
 
     def _on_courant(self, text: str) -> list[Point] | None:
-        match = _COURANT.match(text)
+        match = _COURANT.match(text) if "Courant Number" in text else None
         if not match:
             return None
         prefix = "courant.interface" if match.group(1) else "courant"
@@ -170,7 +183,7 @@ class LogParser:
         return []
 
     def _on_execution(self, text: str) -> list[Point] | None:
-        match = _EXECUTION.match(text)
+        match = _EXECUTION.match(text) if text.startswith("ExecutionTime") else None
         if not match:
             return None
         self._set_scalar("execution.time", match.group(1))
@@ -181,17 +194,17 @@ class LogParser:
         if text == "End":
             self.ended = True
             return self._emit()
-        converged = _CONVERGED.search(text)
+        converged = _CONVERGED.search(text) if "converged in" in text else None
         if converged:
             self.converged = True
             return []
-        fatal = _FATAL.match(text)
+        fatal = _FATAL.match(text) if text.startswith("-->") else None
         if fatal:
             if self.fatal_error is None:
                 self._fatal_kind = "FOAM FATAL IO ERROR" if fatal.group(1) else "FOAM FATAL ERROR"
                 self._fatal_lines = [fatal.group(2)] if fatal.group(2) else []
             return []
-        crash = _CRASH.search(text)
+        crash = _CRASH.search(text) if "::sig" in text else None
         if crash and self.fatal_error is None:
             self.fatal_error = _CRASH_NAMES[crash.group(1)]
         return None

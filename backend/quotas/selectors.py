@@ -41,12 +41,18 @@ def _aggregate(qs) -> Usage:
     )
 
 
+def _holding():
+    """Runs that hold resources: admitted up to their end, unless they gave their cores back
+    early (released: the solver exited and the run only archives its results)."""
+    return Simulation.objects.filter(state__in=HOLDING_STATES, released_at__isnull=True)
+
+
 def usage_for_tenant(*, tenant_id: int) -> Usage:
-    return _aggregate(Simulation.objects.filter(tenant_id=tenant_id, state__in=HOLDING_STATES))
+    return _aggregate(_holding().filter(tenant_id=tenant_id))
 
 
 def usage_for_backend(*, backend_id: int) -> Usage:
-    return _aggregate(Simulation.objects.filter(backend_id=backend_id, state__in=HOLDING_STATES))
+    return _aggregate(_holding().filter(backend_id=backend_id))
 
 
 def queued_demand_for_tenant(*, tenant_id: int) -> Usage:

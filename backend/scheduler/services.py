@@ -100,6 +100,7 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
             Simulation.objects.filter(id__in=admitted, state=RunState.PENDING).update(
                 state=RunState.ADMITTED,
                 admitted_at=now,
+                released_at=None,  # a requeued run holds its resources again
                 wait_reason=WaitReason.NONE,
                 wait_detail="",
             )

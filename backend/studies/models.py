@@ -107,6 +107,12 @@ class Simulation(PublicIdModel):
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="when a running run gave its cores back before it ended (its solver had "
+        "exited and it was archiving results; local and container backends)",
+    )
     exit_code = models.IntegerField(null=True, blank=True)
     end_reason = models.CharField(
         max_length=20, choices=EndReason.choices, default=EndReason.NONE, blank=True

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from catalog.choices import NODE_HOLDING_KINDS
+from catalog.choices import EARLY_RELEASE_KINDS, NODE_HOLDING_KINDS
 from catalog.images import image_reference, study_image_ensure
 from catalog.models import Backend
 from core.crypto import decrypt_json
@@ -46,10 +46,8 @@ from telemetry.events import publish_runs_changed, publish_study
 
 log = logging.getLogger(__name__)
 SIGFPE_EXIT_CODES = (136, -8)  # 128 + SIGFPE from a shell/mpirun, or -SIGFPE from Popen
-SECRET_KINDS = ("slurm", "openstack")
-RELEASE_KINDS = (
-    "openstack",
-)  # drivers whose collect() deletes what a run held  # drivers that get the backend's decrypted secrets
+SECRET_KINDS = ("slurm", "openstack")  # drivers that get the backend's decrypted secrets
+RELEASE_KINDS = ("openstack",)  # drivers whose collect() deletes what a run held
 
 
 # --- studies -----------------------------------------------------------------------------
@@ -760,6 +758,8 @@ def run_heartbeat(
     *, run: Simulation, attempt: int, phase: str = "", resources: dict | None = None
 ) -> bool:
     """Record a sign of life; answer whether the agent should stop."""
+    if phase == "archiving":
+        run_release_cores(run_id=run.pk, attempt=attempt)
     resources = resources or {}
     fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
     if phase:
@@ -783,6 +783,28 @@ def run_heartbeat(
     if current and current[1] == attempt and current[0] in TERMINAL_STATES:
         return True  # ended by the portal (cancel, policy): stop, but keep what comes in
     raise StaleAttempt()
+
+
+def run_release_cores(*, run_id, attempt: int) -> bool:
+    """The run's solver has exited and the agent only archives results: on backends that run
+    on the portal's own cores (EARLY_RELEASE_KINDS), those cores go back to the queue now
+    rather than when the final report comes in. True when this call released them."""
+    table, backends = Simulation._meta.db_table, Backend._meta.db_table
+    kinds = ", ".join(["%s"] * len(EARLY_RELEASE_KINDS))
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {table} r SET released_at = now() FROM {backends} b WHERE r.id = %s"
+            " AND r.attempt = %s AND r.state = %s AND r.released_at IS NULL"
+            f" AND b.id = r.backend_id AND b.kind IN ({kinds}) RETURNING r.tenant_id",
+            [str(run_id), attempt, RunState.RUNNING, *EARLY_RELEASE_KINDS],
+        )
+        row = cur.fetchone()
+    if row is None:
+        return False
+    from scheduler.tasks import schedule_tenant
+
+    enqueue_on_commit(schedule_tenant, row[0])
+    return True
 
 
 def run_report_state(

@@ -7,6 +7,7 @@ Exit codes: 0 finished (a final state was reported), 2 bad spec, 3 stale attempt
 from __future__ import annotations
 
 import argparse
+import resource
 import signal
 import threading
 import time
@@ -47,7 +48,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_SPEC
     terminate = threading.Event()
     _install_signal_handlers(terminate)
-    return run(spec, terminate=terminate)
+    code = run(spec, terminate=terminate)
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    steps = resource.getrusage(resource.RUSAGE_CHILDREN)
+    log(
+        f"exit {code}: CPU {own.ru_utime:.2f} s user + {own.ru_stime:.2f} s system in the agent,"
+        f" {steps.ru_utime + steps.ru_stime:.2f} s in its steps"
+    )
+    return code
 
 
 def _install_signal_handlers(terminate: threading.Event) -> None:
@@ -120,6 +128,7 @@ def _report_running(client: PortalClient, reporter: Reporter, spec: AgentSpec) -
     except (TransientError, PortalError) as exc:
         log(f"could not report running ({exc}); going on")
         return False
+    reporter.set_interval(answer.get("interval"))
     return bool(answer.get("stop"))
 
 
@@ -174,14 +183,23 @@ def _finish(
     if terminate.is_set():
         timeout = min(timeout, TERMINATED_FINAL_TIMEOUT)
     deadline = time.monotonic() + timeout
+    archive = spec.case_path.is_dir()
+    if archive:
+        # the steps are over: the portal may give the run's cores to the next run while this
+        # one sends its last points and archives its results
+        try:
+            client.post("heartbeat/", {"phase": "archiving", "resources": dict(reporter.resources)})
+        except (TransientError, PortalError):
+            pass
+        except StaleAttempt:
+            log("attempt superseded (409) while reporting the end: exiting")
+            return EXIT_STALE
     supervisor.poll_dat()
     try:
         reporter.flush(deadline=deadline)
         message = outcome.message
-        if spec.case_path.is_dir():
-            note = _upload_archive(
-                spec, client, deadline=deadline, resources=dict(reporter.resources)
-            )
+        if archive:
+            note = _upload_archive(spec, client, deadline=deadline)
             if note:
                 message = f"{message}\n{note}".strip()
         body = {
@@ -206,14 +224,8 @@ def _finish(
     return EXIT_OK
 
 
-def _upload_archive(
-    spec: AgentSpec, client: PortalClient, *, deadline: float, resources: dict[str, Any]
-) -> str:
+def _upload_archive(spec: AgentSpec, client: PortalClient, *, deadline: float) -> str:
     """Build and PUT the archive; return a note for the final message ('' when all went in)."""
-    try:
-        client.post("heartbeat/", {"phase": "archiving", "resources": resources})
-    except (TransientError, PortalError):
-        pass
     dest = spec.work_dir / "result.tar.gz"
     max_bytes = int(spec.archive_max_mb * 1024 * 1024)
     try:

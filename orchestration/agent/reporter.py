@@ -27,6 +27,7 @@ MAX_BATCH_POINTS = 20_000
 MAX_LOG_LINES = 200  # per telemetry batch
 MAX_BUFFERED_LOG_LINES = 5_000
 MAX_LOG_LINE_CHARS = 2_000
+INTERVAL_BOUNDS = (0.05, 60.0)  # what the portal may ask for as the telemetry interval
 
 
 class Reporter:
@@ -104,6 +105,19 @@ class Reporter:
                 self._skipped_lines += 1
         self._nudge()
 
+    def set_interval(self, seconds: Any) -> None:
+        """Follow the portal's pace for telemetry (answers carry ``interval``: short while the
+        run is watched live, long while it is not); anything but a number is ignored."""
+        if type(seconds) not in (int, float) or not math.isfinite(seconds):
+            return
+        low, high = INTERVAL_BOUNDS
+        seconds = min(max(float(seconds), low), high)
+        with self._lock:
+            # a faster pace applies to the wait already begun; a slower one from the next batch
+            self._next_telemetry += min(0.0, seconds - self.telemetry_interval)
+            self.telemetry_interval = seconds
+        self._wakeup.set()
+
     def set_phase(self, phase: str) -> None:
         self.phase = phase
 
@@ -170,6 +184,8 @@ class Reporter:
 
     def _answer(self, answer: dict[str, Any]) -> None:
         self._last_accepted = self.clock()
+        if "interval" in answer:
+            self.set_interval(answer["interval"])
         if answer.get("stop"):
             self.stop_requested.set()
 

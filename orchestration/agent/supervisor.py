@@ -111,16 +111,20 @@ class _LogFollower:
         except OSError:
             return
         if final and self.partial:
-            self._lines([self.partial])
+            self._lines(self.partial)
             self.partial = b""
 
     def _feed(self, data: bytes) -> None:
-        lines = data.split(b"\n")
-        self.partial = lines.pop()
-        self._lines(lines)
+        cut = data.rfind(b"\n")
+        self.partial = data[cut + 1 :]
+        if cut >= 0:
+            self._lines(data[:cut])
 
-    def _lines(self, raw_lines: list[bytes]) -> None:
-        lines = [raw.decode("utf-8", "replace").rstrip("\r") for raw in raw_lines]
+    def _lines(self, block: bytes) -> None:
+        """Whole lines (joined by newlines, decoded at once: a solver writes thousands)."""
+        lines = block.decode("utf-8", "replace").split("\n")
+        if b"\r" in block:
+            lines = [line.rstrip("\r") for line in lines]
         points = []
         for line in lines:
             found = self.parser.feed(line)

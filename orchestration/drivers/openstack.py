@@ -164,7 +164,9 @@ def vm_run_json(spec: RunSpec, *, work_dir: str) -> dict[str, Any]:
     """run.json for an agent on a VM: its own work dir, the case downloaded from the portal,
     and a longer window for the final reports (a cloud network may be slower to reach)."""
     data = json.loads(spec.to_json())
-    data.update(work_dir=work_dir, case_dir=f"{work_dir}/source", fetch_case=True, final_timeout=600)
+    data.update(
+        work_dir=work_dir, case_dir=f"{work_dir}/source", fetch_case=True, final_timeout=600
+    )
     return data
 
 

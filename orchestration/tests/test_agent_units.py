@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,42 @@ def test_tree_sampler_and_kill_group_with_and_without_psutil(
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_reporter_follows_the_portals_pace_and_ignores_nonsense(portal: FakePortal) -> None:
+    reporter = _reporter(portal)  # 60 s to begin with
+    portal.responder = lambda call: (200, {"stop": False, "interval": 0.25})
+    reporter.add_points([("a", 1.0, 1.0)])
+    assert reporter.flush(deadline=0)
+    assert reporter.telemetry_interval == 0.25
+    for nonsense in ("fast", True, None, float("nan"), [1]):
+        reporter.set_interval(nonsense)
+        assert reporter.telemetry_interval == 0.25
+    reporter.set_interval(0.0001)  # bounded: an answer cannot make the agent spin
+    assert reporter.telemetry_interval == 0.05
+    reporter.set_interval(1e9)
+    assert reporter.telemetry_interval == 60.0
+
+
+def test_a_faster_pace_applies_to_the_wait_already_begun(portal: FakePortal) -> None:
+    reporter = Reporter(
+        client=PortalClient(portal_url=portal.url, run_id="r", token="test-token", attempt=1),
+        heartbeat_interval=60,
+        telemetry_interval=60,
+    )
+    reporter.start()
+    try:
+        reporter.add_points([("a", 1.0, 1.0)])  # the first batch goes at once
+        wait_until(lambda: len(portal.of("telemetry/")) == 1)
+        reporter.add_points([("a", 2.0, 1.0)])  # due in 60 s …
+        reporter.set_interval(0.1)  # … until the run is watched
+        wait_until(lambda: len(portal.of("telemetry/")) == 2)
+    finally:
+        reporter.close()
+
+
+def wait_until(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)

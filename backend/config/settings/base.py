@@ -173,7 +173,10 @@ WINDTUNNEL = {
     "HEARTBEAT_INTERVAL": env.float("WINDTUNNEL_HEARTBEAT_INTERVAL", default=5.0),
     "HEARTBEAT_TIMEOUT": env.float("WINDTUNNEL_HEARTBEAT_TIMEOUT", default=60.0),
     "DISPATCH_TIMEOUT": env.float("WINDTUNNEL_DISPATCH_TIMEOUT", default=60.0),
+    # an agent sends telemetry this often while someone watches its run live, and every
+    # TELEMETRY_IDLE_INTERVAL while nobody does (telemetry/watch.py)
     "TELEMETRY_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_INTERVAL", default=0.25),
+    "TELEMETRY_IDLE_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_IDLE_INTERVAL", default=2.0),
     # after a cancel or a policy stop, the agent ends cleanly on its next report; the backend
     # kill follows after this many seconds as a safety net
     "STOP_GRACE": env.float("WINDTUNNEL_STOP_GRACE", default=30.0),

@@ -23,6 +23,7 @@ from studies.choices import RunState
 from studies.models import Simulation
 from studies.selectors import _uuid
 from telemetry.services import telemetry_ingest, telemetry_ingest_fenced
+from telemetry.watch import telemetry_interval
 
 
 class _Auth(ApplicationError):
@@ -97,6 +98,11 @@ class TelemetryInSerializer(AttemptSerializer):
 
 class StopSerializer(serializers.Serializer):
     stop = serializers.BooleanField()
+    interval = serializers.FloatField(
+        required=False,
+        help_text="seconds between telemetry batches from now on: short while someone watches "
+        "the run live, long while nobody does",
+    )
 
 
 class OrjsonParser(JSONParser):
@@ -137,6 +143,8 @@ class IngestStateView(_IngestView):
             message=data.get("message", ""),
             solver_converged=data.get("solver_converged", False),
         )
+        if data["state"] == RunState.RUNNING:
+            return Response({"stop": bool(stop), "interval": telemetry_interval(run.pk)})
         return Response({"stop": bool(stop)})
 
 
@@ -153,7 +161,7 @@ class IngestHeartbeatView(_IngestView):
             phase=data.get("phase", ""),
             resources=data.get("resources"),
         )
-        return Response({"stop": stop})
+        return Response({"stop": stop, "interval": telemetry_interval(run.pk)})
 
 
 class IngestTelemetryView(_IngestView):
@@ -172,7 +180,7 @@ class IngestTelemetryView(_IngestView):
                 log=data.get("log") or [],
             )
             if done is not None:
-                return Response({"stop": done[1]})
+                return Response({"stop": done[1], "interval": telemetry_interval(pk)})
         # the slow path tells apart what the fence refused (404, 401, 409, a run that ended)
         run = _run_for(request, run_id, data["attempt"])
         _, stop = telemetry_ingest(
@@ -182,7 +190,7 @@ class IngestTelemetryView(_IngestView):
             log=data.get("log") or [],
             heartbeat=True,
         )
-        return Response({"stop": stop})
+        return Response({"stop": stop, "interval": telemetry_interval(run.pk)})
 
 
 class IngestArchiveView(_IngestView):

@@ -102,9 +102,11 @@ def _cavity_archive() -> bytes:
 
 
 def _max_overlap(runs) -> int:
+    """The most runs holding cores at once: from admission until the run ended or gave its
+    cores back (released: its solver had exited and it was archiving)."""
     events = []
     for run in runs:
-        events += [(run.admitted_at, 1), (run.finished_at, -1)]
+        events += [(run.admitted_at, 1), (run.released_at or run.finished_at, -1)]
     level = peak = 0
     for _, step in sorted(events, key=lambda e: (e[0], e[1])):
         level += step
@@ -148,6 +150,8 @@ def test_uploaded_case_study_queues_through_a_two_core_quota(live):
     assert study["state"] == "completed", study
     runs = list(Simulation.objects.filter(study_id=study["id"]))
     assert _max_overlap(runs) == 2
+    # each run gave its cores back once its solver had exited, before its final report
+    assert all(r.started_at < r.released_at <= r.finished_at for r in runs)
     u_min = [
         r.objectives["u_min"] for r in sorted(runs, key=lambda r: r.parameters["lid_velocity"])
     ]

@@ -61,7 +61,7 @@ def test_a_batch_is_stored_counts_as_a_heartbeat_and_answers_no_stop(running):
     # the hot path (several posts a second per run) is a single statement
     assert len(queries.captured_queries) == 1, queries.captured_queries
     assert r.status_code == 200, r.content
-    assert r.json() == {"stop": False}
+    assert r.json()["stop"] is False
     assert series_values(run=run, attempt=2, name="residual.Ux") == ([1.0, 2.0], [0.5, 0.25])
     assert series_values(run=run, attempt=2, name="residual.p") == ([1.0, 2.0], [1.0, 0.75])
     assert list(LogChunk.objects.get(run=run).lines) == ["Time = 1", "Time = 2"]
@@ -72,7 +72,7 @@ def test_a_batch_is_stored_counts_as_a_heartbeat_and_answers_no_stop(running):
 def test_a_nan_is_kept_as_a_gap_and_stops_the_run_as_diverged(running):
     run, client = running
     r = _telemetry(client, run.pk, series={"residual.p": [[1, 1.0], [2, "NaN"]]})
-    assert r.status_code == 200 and r.json() == {"stop": True}
+    assert r.status_code == 200 and r.json()["stop"] is True
     assert series_values(run=run, attempt=2, name="residual.p") == ([1.0, 2.0], [1.0, None])
     fresh = Simulation.objects.get(pk=run.pk)
     assert fresh.end_reason == "diverged" and fresh.stop_requested
@@ -82,7 +82,7 @@ def test_a_stop_the_portal_wants_is_in_the_answer(running):
     run, client = running
     Simulation.objects.filter(pk=run.pk).update(stop_requested=True)
     r = _telemetry(client, run.pk, series=POINTS)
-    assert r.status_code == 200 and r.json() == {"stop": True}
+    assert r.status_code == 200 and r.json()["stop"] is True
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_the_last_points_of_a_run_the_portal_ended_are_kept_and_the_agent_told_t
     run, client = running
     Simulation.objects.filter(pk=run.pk).update(state="cancelled", finished_at=timezone.now())
     r = _telemetry(client, run.pk, series=POINTS, log=["last words"])
-    assert r.status_code == 200 and r.json() == {"stop": True}
+    assert r.status_code == 200 and r.json()["stop"] is True
     assert _stored(run) == (2, 1)
 
 
@@ -136,3 +136,28 @@ def test_malformed_points_are_400s_naming_the_series(running, series, needle):
     assert r.status_code == 400
     assert needle in str(r.json())
     assert _stored(run) == (0, 0)
+
+
+@pytest.mark.parametrize(("kind", "released"), [("local", True), ("slurm", False)])
+def test_a_run_that_is_archiving_gives_its_cores_back_on_the_portals_own_cores(
+    running, kind, released
+):
+    from quotas.selectors import usage_for_tenant
+
+    run, client = running
+    backend, _ = Backend.objects.update_or_create(
+        name=f"early-{kind}", defaults={"kind": kind, "cores": 64, "memory_gb": 256}
+    )
+    Simulation.objects.filter(pk=run.pk).update(backend=backend)
+    assert usage_for_tenant(tenant_id=run.tenant_id).cores == run.processes
+    body = {"attempt": 2, "phase": "archiving", "resources": {}}
+    r = client.post(f"/api/v1/ingest/runs/{run.pk}/heartbeat/", body, format="json")
+    assert r.status_code == 200 and r.json()["stop"] is False
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert fresh.phase == "archiving" and fresh.state == "running"
+    assert (fresh.released_at is not None) is released
+    # a Slurm job or a cloud server holds its allocation until the run ends
+    assert usage_for_tenant(tenant_id=run.tenant_id).cores == (0 if released else run.processes)
+    if released:  # a repeated report does not move the time
+        client.post(f"/api/v1/ingest/runs/{run.pk}/heartbeat/", body, format="json")
+        assert Simulation.objects.get(pk=run.pk).released_at == fresh.released_at

@@ -213,3 +213,58 @@ def test_invalid_policies_are_clear_400s(live):
         json={**spec, "convergence": {"diverge": {"growth": {"factor": 0.5}}}},
     )
     assert r.status_code == 400 and "factor" in r.json()["field"]
+
+
+def test_an_agent_reports_live_only_while_someone_watches_its_run(live, make_tenant):
+    """The ingest answers pace the agent: the idle interval while nobody is subscribed to the
+    run, the live one while a client of the run's tenant is; a refused stranger changes nothing."""
+    import secrets
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from catalog.models import Backend
+    from studies.services import hash_run_token, study_create
+
+    Backend.objects.update_or_create(
+        name="noop", defaults={"kind": "noop", "cores": 64, "memory_gb": 256, "max_nodes": 1}
+    )
+    spec = {"name": "paced", "template": "cavity", "backend": "noop"}
+    study = study_create(tenant=live.tenant, owner=live.tenant.user, spec=spec, submit=True)
+    run = Simulation.objects.get(study=study)
+    token = secrets.token_urlsafe(16)
+    Simulation.objects.filter(pk=run.pk).update(
+        state="running", attempt=1, token_hash=hash_run_token(token), started_at=timezone.now()
+    )
+
+    def interval() -> float:
+        r = live.post(
+            f"/api/v1/ingest/runs/{run.pk}/telemetry/",
+            json={"attempt": 1, "series": {"residual.p": [[1, 0.5]]}, "log": []},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert r.status_code == 200, r.text
+        return r.json()["interval"]
+
+    idle, fast = (settings.WINDTUNNEL[k] for k in ("TELEMETRY_IDLE_INTERVAL", "TELEMETRY_INTERVAL"))
+    assert idle > fast
+    assert interval() == idle
+    stranger = api_token_create(user=make_tenant().user)
+
+    async def refused_then_watched() -> tuple[float, float]:
+        async with websockets.connect(ws_url(live, f"/ws/runs/{run.pk}/", stranger)) as ws:
+            with pytest.raises(websockets.ConnectionClosed):
+                async with asyncio.timeout(10):
+                    while True:
+                        await ws.recv()
+        after_stranger = await asyncio.to_thread(interval)
+        async with websockets.connect(ws_url(live, f"/ws/runs/{run.pk}/")) as ws:
+            assert json.loads(await ws.recv())["type"] == "subscribed"
+            watched = await asyncio.to_thread(
+                lambda: wait_for(lambda: interval() == fast, timeout=10, what="live pace")
+            )
+        return after_stranger, watched
+
+    after_stranger, watched = asyncio.run(refused_then_watched())
+    assert after_stranger == idle
+    assert watched

@@ -1374,6 +1374,11 @@ export interface components {
          */
         StateStateEnum: "running" | "completed" | "failed" | "cancelled";
         Stop: {
+            /**
+             * Format: double
+             * @description seconds between telemetry batches from now on: short while someone watches the run live, long while nobody does
+             */
+            interval?: number;
             stop: boolean;
         };
         /**

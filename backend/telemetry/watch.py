@@ -1,0 +1,69 @@
+"""Who is watching a run, so that its agent reports live only while someone looks.
+
+A run's agent sends its telemetry every TELEMETRY_INTERVAL (0.25 s) while a websocket client
+is subscribed to the run, and every TELEMETRY_IDLE_INTERVAL (2 s) while nobody is: on a
+loaded machine most runs of a big study are never watched, and each batch costs the portal a
+request. The ingest API tells the agent which interval applies in every answer
+(docs/agent-protocol.md); a new subscriber gets live points within one idle interval.
+
+A subscription marks the run as watched in Redis for WATCH_TTL seconds and renews the mark
+every WATCH_REFRESH seconds while the socket is open. The mark is not removed when a socket
+closes (another may still be open): it runs out within WATCH_TTL. The marks use one
+process-wide Redis client (Django's cache would connect anew for every request under ASGI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+
+import redis
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+WATCH_TTL = 30.0
+WATCH_REFRESH = 10.0
+
+
+def _key(run_id) -> str:
+    return f"wt:watched:run:{run_id}"
+
+
+@functools.cache
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+
+
+def _mark(run_id) -> None:
+    _redis().set(_key(run_id), 1, ex=int(WATCH_TTL))
+
+
+async def watch_run(run_id) -> None:
+    """Keep the run marked as watched until cancelled (the socket's lifetime)."""
+    while True:
+        try:
+            await asyncio.to_thread(_mark, run_id)
+        except redis.RedisError as exc:  # without the mark the agent is only slower
+            log.warning("cannot mark run %s as watched: %s", run_id, exc)
+        await asyncio.sleep(WATCH_REFRESH)
+
+
+async def stop_watching(task: asyncio.Task | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def telemetry_interval(run_id) -> float:
+    """The interval the run's agent should send telemetry at, from now on."""
+    try:
+        watched = bool(_redis().exists(_key(run_id)))
+    except redis.RedisError as exc:  # when in doubt, stay live
+        log.warning("cannot tell whether run %s is watched: %s", run_id, exc)
+        watched = True
+    key = "TELEMETRY_INTERVAL" if watched else "TELEMETRY_IDLE_INTERVAL"
+    return settings.WINDTUNNEL[key]
