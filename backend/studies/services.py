@@ -384,13 +384,14 @@ def study_refresh_state(*, study_id) -> None:
 # --- runs ----------------------------------------------------------------------------------
 
 
-def _after_run_ended(run: Simulation) -> None:
+def _after_run_ended(run: Simulation, *, requeued: bool = False) -> None:
     from scheduler.tasks import schedule_tenant
     from studies.tasks import refresh_study
 
     publish_runs_changed([run.pk])
     enqueue_on_commit(refresh_study, str(run.study_id))
-    enqueue_on_commit(schedule_tenant, run.tenant_id)
+    if requeued or run.released_at is None:  # else its cores went back (and were scheduled)
+        enqueue_on_commit(schedule_tenant, run.tenant_id)
     if run.handle and run.backend_id in _releasing_backends():
         from studies.tasks import release_run
 
@@ -664,7 +665,7 @@ def run_requeue_or_fail(*, run: Simulation, reason: str, message: str, retry: bo
         outcome = RunState.FAILED
     if updated:
         log.info("run %s attempt %s → %s: %s", run.pk, run.attempt, outcome, message)
-        _after_run_ended(run)
+        _after_run_ended(run, requeued=outcome == RunState.PENDING)
     return outcome if updated else ""
 
 
@@ -822,20 +823,29 @@ def run_report_state(
 
     now = timezone.now()
     if state == RunState.RUNNING:
-        updated = Simulation.objects.filter(
-            pk=run.pk, attempt=attempt, state=RunState.PROVISIONING
-        ).update(state=RunState.RUNNING, started_at=now, heartbeat_at=now)
-        if not updated:
-            current = Simulation.objects.filter(pk=run.pk).values_list("state", "attempt").first()
-            if current != (RunState.RUNNING, attempt):
+        with connection.cursor() as cur:  # one round trip in the common case
+            cur.execute(
+                f"UPDATE {Simulation._meta.db_table} SET state = %s, started_at = %s,"
+                " heartbeat_at = %s WHERE id = %s AND attempt = %s AND state = %s"
+                " RETURNING stop_requested",
+                [RunState.RUNNING, now, now, str(run.pk), attempt, RunState.PROVISIONING],
+            )
+            row = cur.fetchone()
+        if row is None:  # a repeated report is fine; anything else is over
+            current = (
+                Simulation.objects.filter(pk=run.pk)
+                .values_list("state", "attempt", "stop_requested")
+                .first()
+            )
+            if current is None or current[:2] != (RunState.RUNNING, attempt):
                 raise StaleAttempt()
-        from studies.tasks import refresh_study
-
+            return bool(current[2])
         publish_runs_changed([run.pk])
-        enqueue_on_commit(refresh_study, str(run.study_id))
-        return bool(
-            Simulation.objects.filter(pk=run.pk).values_list("stop_requested", flat=True).first()
-        )
+        if run.study.state != StudyState.RUNNING:  # the study's first run to start
+            from studies.tasks import refresh_study
+
+            enqueue_on_commit(refresh_study, str(run.study_id))
+        return bool(row[0])
     if state not in TERMINAL_STATES:
         raise ApplicationError(
             f"state must be running, completed, failed or cancelled; got {state!r}", field="state"

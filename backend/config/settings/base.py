@@ -1,6 +1,7 @@
 """Settings shared by every environment. 12-factor: everything variable comes from env."""
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from config.env import BACKEND_DIR, ROOT_DIR, env
 
@@ -83,10 +84,18 @@ REDIS_URL = env("REDIS_URL")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
 }
+# Live events go through Redis pub/sub: a group send is one PUBLISH, however many clients
+# watch (the list-based layer ran a script per message and member). Delivery is at most once,
+# which the live protocol expects anyway: the database is the record, clients repair gaps
+# from REST (docs/live.md). Pub/sub channels ignore Redis database numbers, so the prefix
+# carries it: test and benchmark stacks on other databases never hear each other.
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {
+            "hosts": [REDIS_URL],
+            "prefix": "wt-live-db" + (urlsplit(REDIS_URL).path.strip("/") or "0"),
+        },
     }
 }
 
