@@ -16,16 +16,30 @@ RUNS = 50
 
 
 def rss(procs: list[psutil.Popen]) -> float:
+    """The portal's processes only: run agents (forked by the local driver's launcher, whose
+    command line they keep, or started as `-m orchestration.agent`) and their solvers belong
+    to the runs."""
     total = 0
     for p in procs:
         try:
-            tree = [psutil.Process(p.pid), *psutil.Process(p.pid).children(recursive=True)]
+            root = psutil.Process(p.pid)
+            tree = [root, *root.children(recursive=True)]
         except psutil.Error:
             continue
+        runs: set[int] = set()
         for proc in tree:
             try:
-                if "orchestration.agent" in " ".join(proc.cmdline()):
-                    continue  # run agents are the runs', not the portal's
+                cmdline = " ".join(proc.cmdline())
+                if "orchestration.drivers.launcher" in cmdline:
+                    runs.update(c.pid for c in proc.children(recursive=True))
+                elif "orchestration.agent" in cmdline:
+                    runs.update([proc.pid, *(c.pid for c in proc.children(recursive=True))])
+            except psutil.Error:
+                pass
+        for proc in tree:
+            if proc.pid in runs:
+                continue
+            try:
                 total += proc.memory_info().rss
             except psutil.Error:
                 pass
