@@ -298,7 +298,9 @@ def test_a_node_failure_requeues_the_run_and_the_next_attempt_finishes(cluster_l
         "name": "node failure",
         "template": "cavity",
         "backend": "slurm",
-        "parameters": {"cells": 20, "end_time": 4},
+        # long enough (~5 s of icoFoam) to be still solving when its first points are in: an
+        # unwatched run reports every 2 s
+        "parameters": {"cells": 20, "end_time": 20},
     }
     study = _submit(cluster_live, spec)
     run_id = Simulation.objects.get(study_id=study["id"]).id
