@@ -288,16 +288,21 @@ def _parse_template(text: str, filename: str) -> nodes.Template:
 
 def render_text(text: str, context: Mapping[str, Any], *, filename: str = "") -> str:
     """Render the `{{ … }}` placeholders of `text` with `context` (plus FUNCTIONS)."""
-    tree = _parse_template(text, filename)
+    env = _ENV_CRLF if "\r\n" in text else _ENV
+    try:  # parsed and compiled once (every run of a study renders every template)
+        tree = env.parse(text)
+        template = env.from_string(tree)
+    except jinja2.TemplateSyntaxError as exc:
+        where = _where(filename, exc.lineno)
+        raise RenderError(f"{where}: template syntax error: {exc.message}") from None
     for node in tree.find_all(nodes.Name):
         if node.ctx == "load" and node.name not in context and node.name not in FUNCTIONS:
             raise RenderError(
                 f"{_where(filename, node.lineno)}: unknown name {node.name!r}; "
                 f"known names: {_known(context)}"
             )
-    env = _ENV_CRLF if "\r\n" in text else _ENV
     try:
-        return env.from_string(text).render(**context)
+        return template.render(**context)
     except RenderError as exc:
         raise RenderError(f"{_where(filename, None)}: {exc}") from exc
     except jinja2.UndefinedError as exc:

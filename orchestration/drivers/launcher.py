@@ -18,6 +18,7 @@ Protocol: one JSON object per line each way.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import random
@@ -121,6 +122,11 @@ def _spawn(request: dict) -> dict:
 def serve(fd: int) -> int:
     # everything the agent needs, imported once here (the forks share it)
     import orchestration.agent.main  # noqa: F401
+
+    # out of the cyclic collector's sight: a fork's collections would otherwise walk (and so
+    # copy, page by page) every object imported above
+    gc.collect()
+    gc.freeze()
 
     sock = socket.socket(fileno=fd)
     parent = os.getppid()

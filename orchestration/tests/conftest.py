@@ -42,6 +42,7 @@ class Call:
     headers: dict[str, str]
     body: Any  # parsed JSON, or bytes for the archive
     at: float
+    peer: tuple[str, int] = ("", 0)  # the client's address: one per TCP connection
 
 
 Responder = Callable[[Call], "tuple[int, dict[str, Any]] | None"]
@@ -57,6 +58,8 @@ class FakePortal:
         portal = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn does
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -87,6 +90,7 @@ class FakePortal:
             headers=dict(request.headers),
             body=body,
             at=time.monotonic(),
+            peer=request.client_address,
         )
         with self.lock:
             self.calls.append(call)

@@ -246,3 +246,60 @@ def wait_until(predicate, timeout: float = 10.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+def test_calls_from_one_thread_share_one_kept_alive_connection(portal: FakePortal) -> None:
+    client = PortalClient(portal_url=portal.url, run_id="r", token="test-token", attempt=1)
+    for _ in range(3):
+        assert client.post("heartbeat/", {"phase": "solving"}) == {"stop": False}
+    peers = {call.peer for call in portal.of("heartbeat/")}
+    assert len(portal.of("heartbeat/")) == 3 and len(peers) == 1
+
+
+def test_a_kept_connection_the_portal_closed_while_idle_is_replaced_without_an_error() -> None:
+    """Like uvicorn's keep-alive timeout: the server answers, then closes the idle connection."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def serve() -> None:
+        for _ in range(2):
+            conn, _ = server.accept()
+            accepted.append(conn)
+            conn.recv(65536)
+            answer = b'{"stop": false}'
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer)
+            )
+            time.sleep(0.1)
+            conn.close()  # idle for too long: the server ends the connection
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    port = server.getsockname()[1]
+    client = PortalClient(portal_url=f"http://127.0.0.1:{port}", run_id="r", token="t", attempt=1)
+    try:
+        assert client.post("heartbeat/", {}) == {"stop": False}
+        time.sleep(0.3)
+        assert client.post("heartbeat/", {}) == {"stop": False}  # a new connection, no error
+        thread.join(timeout=5)
+        assert len(accepted) == 2
+    finally:
+        server.close()
+
+
+def test_archive_upload_and_case_download_go_over_the_kept_connection(
+    portal: FakePortal, tmp_path: Path
+) -> None:
+    client = PortalClient(portal_url=portal.url, run_id="r", token="test-token", attempt=1)
+    archive = tmp_path / "result.tar.gz"
+    archive.write_bytes(b"x" * 300_000)
+    client.post("heartbeat/", {})
+    client.put_file("archive/", archive, content_type="application/gzip")
+    client.post("state/", {"state": "completed"})
+    (upload,) = portal.of("archive/")
+    assert upload.body == archive.read_bytes() and upload.query == {"attempt": ["1"]}
+    assert len({c.peer for c in portal.calls}) == 1
