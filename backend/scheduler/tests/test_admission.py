@@ -4,7 +4,7 @@ import random
 import threading
 
 import pytest
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from catalog.models import Backend
@@ -94,19 +94,27 @@ def test_concurrent_schedulers_never_exceed_the_quota(make_tenant, catalog):
 def test_fifo_across_studies_and_queued_runs_say_why_they_wait(make_tenant, catalog):
     tenant = make_tenant(cores=3, memory_gb=100, max_runs=100)
     _noop_backend(cores=64)
-    first = study_create(
-        tenant=tenant,
-        owner=tenant.user,
-        spec={**SPEC, "name": "a", "backend": "bench", "parameters": {"lid_velocity": [1, 2]}},
-        submit=True,
-    )
-    second = study_create(
-        tenant=tenant,
-        owner=tenant.user,
-        spec={**SPEC, "name": "b", "backend": "bench", "parameters": {"lid_velocity": [1, 2, 3]}},
-        submit=True,
-    )
-    admitted = schedule_tenant(tenant_id=tenant.id, dispatch=False)
+    # one transaction: the scheduling that submission asks for (after commit) cannot race
+    # this call when a test stack's worker is running
+    with transaction.atomic():
+        first = study_create(
+            tenant=tenant,
+            owner=tenant.user,
+            spec={**SPEC, "name": "a", "backend": "bench", "parameters": {"lid_velocity": [1, 2]}},
+            submit=True,
+        )
+        second = study_create(
+            tenant=tenant,
+            owner=tenant.user,
+            spec={
+                **SPEC,
+                "name": "b",
+                "backend": "bench",
+                "parameters": {"lid_velocity": [1, 2, 3]},
+            },
+            submit=True,
+        )
+        admitted = schedule_tenant(tenant_id=tenant.id, dispatch=False)
     assert len(admitted) == 3
     assert set(first.runs.values_list("state", flat=True)) == {RunState.ADMITTED}
     waiting = second.runs.filter(state=RunState.PENDING)
@@ -118,13 +126,14 @@ def test_fifo_across_studies_and_queued_runs_say_why_they_wait(make_tenant, cata
 def test_backend_capacity_holds_runs_back_with_its_own_reason(make_tenant, catalog):
     tenant = make_tenant(cores=16, memory_gb=100, max_runs=100)
     _noop_backend(cores=2)
-    study = study_create(
-        tenant=tenant,
-        owner=tenant.user,
-        spec={**SPEC, "backend": "bench", "parameters": {"lid_velocity": [1, 2, 3, 4]}},
-        submit=True,
-    )
-    assert len(schedule_tenant(tenant_id=tenant.id, dispatch=False)) == 2
+    with transaction.atomic():  # as above: no race with a running worker's scheduling
+        study = study_create(
+            tenant=tenant,
+            owner=tenant.user,
+            spec={**SPEC, "backend": "bench", "parameters": {"lid_velocity": [1, 2, 3, 4]}},
+            submit=True,
+        )
+        assert len(schedule_tenant(tenant_id=tenant.id, dispatch=False)) == 2
     waiting = list(study.runs.filter(state=RunState.PENDING))
     assert [r.wait_reason for r in waiting] == ["backend_capacity"] * 2
     assert "bench: cores (2+1 > 2)" in waiting[0].wait_detail
