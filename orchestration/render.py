@@ -20,9 +20,6 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import os
-import shutil
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +28,15 @@ import jinja2
 import jinja2.meta
 from jinja2 import nodes
 from jinja2.sandbox import SandboxedEnvironment, SecurityError
+
+from orchestration.casefiles import (
+    MAX_TEMPLATE_BYTES,
+    RenderError,
+    copy_case,
+    is_binary_file,
+    read_template,
+    walk,
+)
 
 __all__ = [
     "FUNCTIONS",
@@ -43,21 +49,17 @@ __all__ = [
     "find_placeholders",
     "is_binary_file",
     "render_case",
+    "render_files",
     "render_text",
 ]
 
 MAX_EXPRESSION_LENGTH = 500
-MAX_TEMPLATE_BYTES = 20 * 1024 * 1024
 _MAX_MAGNITUDE_DIGITS = 300  # results of ** above ~1e300 are refused
 _MAX_SEQUENCE = 100_000  # longest string/list a `*` may build
 
 # Delimiters nobody writes in a text file (control characters): only {{ }} stays live.
 _BLOCK_START, _BLOCK_END = "\x02\x02%", "%\x03\x03"
 _COMMENT_START, _COMMENT_END = "\x02\x02#", "#\x03\x03"
-
-
-class RenderError(ValueError):
-    """A template or expression could not be parsed or evaluated; the message says where."""
 
 
 def _safe_pow(base: Any, exponent: Any) -> Any:
@@ -313,54 +315,11 @@ def render_text(text: str, context: Mapping[str, Any], *, filename: str = "") ->
         raise RenderError(f"{_where(filename, None)}: {type(exc).__name__}: {exc}") from exc
 
 
-def is_binary_file(path: Path) -> bool:
-    """True for gzip files and files with NUL bytes or invalid UTF-8 in their first 8 KiB."""
-    with path.open("rb") as fh:
-        head = fh.read(8192)
-    if head.startswith(b"\x1f\x8b") or b"\x00" in head:
-        return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return exc.start < len(head) - 4  # a multi-byte char cut at the boundary is fine
-    return False
-
-
-def _read_template(path: Path) -> str | None:
-    """The text of `path` if it is a renderable text file containing `{{`, else None."""
-    if path.stat().st_size > MAX_TEMPLATE_BYTES or is_binary_file(path):
-        return None
-    try:
-        with path.open(encoding="utf-8", newline="") as fh:
-            text = fh.read()
-    except UnicodeDecodeError:
-        return None
-    return text if "{{" in text else None
-
-
-def _walk(root: Path) -> list[tuple[Path, str]]:
-    """Every regular file under `root` as (path, posix relative path); symlinks are an error."""
-    found: list[tuple[Path, str]] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            path = Path(dirpath) / name
-            rel = path.relative_to(root).as_posix()
-            mode = path.lstat().st_mode
-            if stat.S_ISLNK(mode):
-                raise RenderError(f"{rel}: symbolic links are not allowed in a case")
-            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                raise RenderError(f"{rel}: only regular files and directories are allowed")
-            if stat.S_ISREG(mode):
-                found.append((path, rel))
-    return found
-
-
 def find_placeholders(case_dir: Path) -> dict[str, list[str]]:
     """Relative path → sorted placeholder names, for every text file that contains `{{`."""
     result: dict[str, list[str]] = {}
-    for path, rel in _walk(Path(case_dir)):
-        text = _read_template(path)
+    for path, rel in walk(Path(case_dir)):
+        text = read_template(path)
         if text is None:
             continue
         tree = _parse_template(text, rel)
@@ -373,25 +332,37 @@ def render_case(src: Path, dst: Path, context: Mapping[str, Any]) -> list[str]:
 
     `dst` must not exist or be empty. Symbolic links and special files in `src` are errors.
     """
-    src, dst = Path(src), Path(dst)
-    if not src.is_dir():
-        raise RenderError(f"case directory {src} does not exist")
-    if dst.exists() and any(dst.iterdir()):
-        raise RenderError(f"destination {dst} is not empty")
-    files = _walk(src)  # validates the whole tree before writing anything
-    dst.mkdir(parents=True, exist_ok=True)
-    for dirpath, dirnames, _ in os.walk(src, followlinks=False):
-        for name in dirnames:
-            (dst / Path(dirpath).relative_to(src) / name).mkdir(exist_ok=True)
-    rendered: list[str] = []
-    for path, rel in files:
-        target = dst / rel
-        text = _read_template(path)
-        if text is None:
-            shutil.copy2(path, target, follow_symlinks=False)
-            continue
-        with target.open("w", encoding="utf-8", newline="") as fh:
-            fh.write(render_text(text, context, filename=rel))
-        shutil.copystat(path, target, follow_symlinks=False)
-        rendered.append(rel)
-    return sorted(rendered)
+
+    def text_of(path: Path, rel: str) -> str | None:
+        text = read_template(path)
+        return None if text is None else render_text(text, context, filename=rel)
+
+    return copy_case(src, dst, text_of)
+
+
+def render_files(src: Path, context: Mapping[str, Any]) -> dict[str, str]:
+    """The rendered text of every template file of the case tree `src`, by relative path:
+    with `casefiles.copy_case` this writes what `render_case` writes."""
+    return {
+        rel: render_text(text, context, filename=rel) for rel, text in _case_templates(src).items()
+    }
+
+
+_TEMPLATES_CACHE: dict[tuple, dict[str, str]] = {}
+
+
+def _case_templates(src: Path) -> dict[str, str]:
+    """The template files of a case tree, read once per version of the tree: every run of a
+    study renders the same case (the key is every file's path, size and mtime)."""
+    files = walk(Path(src))
+    key = (
+        str(src),
+        *((rel, st.st_size, st.st_mtime_ns) for path, rel in files for st in [path.stat()]),
+    )
+    cached = _TEMPLATES_CACHE.get(key)
+    if cached is None:
+        cached = {rel: text for path, rel in files if (text := read_template(path)) is not None}
+        if len(_TEMPLATES_CACHE) >= 64:
+            _TEMPLATES_CACHE.clear()
+        _TEMPLATES_CACHE[key] = cached
+    return cached

@@ -15,6 +15,11 @@ NODE_HOLDING_KINDS = frozenset({"openstack", "slurm"})
 # has exited (it only archives results then). Slurm jobs and cloud servers hold what they
 # were given until the run ends, so their runs keep counting until then.
 EARLY_RELEASE_KINDS = ("local", "container")
+# Backends whose agents get their case's templates rendered by the portal in run.json (the
+# agent then copies the case without importing the template engine). Cloud servers receive
+# run.json through size-limited user data and render themselves.
+PRERENDER_KINDS = ("local", "container", "slurm")
+PRERENDER_MAX_BYTES = 1024 * 1024  # larger rendered texts: the agent renders
 
 
 class ImageKind(models.TextChoices):

@@ -21,12 +21,18 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from catalog.choices import EARLY_RELEASE_KINDS, NODE_HOLDING_KINDS
+from catalog.choices import (
+    EARLY_RELEASE_KINDS,
+    NODE_HOLDING_KINDS,
+    PRERENDER_KINDS,
+    PRERENDER_MAX_BYTES,
+)
 from catalog.images import image_reference, study_image_ensure
 from catalog.models import Backend
 from core.crypto import decrypt_json
 from core.events import enqueue_on_commit
 from core.exceptions import ApplicationError, Conflict, ErrorCode, NotFound
+from orchestration import render
 from orchestration.drivers.base import DriverError, RunPhase, RunSpec, Step, get_driver
 from quotas.models import Quota
 from quotas.selectors import usage_for_tenant
@@ -521,7 +527,23 @@ def run_spec(*, run: Simulation, study: Study, token: str) -> RunSpec:
         telemetry_interval=settings.WINDTUNNEL["TELEMETRY_INTERVAL"],
         archive_max_mb=settings.WINDTUNNEL["ARCHIVE_MAX_MB"],
         image=image_reference(image=study.image, backend=run.backend),
+        rendered=_prerendered(run=run, study=study),
     )
+
+
+def _prerendered(*, run: Simulation, study: Study) -> dict[str, str] | None:
+    """The case's templates rendered here, for agents that would otherwise import Jinja and
+    render in their run slot; None (the agent renders, and reports any error) when the
+    backend does not take it, rendering fails or the texts are large."""
+    if run.backend.kind not in PRERENDER_KINDS:
+        return None
+    try:
+        texts = render.render_files(Path(study.case_dir), run.context)
+    except (render.RenderError, OSError):
+        return None
+    if sum(len(t) for t in texts.values()) > PRERENDER_MAX_BYTES:
+        return None
+    return texts
 
 
 def hash_run_token(token: str) -> str:
@@ -819,7 +841,7 @@ def run_report_state(
     solver_converged: bool = False,
 ) -> bool:
     """Apply a state the agent reports. Idempotent for a repeated final state."""
-    from telemetry.services import objectives_compute, trust_compute
+    from telemetry.services import results_compute
 
     now = timezone.now()
     if state == RunState.RUNNING:
@@ -854,16 +876,17 @@ def run_report_state(
     if state in (RunState.CANCELLED, RunState.FAILED):  # killed by the backend, unasked?
         backend_end = _backend_terminated(run=run, attempt=attempt)
     with transaction.atomic():
-        current = Simulation.objects.select_for_update().get(pk=run.pk)
+        current = (
+            Simulation.objects.select_for_update(of=("self",))
+            .select_related("study")
+            .get(pk=run.pk)
+        )
         if current.attempt != attempt:
             raise StaleAttempt()
         if current.state in TERMINAL_STATES:
             # ended by the portal (cancel, policy) or a repeat: keep the state, but the agent's
             # final data is in now, so objectives and trust are brought up to date
-            current.objectives, current.iterations, current.last_time = objectives_compute(
-                run=current
-            )
-            current.trust, current.trust_detail = trust_compute(
+            results_compute(
                 run=current,
                 solver_converged=solver_converged
                 or current.trust_detail.get("solver_converged", False),
@@ -909,10 +932,7 @@ def run_report_state(
             current.end_reason = (
                 reason if reason in EndReason.values and reason else EndReason.EXIT_CODE
             )
-        current.objectives, current.iterations, current.last_time = objectives_compute(run=current)
-        current.trust, current.trust_detail = trust_compute(
-            run=current, solver_converged=solver_converged
-        )
+        results_compute(run=current, solver_converged=solver_converged)
         current.save()
         _after_run_ended(current)
     return False
@@ -920,10 +940,15 @@ def run_report_state(
 
 def run_stop_by_policy(*, run: Simulation, attempt: int, outcome: str, detail: str) -> bool:
     """A convergence policy ended the run: its resources return to the queue at once."""
-    from telemetry.services import objectives_compute, trust_compute
+    from telemetry.services import results_compute
 
     with transaction.atomic():
-        current = Simulation.objects.select_for_update().filter(pk=run.pk, attempt=attempt).first()
+        current = (
+            Simulation.objects.select_for_update(of=("self",))
+            .select_related("study")
+            .filter(pk=run.pk, attempt=attempt)
+            .first()
+        )
         if current is None or current.state not in STARTED_STATES:
             return False
         converged = outcome == "converged"
@@ -935,8 +960,7 @@ def run_stop_by_policy(*, run: Simulation, attempt: int, outcome: str, detail: s
         current.stop_reason = current.end_reason
         current.message = f"stopped by the convergence policy: {detail}"[:5000]
         current.finished_at = timezone.now()
-        current.objectives, current.iterations, current.last_time = objectives_compute(run=current)
-        current.trust, current.trust_detail = trust_compute(run=current, solver_converged=False)
+        results_compute(run=current, solver_converged=False)
         current.save()
         _stop_started_run(current)
         _after_run_ended(current)

@@ -18,7 +18,6 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
-from django.db.models import Count
 
 from studies.models import Simulation, Study
 
@@ -156,26 +155,22 @@ def _publish_now(ids: list[str]) -> None:
         publish_study(study_id=study_id, kind="runs", payload={"runs": runs})
 
 
-def study_progress_counts(study_id) -> dict[str, int]:
-    rows = (
-        Simulation.objects.filter(study_id=study_id)
-        .order_by()
-        .values_list("state")
-        .annotate(n=Count("id"))
-    )
-    return dict(rows)
-
-
 def publish_study(*, study_id, kind: str, payload: dict[str, Any]) -> None:
-    """Send a study event now (callers are already after commit)."""
+    """Send a study event now (callers are already after commit). One statement takes the
+    event's seq and counts the study's runs by state."""
+    runs = Simulation._meta.db_table
     with connection.cursor() as cur:
         cur.execute(
-            f"UPDATE {Study._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq, state",
-            [str(study_id)],
+            f"UPDATE {Study._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s"
+            " RETURNING event_seq, state, (SELECT coalesce(json_object_agg(state, n), '{}')"
+            f" FROM (SELECT state, count(*) AS n FROM {runs} WHERE study_id = %s GROUP BY state)"
+            " AS p)",
+            [str(study_id), str(study_id)],
         )
         row = cur.fetchone()
     if not row:
         return
+    progress = json.loads(row[2]) if isinstance(row[2], str | bytes) else row[2]
     send(
         study_group(study_id),
         {
@@ -183,7 +178,7 @@ def publish_study(*, study_id, kind: str, payload: dict[str, Any]) -> None:
             "id": str(study_id),
             "seq": int(row[0]),
             "state": row[1],
-            "progress": study_progress_counts(study_id),
+            "progress": progress,
             **payload,
         },
     )

@@ -26,7 +26,7 @@ from telemetry.convergence import (
 )
 from telemetry.events import run_group, send
 from telemetry.models import LogChunk, SeriesChunk
-from telemetry.selectors import series_length, series_tail, series_values
+from telemetry.selectors import series_length, series_tail
 
 MAX_SERIES_PER_BATCH = 500
 MAX_POINTS_PER_BATCH = 200_000
@@ -349,29 +349,89 @@ def _apply_policy(*, run: Simulation, attempt: int, new: Mapping[str, list]) -> 
     )
 
 
-def trust_compute(*, run: Simulation, solver_converged: bool) -> tuple[str, dict[str, Any]]:
-    """The trust flag of a finished run from its final residuals and objective drift."""
-    names = (
-        SeriesChunk.objects.filter(run=run, attempt=run.attempt, name__startswith="residual.")
-        .order_by()
-        .values_list("name", flat=True)
-        .distinct()
-    )
-    final = {}
-    for name in names:
-        tail = series_tail(run=run, attempt=run.attempt, name=name, n=1, keep_null=True)
-        final[name.removeprefix("residual.")] = tail[-1] if tail else None
-    drifts = {}
-    for obj, spec in (run.study.objectives or {}).items():
+_SUMMARY_SQL = """
+WITH c AS (
+    SELECT name, seq, xs, ys FROM {table}
+    WHERE run_id = %(run)s AND attempt = %(attempt)s
+      AND (name LIKE 'residual.%%' OR name = ANY(%(names)s))
+)
+SELECT name,
+       sum(cardinality(xs))::bigint,
+       (array_agg(xs[cardinality(xs)] ORDER BY seq DESC))[1],
+       (array_agg(ys[cardinality(ys)] ORDER BY seq DESC))[1],
+       CASE WHEN name = ANY(%(names)s) THEN (
+           SELECT array_agg(u.y ORDER BY c2.seq, u.o)
+           FROM c AS c2, unnest(c2.ys) WITH ORDINALITY AS u(y, o)
+           WHERE c2.name = c.name
+       ) END
+FROM c GROUP BY name
+"""
+
+
+class _Series(NamedTuple):
+    count: int
+    last_x: float | None
+    last_y: float | None  # None: the last point is a gap (NaN)
+    ys: list[float | None] | None  # every y, for the series objectives read
+
+
+def _series_summary(*, run: Simulation, names: list[str]) -> dict[str, _Series]:
+    """In one statement: count and last point of every residual series, and all the y
+    values of the named series (those objectives reduce)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            _SUMMARY_SQL.format(table=SeriesChunk._meta.db_table),
+            {"run": str(run.pk), "attempt": run.attempt, "names": names},
+        )
+        return {name: _Series(int(n), x, y, ys) for name, n, x, y, ys in cur.fetchall()}
+
+
+def results_compute(*, run: Simulation, solver_converged: bool) -> None:
+    """A finished run's objectives, iterations, last time and trust flag, from its stored
+    telemetry, set on `run` (not saved). One query, whatever the number of series."""
+    specs = run.study.objectives or {}
+    wanted = sorted({spec["series"] for spec in specs.values() if "series" in spec})
+    summary = _series_summary(run=run, names=wanted)
+    objectives: dict[str, Any] = {}
+    for name, spec in specs.items():
         if "series" in spec:
-            values = series_tail(run=run, attempt=run.attempt, name=spec["series"], n=TRUST_WINDOW)
-            if values:
-                drifts[obj] = relative_change(values)
-    return trust_of(
+            series = summary.get(spec["series"])
+            objectives[name] = _finite_or_none(_reduce(series.ys or [], spec)) if series else None
+    pending = {n: s for n, s in specs.items() if "expr" in s}
+    scope = {**run.context, **objectives}
+    for _ in range(len(pending) + 1):
+        for name, spec in list(pending.items()):
+            try:
+                value = render.evaluate(spec["expr"], scope)
+            except render.RenderError as exc:
+                if "unknown name" in str(exc):
+                    continue
+                value = None
+            except (ZeroDivisionError, TypeError, ValueError, OverflowError):
+                value = None
+            objectives[name] = _finite_or_none(value) if isinstance(value, int | float) else None
+            scope[name] = objectives[name]
+            pending.pop(name)
+    for name in pending:
+        objectives[name] = None
+    residuals = sorted(n for n in summary if n.startswith("residual."))
+    # a solver step solves every field at least once: the longest residual series counts them
+    steps = max((summary[n] for n in residuals), key=lambda s: s.count, default=None)
+    run.objectives = objectives
+    run.iterations = steps.count if steps else None
+    run.last_time = steps.last_x if steps else None
+    drifts = {}
+    for obj, spec in specs.items():
+        series = summary.get(spec.get("series", ""))
+        if series and series.ys:
+            tail = [v for v in series.ys if v is not None][-TRUST_WINDOW:]
+            if tail:
+                drifts[obj] = relative_change(tail)
+    run.trust, run.trust_detail = trust_of(
         state=run.state,
         end_reason=run.end_reason,
         solver_converged=solver_converged,
-        final_residuals=final,
+        final_residuals={n.removeprefix("residual."): summary[n].last_y for n in residuals},
         drifts=drifts,
         iterations=run.iterations,
     )
@@ -392,42 +452,3 @@ def _reduce(values: list[float | None], spec: Mapping[str, Any]) -> float | None
     if how == Reduce.MAX:
         return max(vals)
     return None
-
-
-def objectives_compute(*, run: Simulation) -> tuple[dict[str, Any], int | None, float | None]:
-    """Objectives of a finished run from its stored telemetry: (objectives, iterations, last time)."""
-    objectives: dict[str, Any] = {}
-    study = run.study
-    for name, spec in (study.objectives or {}).items():
-        if "series" in spec:
-            _, ys = series_values(run=run, attempt=run.attempt, name=spec["series"])
-            objectives[name] = _finite_or_none(_reduce(ys, spec))
-    pending = {n: s for n, s in (study.objectives or {}).items() if "expr" in s}
-    scope = {**run.context, **objectives}
-    for _ in range(len(pending) + 1):
-        for name, spec in list(pending.items()):
-            try:
-                value = render.evaluate(spec["expr"], scope)
-            except render.RenderError as exc:
-                if "unknown name" in str(exc):
-                    continue
-                value = None
-            except (ZeroDivisionError, TypeError, ValueError, OverflowError):
-                value = None
-            objectives[name] = _finite_or_none(value) if isinstance(value, int | float) else None
-            scope[name] = objectives[name]
-            pending.pop(name)
-    for name in pending:
-        objectives[name] = None
-    residual_names = list(
-        SeriesChunk.objects.filter(run=run, attempt=run.attempt, name__startswith="residual.")
-        .values_list("name", flat=True)
-        .distinct()[:1]
-    )
-    iterations = None
-    last_time = None
-    if residual_names:
-        xs, _ = series_values(run=run, attempt=run.attempt, name=residual_names[0])
-        iterations = len(xs)
-        last_time = xs[-1] if xs else None
-    return objectives, iterations, last_time

@@ -1,4 +1,8 @@
-"""Case preparation: render the source case into <work_dir>/case and write decomposeParDict."""
+"""Case preparation: render the source case into <work_dir>/case and write decomposeParDict.
+
+When the portal rendered the case's templates already (`rendered` in run.json), the case is
+copied with those texts and the template engine is never imported.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestration.render import render_case
+from orchestration.casefiles import copy_case
 
 __all__ = ["decompose_par_dict", "prepare_case", "split_subdomains"]
 
@@ -46,12 +50,24 @@ def decompose_par_dict(decompose: Mapping[str, Any]) -> str:
 
 
 def prepare_case(
-    *, case_dir: Path, dest: Path, context: Mapping[str, Any], decompose: Mapping[str, Any] | None
+    *,
+    case_dir: Path,
+    dest: Path,
+    context: Mapping[str, Any],
+    decompose: Mapping[str, Any] | None,
+    rendered: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """Render `case_dir` into `dest`; return the rendered files' relative paths."""
-    rendered = render_case(case_dir, dest, context)
+    """Render `case_dir` into `dest` (or copy it with the `rendered` texts of its templates);
+    return the rendered files' relative paths."""
+    if rendered is not None:
+        texts = rendered
+        written = copy_case(case_dir, dest, lambda _path, rel: texts.get(rel))
+    else:
+        from orchestration.render import render_case  # Jinja: only when we render ourselves
+
+        written = render_case(case_dir, dest, context)
     if decompose:
         system = dest / "system"
         system.mkdir(exist_ok=True)
         (system / "decomposeParDict").write_text(decompose_par_dict(decompose))
-    return rendered
+    return written

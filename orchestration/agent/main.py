@@ -6,9 +6,9 @@ Exit codes: 0 finished (a final state was reported), 2 bad spec, 3 stale attempt
 
 from __future__ import annotations
 
-import argparse
 import resource
 import signal
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -28,7 +28,7 @@ from orchestration.agent.fetch import CaseFetchError, fetch_case
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.spec import AgentSpec, load_spec
 from orchestration.agent.supervisor import Outcome, Stale, Supervisor, log
-from orchestration.render import RenderError
+from orchestration.casefiles import RenderError
 
 __all__ = ["EXIT_BAD_SPEC", "EXIT_OK", "EXIT_STALE", "EXIT_UNREACHABLE", "main", "run"]
 
@@ -38,10 +38,14 @@ TERMINATED_FINAL_TIMEOUT = 5.0  # after SIGTERM the driver's grace is short
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="windtunnel-agent", description=__doc__)
-    parser.add_argument("spec", type=Path, help="path to run.json")
-    args = parser.parse_args(argv)
-    spec, raw, error = load_spec(args.spec)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0].startswith("-"):  # help, or a usage error: argparse says it
+        import argparse  # not imported on the common path: every Slurm job starts an agent
+
+        parser = argparse.ArgumentParser(prog="windtunnel-agent", description=__doc__)
+        parser.add_argument("spec", type=Path, help="path to run.json")
+        args = [str(parser.parse_args(args).spec)]
+    spec, raw, error = load_spec(Path(args[0]))
     if spec is None:
         log(error)
         _report_bad_spec(raw, error)
@@ -162,11 +166,13 @@ def _prepare(spec: AgentSpec) -> Outcome | None:
             dest=spec.case_path,
             context=spec.context,
             decompose=spec.decompose,
+            rendered=spec.rendered,
         )
     except (RenderError, OSError) as exc:
         log(f"case preparation failed: {exc}")
         return Outcome(state="failed", reason="case preparation failed", message=str(exc))
-    log(f"case prepared ({len(rendered)} files rendered)")
+    by = "by the portal" if spec.rendered is not None else "here"
+    log(f"case prepared ({len(rendered)} files rendered {by})")
     return None
 
 

@@ -43,6 +43,7 @@ class AgentSpec:
     kill_grace: float = 10.0  # SIGTERM → SIGKILL of the solver group on `stop: true`
     final_timeout: float = 300.0  # retry window for the final reports
     fetch_case: bool = False  # download the case source from the portal first (VMs)
+    rendered: Mapping[str, str] | None = None  # the portal's rendering of the case's templates
 
     @property
     def case_path(self) -> Path:
@@ -108,6 +109,16 @@ def _decompose(raw: Any) -> Mapping[str, Any] | None:
     return {"method": method, "subdomains": subdomains, "n": n}
 
 
+def _rendered(raw: Any) -> dict[str, str] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise SpecError("run.json: 'rendered' must map relative paths to texts")
+    return dict(raw)
+
+
 def parse_spec(data: Any) -> AgentSpec:
     if not isinstance(data, Mapping):
         raise SpecError("run.json: must be a JSON object")
@@ -147,6 +158,7 @@ def parse_spec(data: Any) -> AgentSpec:
         kill_grace=_interval(data, "kill_grace", 10.0),
         final_timeout=_interval(data, "final_timeout", 300.0),
         fetch_case=bool(data.get("fetch_case", False)),
+        rendered=_rendered(data.get("rendered")),
     )
 
 

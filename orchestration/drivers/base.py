@@ -53,29 +53,32 @@ class RunSpec:
     telemetry_interval: float = 1.0
     archive_max_mb: int = 512
     image: str | None = None
+    # the case's template files rendered by the portal (relative path → text); None: the
+    # agent renders them itself
+    rendered: Mapping[str, str] | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "version": 1,
-                "run_id": self.run_id,
-                "attempt": self.attempt,
-                "portal_url": self.portal_url,
-                "token": self.token,
-                "case_dir": self.case_dir,
-                "work_dir": self.work_dir,
-                "context": dict(self.context),
-                "steps": [s.to_dict() for s in self.steps],
-                "processes": self.processes,
-                "decompose": dict(self.decompose) if self.decompose else None,
-                "env": dict(self.env),
-                "mounts": dict(self.mounts),
-                "heartbeat_interval": self.heartbeat_interval,
-                "telemetry_interval": self.telemetry_interval,
-                "archive_max_mb": self.archive_max_mb,
-            },
-            indent=2,
-        )
+        data: dict[str, Any] = {
+            "version": 1,
+            "run_id": self.run_id,
+            "attempt": self.attempt,
+            "portal_url": self.portal_url,
+            "token": self.token,
+            "case_dir": self.case_dir,
+            "work_dir": self.work_dir,
+            "context": dict(self.context),
+            "steps": [s.to_dict() for s in self.steps],
+            "processes": self.processes,
+            "decompose": dict(self.decompose) if self.decompose else None,
+            "env": dict(self.env),
+            "mounts": dict(self.mounts),
+            "heartbeat_interval": self.heartbeat_interval,
+            "telemetry_interval": self.telemetry_interval,
+            "archive_max_mb": self.archive_max_mb,
+        }
+        if self.rendered is not None:
+            data["rendered"] = dict(self.rendered)
+        return json.dumps(data, indent=2)
 
 
 class RunPhase(enum.StrEnum):

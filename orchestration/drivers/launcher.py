@@ -122,6 +122,7 @@ def _spawn(request: dict) -> dict:
 def serve(fd: int) -> int:
     # everything the agent needs, imported once here (the forks share it)
     import orchestration.agent.main  # noqa: F401
+    import orchestration.render  # noqa: F401  (for cases the portal did not render)
 
     # out of the cyclic collector's sight: a fork's collections would otherwise walk (and so
     # copy, page by page) every object imported above

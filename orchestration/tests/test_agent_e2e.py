@@ -114,6 +114,9 @@ def test_serial_cavity_run_reports_running_telemetry_archive_and_completed(
 def test_parallel_cavity_run_decomposes_solves_with_mpirun_and_reconstructs(
     portal: FakePortal, cavity: Path, tmp_path: Path
 ) -> None:
+    """…with the case's templates rendered by the portal (run.json `rendered`)."""
+    from orchestration.render import render_files
+
     work = tmp_path / "run"
     spec = make_spec(
         portal=portal,
@@ -122,12 +125,14 @@ def test_parallel_cavity_run_decomposes_solves_with_mpirun_and_reconstructs(
         steps=parallel_steps(2),
         processes=2,
         decompose={"method": "hierarchical", "subdomains": 2},
+        rendered=render_files(cavity, {"nu": 0.01, "lid": 1.0}),
     )
     driver = LocalDriver()
     driver.prepare(spec)
     handle = driver.start(spec)
     assert _finish(driver, handle) == 0
     _assert_completed_run(portal, work)
+    assert "2 files rendered by the portal" in (work / "agent.log").read_text()
     assert "numberOfSubdomains 2;" in (work / "case/system/decomposeParDict").read_text()
     assert (work / "case/processor1").is_dir()
     assert "log.reconstructPar" in _archive_names(portal)

@@ -55,6 +55,8 @@ def test_run_spec_json_round_trips_into_the_agent_spec() -> None:
         {"decompose": {"subdomains": 0}},
         {"decompose": {"subdomains": 4, "n": [3, 1, 1]}},
         {"version": 2},
+        {"rendered": ["0/U"]},
+        {"rendered": {"0/U": 1}},
     ],
 )
 def test_bad_specs_are_refused(override) -> None:
@@ -186,10 +188,12 @@ def test_tree_sampler_and_kill_group_with_and_without_psutil(
     import subprocess
     import time
 
+    import psutil
+
     from orchestration.agent import procs
 
-    if not use_psutil:
-        monkeypatch.setattr(procs, "psutil", None)
+    # Linux uses /proc; psutil is what non-Linux machines get
+    monkeypatch.setattr(procs, "psutil", psutil if use_psutil else None)
     proc = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True)
     try:
         deadline = time.monotonic() + 30
@@ -197,6 +201,9 @@ def test_tree_sampler_and_kill_group_with_and_without_psutil(
             time.sleep(0.05)
         pids = procs.tree_pids(proc.pid)
         assert len(pids) == 3
+        # the /proc children files and the walk of the whole process table agree
+        assert sorted(pids) == sorted(procs._tree_pids_scan(proc.pid))
+        assert procs.tree_pids(2**22 + 7) == []  # no such process
         sampler = procs.TreeSampler()
         sampler.sample(proc.pid)
         cpu, rss = sampler.sample(proc.pid)
@@ -303,3 +310,16 @@ def test_archive_upload_and_case_download_go_over_the_kept_connection(
     (upload,) = portal.of("archive/")
     assert upload.body == archive.read_bytes() and upload.query == {"attempt": ["1"]}
     assert len({c.peer for c in portal.calls}) == 1
+
+
+def test_the_agent_starts_without_the_template_engine_psutil_or_argparse() -> None:
+    """Every Slurm job starts a fresh agent: what it imports is paid in every run slot."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, orchestration.agent.main;"
+        "print(sorted(m for m in ('jinja2', 'psutil', 'argparse') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -16,6 +16,7 @@ from orchestration.render import (
     expression_names,
     find_placeholders,
     render_case,
+    render_files,
     render_text,
 )
 
@@ -197,6 +198,37 @@ def test_render_case_copies_everything_and_renders_templates(tmp_path: Path) -> 
     assert (dst / "constant/blob").read_bytes() == b"\x00\x01{{ y }}"
     assert (dst / "constant/polyMesh/points.gz").read_bytes().startswith(b"\x1f\x8b")
     assert os.access(dst / "Allrun", os.X_OK)
+
+
+def _tree_bytes(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mode)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_case_rendered_by_the_portal_and_copied_by_the_agent_is_the_same_case(
+    tmp_path: Path,
+) -> None:
+    """render_files (portal) + prepare_case(rendered=…) (agent) write byte for byte what
+    render_case writes, CRLF templates and binary files included; a changed template is
+    read again."""
+    from orchestration.agent.case import prepare_case
+
+    src = _tree(tmp_path / "case")
+    (src / "system/crlf").write_bytes(b"a {{ Ux }}\r\nb\r\n")
+    context = {"Ux": 1.5, "Uy": 0, "end": 100}
+    render_case(src, tmp_path / "agent", context)
+    texts = render_files(src, context)
+    assert sorted(texts) == ["0/U", "Allrun", "system/controlDict", "system/crlf"]
+    written = prepare_case(
+        case_dir=src, dest=tmp_path / "portal", context={}, decompose=None, rendered=texts
+    )
+    assert written == sorted(texts)
+    assert _tree_bytes(tmp_path / "portal") == _tree_bytes(tmp_path / "agent")
+    (src / "0/U").write_text("internalField uniform ({{ Uy }} {{ Ux }} 0);\n")
+    assert render_files(src, context)["0/U"] == "internalField uniform (0 1.5 0);\n"
 
 
 def test_render_case_refuses_symlinks(tmp_path: Path) -> None:

@@ -161,3 +161,64 @@ def test_a_run_that_is_archiving_gives_its_cores_back_on_the_portals_own_cores(
     if released:  # a repeated report does not move the time
         client.post(f"/api/v1/ingest/runs/{run.pk}/heartbeat/", body, format="json")
         assert Simulation.objects.get(pk=run.pk).released_at == fresh.released_at
+
+
+def test_a_completed_run_gets_objectives_iterations_and_trust_from_all_its_batches(
+    make_tenant, catalog
+):
+    """Objectives reduce a series stored over several batches (gaps skipped), expressions
+    use them, and the trust flag reads the final residuals (a trailing gap stays a gap)."""
+    Backend.objects.update_or_create(
+        name="noop", defaults={"kind": "noop", "cores": 64, "memory_gb": 256, "max_nodes": 1}
+    )
+    tenant = make_tenant()
+    spec = {
+        "name": "objectives",
+        "template": "cavity",
+        "backend": "noop",
+        "convergence": {"diverge": {"nan": False}},
+        "objectives": {
+            "last": {"series": "f.a", "reduce": "last"},
+            "mean3": {"series": "f.a", "reduce": "mean_last", "n": 3},
+            "low": {"series": "f.a", "reduce": "min"},
+            "high": {"series": "f.a", "reduce": "max"},
+            "ratio": {"expr": "high / last"},
+            "missing": {"series": "f.never", "reduce": "last"},
+        },
+    }
+    study = study_create(tenant=tenant, owner=tenant.user, spec=spec, submit=True)
+    run = Simulation.objects.get(study=study)
+    token = secrets.token_urlsafe(16)
+    Simulation.objects.filter(pk=run.pk).update(
+        state="running", attempt=1, token_hash=hash_run_token(token), started_at=timezone.now()
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    batches = [
+        {"f.a": [[1, 4.0], [2, 9.0]], "residual.p": [[1, 0.5], [2, 0.1]]},
+        {"f.a": [[3, "NaN"], [4, 2.0]], "residual.p": [[3, 0.05]], "residual.Ux": [[3, 1e-4]]},
+        {"f.a": [[5, 3.0]], "residual.p": [[4, 1e-6]], "residual.Ux": [[4, "NaN"]]},
+    ]
+    for series in batches:
+        assert _telemetry(client, run.pk, attempt=1, series=series).status_code == 200
+    r = client.post(
+        f"/api/v1/ingest/runs/{run.pk}/state/",
+        {"attempt": 1, "state": "completed", "exit_code": 0},
+        format="json",
+    )
+    assert r.status_code == 200, r.content
+    run.refresh_from_db()
+    assert run.state == "completed"
+    assert run.objectives == {
+        "last": 3.0,
+        "mean3": pytest.approx((9.0 + 2.0 + 3.0) / 3),
+        "low": 2.0,
+        "high": 9.0,
+        "ratio": 3.0,
+        "missing": None,
+    }
+    assert (run.iterations, run.last_time) == (4, 4.0)  # the longest residual series
+    assert run.trust_detail["final_residuals"] == {"Ux": None, "p": 1e-6}
+    # the drift of an objective over its last points: (max - min) / |mean| of 4, 9, 2, 3
+    assert run.trust_detail["objective_drift"]["last"] == pytest.approx(7 / 4.5)
+    assert "missing" not in run.trust_detail["objective_drift"]
