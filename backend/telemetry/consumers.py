@@ -14,7 +14,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from studies.models import Simulation, Study
 from studies.selectors import _uuid
 from telemetry.events import run_group, study_group
-from telemetry.watch import stop_watching, watch_run
+from telemetry.watch import mark_watched, stop_watching, watch_run
 from tenancy.selectors import tenant_for_user
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -51,11 +51,11 @@ class _StreamConsumer(AsyncJsonWebsocketConsumer):
             return
         self.group = self.group_for(pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
-        self.watching = self.watch(pk)
+        self.watching = await self.watch(pk)
         # the seq at subscription time: later events continue from here
         await self.send_json({"type": "subscribed", "id": str(pk), "object": self.kind, "seq": seq})
 
-    def watch(self, pk) -> asyncio.Task | None:
+    async def watch(self, pk) -> asyncio.Task | None:
         """What a subscriber changes while it stays (nothing by default)."""
         return None
 
@@ -79,8 +79,10 @@ class RunConsumer(_StreamConsumer):
     def group_for(self, pk) -> str:
         return run_group(pk)
 
-    def watch(self, pk) -> asyncio.Task:
-        # the run's agent reports live (every 0.25 s, not 2 s) while someone is subscribed
+    async def watch(self, pk) -> asyncio.Task:
+        # the run's agent reports live (every 0.25 s, not 2 s) and its batches are published
+        # while someone is subscribed: marked before `subscribed` goes out
+        await mark_watched(_uuid(pk))
         return asyncio.create_task(watch_run(_uuid(pk)))
 
 

@@ -27,6 +27,7 @@ from telemetry.convergence import (
 from telemetry.events import run_group, send
 from telemetry.models import LogChunk, SeriesChunk
 from telemetry.selectors import series_length, series_tail
+from telemetry.watch import is_watched
 
 MAX_SERIES_PER_BATCH = 500
 MAX_POINTS_PER_BATCH = 200_000
@@ -216,7 +217,8 @@ def _after_store(
     clean: dict[str, list[list[float | None]]],
     lines: list[str],
 ) -> bool:
-    """Publish a stored batch and apply the convergence policy; True when it stopped the run."""
+    """Publish a stored batch (to the run's subscribers: only while someone watches it, checked
+    after commit) and apply the convergence policy; True when it stopped the run."""
     message = {
         "type": "telemetry",
         "id": str(run.pk),
@@ -225,7 +227,7 @@ def _after_store(
         "series": clean,
         "log": lines,
     }
-    transaction.on_commit(lambda: send(run_group(run.pk), message))
+    transaction.on_commit(lambda: is_watched(run.pk) and send(run_group(run.pk), message))
     return bool(clean) and _apply_policy(run=run, attempt=attempt, new=clean)
 
 

@@ -41,14 +41,20 @@ def _mark(run_id) -> None:
     _redis().set(_key(run_id), 1, ex=int(WATCH_TTL))
 
 
+async def mark_watched(run_id) -> None:
+    """Mark the run as watched now (a subscriber awaits this before it is told `subscribed`,
+    so every batch stored after its REST snapshot is published to it)."""
+    try:
+        await asyncio.to_thread(_mark, run_id)
+    except redis.RedisError as exc:  # without the mark the agent is only slower
+        log.warning("cannot mark run %s as watched: %s", run_id, exc)
+
+
 async def watch_run(run_id) -> None:
     """Keep the run marked as watched until cancelled (the socket's lifetime)."""
     while True:
-        try:
-            await asyncio.to_thread(_mark, run_id)
-        except redis.RedisError as exc:  # without the mark the agent is only slower
-            log.warning("cannot mark run %s as watched: %s", run_id, exc)
         await asyncio.sleep(WATCH_REFRESH)
+        await mark_watched(run_id)
 
 
 async def stop_watching(task: asyncio.Task | None) -> None:
@@ -58,12 +64,16 @@ async def stop_watching(task: asyncio.Task | None) -> None:
             await task
 
 
-def telemetry_interval(run_id) -> float:
-    """The interval the run's agent should send telemetry at, from now on."""
+def is_watched(run_id) -> bool:
+    """Whether a websocket client follows the run (True when Redis cannot say)."""
     try:
-        watched = bool(_redis().exists(_key(run_id)))
+        return bool(_redis().exists(_key(run_id)))
     except redis.RedisError as exc:  # when in doubt, stay live
         log.warning("cannot tell whether run %s is watched: %s", run_id, exc)
-        watched = True
-    key = "TELEMETRY_INTERVAL" if watched else "TELEMETRY_IDLE_INTERVAL"
+        return True
+
+
+def telemetry_interval(run_id) -> float:
+    """The interval the run's agent should send telemetry at, from now on."""
+    key = "TELEMETRY_INTERVAL" if is_watched(run_id) else "TELEMETRY_IDLE_INTERVAL"
     return settings.WINDTUNNEL[key]

@@ -222,3 +222,28 @@ def test_a_completed_run_gets_objectives_iterations_and_trust_from_all_its_batch
     # the drift of an objective over its last points: (max - min) / |mean| of 4, 9, 2, 3
     assert run.trust_detail["objective_drift"]["last"] == pytest.approx(7 / 4.5)
     assert "missing" not in run.trust_detail["objective_drift"]
+
+
+def test_a_batch_is_published_live_only_while_someone_watches_the_run(
+    running, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Nobody subscribed: the batch is stored, and not serialised onto the channel layer;
+    once a subscriber marked the run, the next batch goes out to it."""
+    from telemetry import services as telemetry_services
+    from telemetry.watch import _key, _redis
+
+    run, client = running
+    sent = []
+    monkeypatch.setattr(telemetry_services, "send", lambda group, message: sent.append(message))
+    _redis().delete(_key(run.pk))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _telemetry(client, run.pk, series=POINTS).json()["interval"] == 2.0
+    assert sent == [] and _stored(run)[0] == 2
+    _redis().set(_key(run.pk), 1, ex=30)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            r = _telemetry(client, run.pk, series={"residual.p": [[3, 0.5]]})
+        assert r.json()["interval"] == 0.25
+    finally:
+        _redis().delete(_key(run.pk))
+    assert [m["series"] for m in sent] == [{"residual.p": [[3.0, 0.5]]}]
