@@ -125,6 +125,9 @@ class Simulation(PublicIdModel):
     rss_bytes = models.BigIntegerField(null=True, blank=True)
     archive_path = models.CharField(max_length=500, blank=True)
     archive_bytes = models.BigIntegerField(null=True, blank=True)
+    # the attempt's case directory where the portal reads it itself (local backends, a
+    # shared filesystem): its archive is built from there on the first download
+    results_dir = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["study", "index"]

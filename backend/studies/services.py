@@ -6,6 +6,7 @@ worker or agent can never overwrite a newer attempt.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import math
@@ -575,12 +576,14 @@ def runs_dispatch(*, run_ids: list) -> int:
             run.heartbeat_at = None
             run.token_hash = hash_run_token(tokens[run.pk])
             run.handle = ""
+            run.results_dir = ""
             run.phase = ""
             run.updated_at = now
         if runs:
             _update_from_values(
                 "attempt = v.attempt, state = %s, provisioning_at = %s, heartbeat_at = NULL, "
-                "token_hash = v.token_hash, handle = '', phase = '', updated_at = %s",
+                "token_hash = v.token_hash, handle = '', results_dir = '', phase = '', "
+                "updated_at = %s",
                 [RunState.PROVISIONING.value, now, now],
                 "(%s::uuid, %s::int, %s)",
                 [(str(r.pk), r.attempt, r.token_hash) for r in runs],
@@ -623,6 +626,14 @@ def _start_group(runs: list[Simulation], tokens: dict) -> int:
     specs = [run_spec(run=run, study=run.study, token=tokens[run.pk]) for run in runs]
     try:
         driver = _driver_for(backend)
+        # where the portal reads a run's files itself, its agent uploads no archive: the
+        # archive is built from the run's directory when someone downloads it
+        readable = getattr(driver, "results_dir", None)
+        dirs = [(readable(spec) or "") if readable else "" for spec in specs]
+        specs = [
+            dataclasses.replace(spec, archive="portal") if d else spec
+            for spec, d in zip(specs, dirs, strict=True)
+        ]
         for spec in specs:
             driver.prepare(spec)
         if len(specs) > 1 and hasattr(driver, "start_batch"):
@@ -639,13 +650,16 @@ def _start_group(runs: list[Simulation], tokens: dict) -> int:
                 retry=retryable,
             )
         return 0
-    rows = [(str(run.pk), run.attempt, handle) for run, handle in zip(runs, handles, strict=True)]
+    rows = [
+        (str(run.pk), run.attempt, handle, d)
+        for run, handle, d in zip(runs, handles, dirs, strict=True)
+    ]
     stored = _update_from_values(
-        "handle = v.handle",
+        "handle = v.handle, results_dir = v.results_dir",
         [],
-        "(%s::uuid, %s::int, %s)",
+        "(%s::uuid, %s::int, %s, %s)",
         rows,
-        "v(id, attempt, handle)",
+        "v(id, attempt, handle, results_dir)",
         where="AND s.attempt = v.attempt AND s.state IN (%s, %s)",
         where_params=[RunState.PROVISIONING.value, RunState.RUNNING.value],
     )
@@ -1014,6 +1028,41 @@ def run_store_archive(*, run: Simulation, attempt: int, stream, max_bytes: int) 
         archive_path=str(target), archive_bytes=size
     )
     return size
+
+
+def run_archive_file(*, run: Simulation) -> Path | None:
+    """The run's result archive: the one its agent uploaded, or, for a run whose files the
+    portal reads itself (`results_dir`), one built from them now and kept for later
+    downloads. None when there is none (yet)."""
+    if run.archive_path and Path(run.archive_path).is_file():
+        return Path(run.archive_path)
+    if run.state not in TERMINAL_STATES or not run.results_dir:
+        return None
+    case = Path(run.results_dir)
+    if not case.is_dir() or case.is_symlink():
+        return None
+    from orchestration.agent.archive import build_archive
+
+    target_dir = Path(settings.ARCHIVE_DIR) / str(run.pk)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / f"attempt-{run.attempt}.tar.gz"
+    fd, name = tempfile.mkstemp(dir=target_dir, suffix=".part")
+    os.close(fd)
+    try:  # symbolic links and special files in the case are left out (archive.py)
+        build_archive(
+            case, Path(name), max_bytes=settings.WINDTUNNEL["ARCHIVE_MAX_MB"] * 1024 * 1024
+        )
+        os.replace(name, target)
+    except OSError as exc:
+        Path(name).unlink(missing_ok=True)
+        log.warning("cannot archive run %s from %s: %s", run.pk, case, exc)
+        return None
+    size = target.stat().st_size
+    Simulation.objects.filter(pk=run.pk, attempt=run.attempt).update(
+        archive_path=str(target), archive_bytes=size
+    )
+    run.archive_path, run.archive_bytes = str(target), size
+    return target
 
 
 def run_case_archive(*, run: Simulation, attempt: int) -> Path:

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestration.agent.archive import build_archive
 from orchestration.agent.case import prepare_case
 from orchestration.agent.client import (
     PortalClient,
@@ -24,7 +23,6 @@ from orchestration.agent.client import (
     TransientError,
     with_retries,
 )
-from orchestration.agent.fetch import CaseFetchError, fetch_case
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.spec import AgentSpec, load_spec
 from orchestration.agent.supervisor import Outcome, Stale, Supervisor, log
@@ -140,6 +138,8 @@ def _fetch(spec: AgentSpec, client: PortalClient) -> Outcome | None:
     """With fetch_case, download the case source first; an Outcome only when that fails."""
     if not spec.fetch_case:
         return None
+    from orchestration.agent.fetch import CaseFetchError, fetch_case  # tarfile: VMs only
+
     deadline = time.monotonic() + min(START_TIMEOUT, spec.final_timeout)
     try:
         spec.work_dir.mkdir(parents=True, exist_ok=True)
@@ -204,7 +204,7 @@ def _finish(
     try:
         reporter.flush(deadline=deadline)
         message = outcome.message
-        if archive:
+        if archive and spec.archive == "upload":
             note = _upload_archive(spec, client, deadline=deadline)
             if note:
                 message = f"{message}\n{note}".strip()
@@ -232,6 +232,8 @@ def _finish(
 
 def _upload_archive(spec: AgentSpec, client: PortalClient, *, deadline: float) -> str:
     """Build and PUT the archive; return a note for the final message ('' when all went in)."""
+    from orchestration.agent.archive import build_archive  # tarfile: only when we upload
+
     dest = spec.work_dir / "result.tar.gz"
     max_bytes = int(spec.archive_max_mb * 1024 * 1024)
     try:

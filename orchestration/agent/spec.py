@@ -44,6 +44,7 @@ class AgentSpec:
     final_timeout: float = 300.0  # retry window for the final reports
     fetch_case: bool = False  # download the case source from the portal first (VMs)
     rendered: Mapping[str, str] | None = None  # the portal's rendering of the case's templates
+    archive: str = "upload"  # "portal": the portal reads the results here, nothing to upload
 
     @property
     def case_path(self) -> Path:
@@ -109,6 +110,12 @@ def _decompose(raw: Any) -> Mapping[str, Any] | None:
     return {"method": method, "subdomains": subdomains, "n": n}
 
 
+def _archive(raw: Any) -> str:
+    if raw not in ("upload", "portal"):
+        raise SpecError('run.json: \'archive\' must be "upload" or "portal"')
+    return raw
+
+
 def _rendered(raw: Any) -> dict[str, str] | None:
     if raw is None:
         return None
@@ -159,6 +166,7 @@ def parse_spec(data: Any) -> AgentSpec:
         final_timeout=_interval(data, "final_timeout", 300.0),
         fetch_case=bool(data.get("fetch_case", False)),
         rendered=_rendered(data.get("rendered")),
+        archive=_archive(data.get("archive", "upload")),
     )
 
 

@@ -56,6 +56,9 @@ class RunSpec:
     # the case's template files rendered by the portal (relative path → text); None: the
     # agent renders them itself
     rendered: Mapping[str, str] | None = None
+    # "upload": the agent builds the result archive and uploads it; "portal": the portal reads
+    # the run's directory itself (Driver.results_dir) and archives it when someone asks
+    archive: str = "upload"
 
     def to_json(self) -> str:
         data: dict[str, Any] = {
@@ -78,6 +81,8 @@ class RunSpec:
         }
         if self.rendered is not None:
             data["rendered"] = dict(self.rendered)
+        if self.archive != "upload":
+            data["archive"] = self.archive
         return json.dumps(data, indent=2)
 
 
@@ -126,6 +131,10 @@ class Driver(Protocol):
         ...
 
     def capabilities(self) -> Capabilities: ...
+
+    # Optional: `results_dir(spec) -> str | None`, the attempt's case directory where the
+    # portal itself can read it once the run ended (the same machine or a shared filesystem),
+    # or None. Where it is given, the agent uploads no archive (RunSpec.archive = "portal").
 
 
 _REGISTRY: dict[str, Callable[..., Driver]] = {}

@@ -418,6 +418,10 @@ class ContainerDriver:
             args = ["image", "inspect", image]
         return self._call([*self._base(), *args]).returncode == 0
 
+    def results_dir(self, spec: RunSpec) -> str | None:
+        """The work directory is a host directory mounted into the container."""
+        return str(self._work_dir(spec) / "case")
+
     def _work_dir(self, spec: RunSpec) -> Path:
         return self._local._work_dir(spec)
 

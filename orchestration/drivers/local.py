@@ -371,6 +371,10 @@ class LocalDriver:
 
     # -- helpers --------------------------------------------------------------------------
 
+    def results_dir(self, spec: RunSpec) -> str | None:
+        """The portal runs on this machine: it reads the finished case where the agent ran it."""
+        return str(self._work_dir(spec) / "case")
+
     def _work_dir(self, spec: RunSpec) -> Path:
         path = Path(spec.work_dir)
         if not path.is_absolute():

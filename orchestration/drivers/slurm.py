@@ -536,6 +536,13 @@ class SlurmDriver:
                 root = posixpath.join(home, root)
         return root.rstrip("/")
 
+    def results_dir(self, spec: RunSpec) -> str | None:
+        """With the local transport the run directory is on this machine's filesystem (shared
+        with the compute nodes): the portal reads results there. Over SSH it cannot."""
+        if self.settings["transport"] != "local":
+            return None
+        return posixpath.join(self._run_dir(spec), "case")
+
     def _run_dir(self, spec: RunSpec) -> str:
         key = (spec.run_id, spec.attempt)
         if key not in self._run_dirs:

@@ -57,6 +57,7 @@ def test_run_spec_json_round_trips_into_the_agent_spec() -> None:
         {"version": 2},
         {"rendered": ["0/U"]},
         {"rendered": {"0/U": 1}},
+        {"archive": "s3"},
     ],
 )
 def test_bad_specs_are_refused(override) -> None:
@@ -312,14 +313,14 @@ def test_archive_upload_and_case_download_go_over_the_kept_connection(
     assert len({c.peer for c in portal.calls}) == 1
 
 
-def test_the_agent_starts_without_the_template_engine_psutil_or_argparse() -> None:
+def test_the_agent_starts_without_the_template_engine_psutil_argparse_or_tarfile() -> None:
     """Every Slurm job starts a fresh agent: what it imports is paid in every run slot."""
     import subprocess
     import sys
 
     code = (
         "import sys, orchestration.agent.main;"
-        "print(sorted(m for m in ('jinja2', 'psutil', 'argparse') if m in sys.modules))"
+        "print(sorted(m for m in ('jinja2', 'psutil', 'argparse', 'tarfile') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

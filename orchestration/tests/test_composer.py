@@ -350,7 +350,6 @@ def test_the_vm_recipe_is_cloud_init_installing_the_same_closure() -> None:
         "openmpi-bin",
         "python3",
         "python3-jinja2",
-        "python3-psutil",
     ]
     payload = next(f for f in data["write_files"] if f["path"].endswith("windtunnel-agent.tar.gz"))
     with tarfile.open(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from studies.choices import Combine
+from studies.choices import TERMINAL_STATES, Combine
 from studies.models import Simulation, Study, Upload
 from studies.selectors import study_progress
 
@@ -110,6 +110,10 @@ class RunSerializer(serializers.ModelSerializer):
     last_seq = serializers.IntegerField(
         source="event_seq", read_only=True, help_text="seq of the run's live stream at read time"
     )
+    archive_available = serializers.SerializerMethodField(
+        help_text="GET archive/ gives the result archive (archive_bytes is its size once made: "
+        "runs whose files the portal reads itself are archived on the first download)"
+    )
 
     class Meta:
         model = Simulation
@@ -143,6 +147,7 @@ class RunSerializer(serializers.ModelSerializer):
             "cpu_percent",
             "rss_bytes",
             "archive_bytes",
+            "archive_available",
             "trust",
             "trust_detail",
             "stop_reason",
@@ -151,6 +156,9 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_queue_position(self, obj) -> int | None:
         return (self.context.get("positions") or {}).get(str(obj.id))
+
+    def get_archive_available(self, obj) -> bool:
+        return bool(obj.archive_path) or (obj.state in TERMINAL_STATES and bool(obj.results_dir))
 
 
 class RunDetailSerializer(RunSerializer):

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import django_filters
 from django.http import FileResponse, HttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -297,11 +295,12 @@ class RunViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["get"])
     def archive(self, request, pk=None):
         run = self.get_object()
-        if not run.archive_path or not Path(run.archive_path).exists():
-            raise NotFound("This run has no result archive yet; it is uploaded when the run ends.")
+        path = services.run_archive_file(run=run)
+        if path is None:
+            raise NotFound("This run has no result archive yet; it is made when the run ends.")
         name = f"{run.study.name}-run{run.index:04d}.tar.gz".replace("/", "-").replace(" ", "-")
         return FileResponse(
-            open(run.archive_path, "rb"),
+            path.open("rb"),
             as_attachment=True,
             filename=name,
             content_type="application/gzip",

@@ -198,3 +198,54 @@ def test_quota_endpoint_reports_limits_usage_and_queued_demand(api):
 def test_schema_and_health(api):
     assert api.get("/api/schema/").status_code == 200
     assert api.get("/healthz").json()["status"] == "ok"
+
+
+def test_a_run_whose_files_the_portal_reads_is_archived_on_its_first_download(
+    api, make_tenant, tmp_path
+):
+    """No upload from the agent (results_dir): the archive is built from the run's case on the
+    first download, kept for the next, leaves symbolic links out; another tenant gets 404."""
+    import io
+    import tarfile
+
+    from studies.models import Simulation
+    from studies.services import study_create
+
+    study = study_create(
+        tenant=api.tenant,
+        owner=api.tenant.user,
+        spec={"name": "lazy archive", "template": "cavity"},
+        submit=True,
+    )
+    run = Simulation.objects.get(study=study)
+    case = tmp_path / "attempt-1" / "case"
+    (case / "system").mkdir(parents=True)
+    (case / "system/controlDict").write_text("endTime 1;\n")
+    (case / "0.5").mkdir()
+    (case / "0.5/U").write_text("internalField uniform (1 0 0);\n")
+    (case / "log.icoFoam").write_text("Time = 0.5\nEnd\n")
+    (case / "log.secret").symlink_to("/etc/passwd")
+    (case / "0.5/p").symlink_to("/etc/hostname")
+    Simulation.objects.filter(pk=run.pk).update(state="running", attempt=1, results_dir=case)
+    assert api.get(f"/api/v1/runs/{run.pk}/").json()["archive_available"] is False
+    assert api.get(f"/api/v1/runs/{run.pk}/archive/").status_code == 404  # still running
+    Simulation.objects.filter(pk=run.pk).update(state="completed")
+    body = api.get(f"/api/v1/runs/{run.pk}/").json()
+    assert body["archive_available"] is True and body["archive_bytes"] is None
+    r = api.get(f"/api/v1/runs/{run.pk}/archive/")
+    assert r.status_code == 200
+    data = b"".join(r.streaming_content)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        names = sorted(tar.getnames())
+        assert tar.extractfile("0.5/U").read() == b"internalField uniform (1 0 0);\n"
+    assert names == ["0.5/U", "log.icoFoam", "system/controlDict"]
+    assert api.get(f"/api/v1/runs/{run.pk}/").json()["archive_bytes"] == len(data)
+    (case / "0.5/U").write_text("changed afterwards\n")  # the kept archive is served again
+    again = b"".join(api.get(f"/api/v1/runs/{run.pk}/archive/").streaming_content)
+    assert again == data
+    stranger = make_tenant()
+    from rest_framework.test import APIClient
+
+    other = APIClient()
+    other.force_authenticate(stranger.user)
+    assert other.get(f"/api/v1/runs/{run.pk}/archive/").status_code == 404

@@ -83,8 +83,13 @@ def test_airfoil_study_lift_grows_with_angle_of_attack_and_csv_matches(live):
     assert xs == sorted(xs)
     log = live.get(f"/api/v1/runs/{run_id}/log/", params={"lines": 30}).json()["lines"]
     assert any("Time = " in line for line in log)
+    detail = live.get(f"/api/v1/runs/{run_id}/").json()
+    # the portal reads a local run's files itself: the agent uploaded nothing, the archive
+    # is made on this first download
+    assert detail["archive_available"] and detail["archive_bytes"] is None
     archive = live.get(f"/api/v1/runs/{run_id}/archive/")
     assert archive.status_code == 200
+    assert live.get(f"/api/v1/runs/{run_id}/").json()["archive_bytes"] == len(archive.content)
     with tarfile.open(fileobj=io.BytesIO(archive.content), mode="r:gz") as tar:
         names = tar.getnames()
     assert any("postProcessing/forceCoeffs" in n for n in names) and any(

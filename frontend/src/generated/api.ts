@@ -1229,6 +1229,8 @@ export interface components {
         Run: {
             /** Format: date-time */
             admitted_at?: string | null;
+            /** @description GET archive/ gives the result archive (archive_bytes is its size once made: runs whose files the portal reads itself are archived on the first download) */
+            readonly archive_available: boolean;
             /** Format: int64 */
             archive_bytes?: number | null;
             /** @description fence: the current attempt number */
@@ -1280,6 +1282,8 @@ export interface components {
         RunDetail: {
             /** Format: date-time */
             admitted_at?: string | null;
+            /** @description GET archive/ gives the result archive (archive_bytes is its size once made: runs whose files the portal reads itself are archived on the first download) */
+            readonly archive_available: boolean;
             /** Format: int64 */
             archive_bytes?: number | null;
             /** @description fence: the current attempt number */

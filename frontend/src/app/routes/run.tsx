@@ -127,7 +127,7 @@ export function RunPage() {
           .join(" · ")}
         actions={
           <>
-            {r.archive_bytes ? (
+            {r.archive_available ? (
               <Button
                 size="xs"
                 variant="default"
@@ -135,7 +135,7 @@ export function RunPage() {
                 href={apiUrl(`/api/v1/runs/${r.id}/archive/`)}
                 leftSection={<IconDownload size={14} />}
               >
-                Archive ({formatBytes(r.archive_bytes)})
+                {r.archive_bytes ? `Archive (${formatBytes(r.archive_bytes)})` : "Archive"}
               </Button>
             ) : null}
             {active && (
