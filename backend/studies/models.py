@@ -128,6 +128,8 @@ class Simulation(PublicIdModel):
     # the attempt's case directory where the portal reads it itself (local backends, a
     # shared filesystem): its archive is built from there on the first download
     results_dir = models.CharField(max_length=500, blank=True)
+    # when the agent's final report came in: its files are complete from then on
+    results_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["study", "index"]

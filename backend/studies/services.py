@@ -577,12 +577,14 @@ def runs_dispatch(*, run_ids: list) -> int:
             run.token_hash = hash_run_token(tokens[run.pk])
             run.handle = ""
             run.results_dir = ""
+            run.results_at = None
             run.phase = ""
             run.updated_at = now
         if runs:
             _update_from_values(
                 "attempt = v.attempt, state = %s, provisioning_at = %s, heartbeat_at = NULL, "
-                "token_hash = v.token_hash, handle = '', results_dir = '', phase = '', "
+                "token_hash = v.token_hash, handle = '', results_dir = '', results_at = NULL, "
+                "phase = '', "
                 "updated_at = %s",
                 [RunState.PROVISIONING.value, now, now],
                 "(%s::uuid, %s::int, %s)",
@@ -795,8 +797,28 @@ def run_heartbeat(
     *, run: Simulation, attempt: int, phase: str = "", resources: dict | None = None
 ) -> bool:
     """Record a sign of life; answer whether the agent should stop."""
-    if phase == "archiving":
-        run_release_cores(run_id=run.pk, attempt=attempt)
+    stop = run_heartbeat_fenced(
+        run_id=run.pk, attempt=attempt, token_hash=None, phase=phase, resources=resources
+    )
+    if stop is not None:
+        return stop
+    current = Simulation.objects.filter(pk=run.pk).values_list("state", "attempt").first()
+    if current and current[1] == attempt and current[0] in TERMINAL_STATES:
+        return True  # ended by the portal (cancel, policy): stop, but keep what comes in
+    raise StaleAttempt()
+
+
+def run_heartbeat_fenced(
+    *,
+    run_id,
+    attempt: int,
+    token_hash: str | None,
+    phase: str = "",
+    resources: dict | None = None,
+) -> bool | None:
+    """The sign of life in one statement, fenced by attempt and started state (and by the
+    token's hash when given): whether the agent should stop, or None when the fence held
+    (the caller tells apart why)."""
     resources = resources or {}
     fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
     if phase:
@@ -805,21 +827,29 @@ def run_heartbeat(
         fields["cpu_percent"] = float(resources["cpu_percent"])
     if isinstance(resources.get("rss_bytes"), int | float):
         fields["rss_bytes"] = int(resources["rss_bytes"])
-    # one round trip: the sign of life, and whether the portal wants the run stopped
     sets = ", ".join(f"{name} = %s" for name in fields)
+    where, params = (
+        "id = %s AND attempt = %s AND state IN (%s, %s)",
+        [
+            str(run_id),
+            attempt,
+            *STARTED_STATES,
+        ],
+    )
+    if token_hash is not None:
+        where += " AND token_hash = %s"
+        params.append(token_hash)
     with connection.cursor() as cur:
         cur.execute(
-            f"UPDATE {Simulation._meta.db_table} SET {sets} WHERE id = %s AND attempt = %s "
-            "AND state IN (%s, %s) RETURNING stop_requested",
-            [*fields.values(), str(run.pk), attempt, *STARTED_STATES],
+            f"UPDATE {Simulation._meta.db_table} SET {sets} WHERE {where} RETURNING stop_requested",
+            [*fields.values(), *params],
         )
         row = cur.fetchone()
-    if row is not None:
-        return bool(row[0])
-    current = Simulation.objects.filter(pk=run.pk).values_list("state", "attempt").first()
-    if current and current[1] == attempt and current[0] in TERMINAL_STATES:
-        return True  # ended by the portal (cancel, policy): stop, but keep what comes in
-    raise StaleAttempt()
+    if row is None:
+        return None
+    if phase == "archiving":  # the steps are over: local cores go back to the queue now
+        run_release_cores(run_id=run_id, attempt=attempt)
+    return bool(row[0])
 
 
 def run_release_cores(*, run_id, attempt: int) -> bool:
@@ -844,6 +874,40 @@ def run_release_cores(*, run_id, attempt: int) -> bool:
     return True
 
 
+def run_report_running_fenced(*, run_id, attempt: int, token_hash: str | None) -> bool | None:
+    """The agent's `running` report in one statement (provisioning → running, fenced by the
+    attempt, and by the token's hash when given): whether the agent should stop, or None
+    when the fence held (a repeat, a stale attempt, a wrong token: the caller tells apart)."""
+    now = timezone.now()
+    where, params = (
+        "r.id = %s AND r.attempt = %s AND r.state = %s",
+        [
+            str(run_id),
+            attempt,
+            RunState.PROVISIONING,
+        ],
+    )
+    if token_hash is not None:
+        where += " AND r.token_hash = %s"
+        params.append(token_hash)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {Simulation._meta.db_table} r SET state = %s, started_at = %s,"
+            f" heartbeat_at = %s FROM {Study._meta.db_table} st WHERE {where}"
+            " AND st.id = r.study_id RETURNING r.stop_requested, r.study_id, st.state",
+            [RunState.RUNNING, now, now, *params],
+        )
+        row = cur.fetchone()
+    if row is None:
+        return None
+    publish_runs_changed([run_id])
+    if row[2] != StudyState.RUNNING:  # the study's first run to start
+        from studies.tasks import refresh_study
+
+        enqueue_on_commit(refresh_study, str(row[1]))
+    return bool(row[0])
+
+
 def run_report_state(
     *,
     run: Simulation,
@@ -859,29 +923,18 @@ def run_report_state(
 
     now = timezone.now()
     if state == RunState.RUNNING:
-        with connection.cursor() as cur:  # one round trip in the common case
-            cur.execute(
-                f"UPDATE {Simulation._meta.db_table} SET state = %s, started_at = %s,"
-                " heartbeat_at = %s WHERE id = %s AND attempt = %s AND state = %s"
-                " RETURNING stop_requested",
-                [RunState.RUNNING, now, now, str(run.pk), attempt, RunState.PROVISIONING],
-            )
-            row = cur.fetchone()
-        if row is None:  # a repeated report is fine; anything else is over
-            current = (
-                Simulation.objects.filter(pk=run.pk)
-                .values_list("state", "attempt", "stop_requested")
-                .first()
-            )
-            if current is None or current[:2] != (RunState.RUNNING, attempt):
-                raise StaleAttempt()
-            return bool(current[2])
-        publish_runs_changed([run.pk])
-        if run.study.state != StudyState.RUNNING:  # the study's first run to start
-            from studies.tasks import refresh_study
-
-            enqueue_on_commit(refresh_study, str(run.study_id))
-        return bool(row[0])
+        stop = run_report_running_fenced(run_id=run.pk, attempt=attempt, token_hash=None)
+        if stop is not None:
+            return stop
+        # a repeated report is fine; anything else is over
+        current = (
+            Simulation.objects.filter(pk=run.pk)
+            .values_list("state", "attempt", "stop_requested")
+            .first()
+        )
+        if current is None or current[:2] != (RunState.RUNNING, attempt):
+            raise StaleAttempt()
+        return bool(current[2])
     if state not in TERMINAL_STATES:
         raise ApplicationError(
             f"state must be running, completed, failed or cancelled; got {state!r}", field="state"
@@ -905,6 +958,7 @@ def run_report_state(
                 solver_converged=solver_converged
                 or current.trust_detail.get("solver_converged", False),
             )
+            current.results_at = now  # the agent is done with its files
             current.save(
                 update_fields=[
                     "objectives",
@@ -912,6 +966,7 @@ def run_report_state(
                     "last_time",
                     "trust",
                     "trust_detail",
+                    "results_at",
                     "updated_at",
                 ]
             )
@@ -947,6 +1002,7 @@ def run_report_state(
                 reason if reason in EndReason.values and reason else EndReason.EXIT_CODE
             )
         results_compute(run=current, solver_converged=solver_converged)
+        current.results_at = now  # the agent is done with its files
         current.save()
         _after_run_ended(current)
     return False
@@ -1036,8 +1092,8 @@ def run_archive_file(*, run: Simulation) -> Path | None:
     downloads. None when there is none (yet)."""
     if run.archive_path and Path(run.archive_path).is_file():
         return Path(run.archive_path)
-    if run.state not in TERMINAL_STATES or not run.results_dir:
-        return None
+    if run.state not in TERMINAL_STATES or not run.results_dir or run.results_at is None:
+        return None  # not over, or its agent may still be writing (its final report is due)
     case = Path(run.results_dir)
     if not case.is_dir() or case.is_symlink():
         return None

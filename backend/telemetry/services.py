@@ -169,6 +169,7 @@ def telemetry_ingest_fenced(
     token_hash: str,
     series: Any,
     log: Sequence[str] = (),
+    watched: bool | None = None,
 ) -> tuple[int, bool] | None:
     """The agents' hot path: telemetry_ingest(heartbeat=True) for a run named by id, its
     token's hash and attempt, in one round trip to PostgreSQL (the fence, the sign of life, the
@@ -197,7 +198,7 @@ def telemetry_ingest_fenced(
         pk=row.study_id, convergence=field.from_db_value(row.convergence, None, connection)
     )
     return row.seq, _after_store(
-        run=run, attempt=attempt, seq=row.seq, clean=clean, lines=lines
+        run=run, attempt=attempt, seq=row.seq, clean=clean, lines=lines, watched=watched
     ) or row.stop
 
 
@@ -216,9 +217,11 @@ def _after_store(
     seq: int,
     clean: dict[str, list[list[float | None]]],
     lines: list[str],
+    watched: bool | None = None,
 ) -> bool:
-    """Publish a stored batch (to the run's subscribers: only while someone watches it, checked
-    after commit) and apply the convergence policy; True when it stopped the run."""
+    """Publish a stored batch (to the run's subscribers: only while someone watches it, as
+    the caller found just before, else checked after commit) and apply the convergence
+    policy; True when it stopped the run."""
     message = {
         "type": "telemetry",
         "id": str(run.pk),
@@ -227,7 +230,10 @@ def _after_store(
         "series": clean,
         "log": lines,
     }
-    transaction.on_commit(lambda: is_watched(run.pk) and send(run_group(run.pk), message))
+    if watched is None:
+        transaction.on_commit(lambda: is_watched(run.pk) and send(run_group(run.pk), message))
+    elif watched:
+        transaction.on_commit(lambda: send(run_group(run.pk), message))
     return bool(clean) and _apply_policy(run=run, attempt=attempt, new=clean)
 
 

@@ -75,5 +75,9 @@ def is_watched(run_id) -> bool:
 
 def telemetry_interval(run_id) -> float:
     """The interval the run's agent should send telemetry at, from now on."""
-    key = "TELEMETRY_INTERVAL" if is_watched(run_id) else "TELEMETRY_IDLE_INTERVAL"
+    return interval_for(watched=is_watched(run_id))
+
+
+def interval_for(*, watched: bool) -> float:
+    key = "TELEMETRY_INTERVAL" if watched else "TELEMETRY_IDLE_INTERVAL"
     return settings.WINDTUNNEL[key]

@@ -23,7 +23,7 @@ from studies.choices import RunState
 from studies.models import Simulation
 from studies.selectors import _uuid
 from telemetry.services import telemetry_ingest, telemetry_ingest_fenced
-from telemetry.watch import telemetry_interval
+from telemetry.watch import interval_for, is_watched, telemetry_interval
 
 
 class _Auth(ApplicationError):
@@ -35,7 +35,10 @@ class _Auth(ApplicationError):
 
 def _run_for(request, run_id, attempt: int) -> Simulation:
     pk = _uuid(run_id)
-    run = Simulation.objects.filter(pk=pk).select_related("study").first() if pk else None
+    try:
+        run = Simulation.objects.select_related("study").get(pk=pk) if pk else None
+    except Simulation.DoesNotExist:
+        run = None
     if run is None:
         raise NotFound("no such run")
     _check_token(request, run.token_hash, run.attempt, attempt)
@@ -133,6 +136,13 @@ class IngestStateView(_IngestView):
     @extend_schema(request=StateSerializer, responses=StopSerializer, tags=["ingest"])
     def post(self, request, run_id):
         data = self._validated(request)
+        pk, token = _uuid(run_id), _bearer(request)
+        if data["state"] == RunState.RUNNING and pk and token:  # one statement, usually
+            stop = services.run_report_running_fenced(
+                run_id=pk, attempt=data["attempt"], token_hash=services.hash_run_token(token)
+            )
+            if stop is not None:
+                return Response({"stop": stop, "interval": telemetry_interval(pk)})
         run = _run_for(request, run_id, data["attempt"])
         stop = services.run_report_state(
             run=run,
@@ -154,6 +164,18 @@ class IngestHeartbeatView(_IngestView):
     @extend_schema(request=HeartbeatSerializer, responses=StopSerializer, tags=["ingest"])
     def post(self, request, run_id):
         data = self._validated(request)
+        pk, token = _uuid(run_id), _bearer(request)
+        if pk and token:  # one statement in the common case
+            stop = services.run_heartbeat_fenced(
+                run_id=pk,
+                attempt=data["attempt"],
+                token_hash=services.hash_run_token(token),
+                phase=data.get("phase", ""),
+                resources=data.get("resources"),
+            )
+            if stop is not None:
+                return Response({"stop": stop, "interval": telemetry_interval(pk)})
+        # the slow path tells apart what the fence refused (404, 401, 409, a run that ended)
         run = _run_for(request, run_id, data["attempt"])
         stop = services.run_heartbeat(
             run=run,
@@ -172,15 +194,19 @@ class IngestTelemetryView(_IngestView):
         data = self._validated(request)
         pk, token = _uuid(run_id), _bearer(request)
         if pk and token:
+            # asked once: whether the batch is published, and the pace the agent is told (a
+            # subscriber marking the run meanwhile repairs the gap from the next event's seq)
+            watched = is_watched(pk)
             done = telemetry_ingest_fenced(
                 run_id=str(pk),
                 attempt=data["attempt"],
                 token_hash=services.hash_run_token(token),
                 series=data.get("series") or {},
                 log=data.get("log") or [],
+                watched=watched,
             )
             if done is not None:
-                return Response({"stop": done[1], "interval": telemetry_interval(pk)})
+                return Response({"stop": done[1], "interval": interval_for(watched=watched)})
         # the slow path tells apart what the fence refused (404, 401, 409, a run that ended)
         run = _run_for(request, run_id, data["attempt"])
         _, stop = telemetry_ingest(

@@ -158,7 +158,9 @@ class RunSerializer(serializers.ModelSerializer):
         return (self.context.get("positions") or {}).get(str(obj.id))
 
     def get_archive_available(self, obj) -> bool:
-        return bool(obj.archive_path) or (obj.state in TERMINAL_STATES and bool(obj.results_dir))
+        return bool(obj.archive_path) or (
+            obj.state in TERMINAL_STATES and bool(obj.results_dir) and obj.results_at is not None
+        )
 
 
 class RunDetailSerializer(RunSerializer):

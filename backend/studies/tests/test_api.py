@@ -208,6 +208,8 @@ def test_a_run_whose_files_the_portal_reads_is_archived_on_its_first_download(
     import io
     import tarfile
 
+    from django.utils import timezone
+
     from studies.models import Simulation
     from studies.services import study_create
 
@@ -229,7 +231,10 @@ def test_a_run_whose_files_the_portal_reads_is_archived_on_its_first_download(
     Simulation.objects.filter(pk=run.pk).update(state="running", attempt=1, results_dir=case)
     assert api.get(f"/api/v1/runs/{run.pk}/").json()["archive_available"] is False
     assert api.get(f"/api/v1/runs/{run.pk}/archive/").status_code == 404  # still running
-    Simulation.objects.filter(pk=run.pk).update(state="completed")
+    Simulation.objects.filter(pk=run.pk).update(state="completed")  # the agent may still write
+    assert api.get(f"/api/v1/runs/{run.pk}/").json()["archive_available"] is False
+    assert api.get(f"/api/v1/runs/{run.pk}/archive/").status_code == 404
+    Simulation.objects.filter(pk=run.pk).update(results_at=timezone.now())  # its final report
     body = api.get(f"/api/v1/runs/{run.pk}/").json()
     assert body["archive_available"] is True and body["archive_bytes"] is None
     r = api.get(f"/api/v1/runs/{run.pk}/archive/")

@@ -247,3 +247,49 @@ def test_a_batch_is_published_live_only_while_someone_watches_the_run(
     finally:
         _redis().delete(_key(run.pk))
     assert [m["series"] for m in sent] == [{"residual.p": [[3.0, 0.5]]}]
+
+
+def _post(client, run_id, endpoint, body):
+    return client.post(f"/api/v1/ingest/runs/{run_id}/{endpoint}/", body, format="json")
+
+
+def test_a_heartbeat_is_one_statement_and_each_refusal_says_why(running):
+    run, client = running
+    body = {"attempt": 2, "phase": "solving", "resources": {"cpu_percent": 99.5}}
+    with CaptureQueriesContext(connection) as queries:
+        r = _post(client, run.pk, "heartbeat", body)
+    assert r.status_code == 200 and r.json()["stop"] is False
+    assert len(queries) == 1
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert (fresh.phase, fresh.cpu_percent) == ("solving", 99.5) and fresh.heartbeat_at
+    assert _post(client, run.pk, "heartbeat", {**body, "attempt": 1}).status_code == 409
+    stranger = APIClient()
+    stranger.credentials(HTTP_AUTHORIZATION="Bearer wrong")
+    assert _post(stranger, run.pk, "heartbeat", body).status_code == 401
+    assert (
+        _post(client, "4e1f8a2c-0000-4000-8000-000000000000", "heartbeat", body).status_code == 404
+    )
+    Simulation.objects.filter(pk=run.pk).update(state="cancelled")
+    r = _post(client, run.pk, "heartbeat", body)  # ended by the portal: stop
+    assert r.status_code == 200 and r.json()["stop"] is True
+
+
+def test_the_running_report_is_one_statement_and_a_repeat_or_a_stale_one_is_told_apart(
+    running,
+):
+    run, client = running
+    Simulation.objects.filter(pk=run.pk).update(state="provisioning", started_at=None)
+    with CaptureQueriesContext(connection) as queries:
+        r = _post(client, run.pk, "state", {"attempt": 2, "state": "running"})
+    assert r.status_code == 200 and r.json()["stop"] is False
+    assert len(queries) == 1
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert fresh.state == "running" and fresh.started_at is not None
+    again = _post(client, run.pk, "state", {"attempt": 2, "state": "running"})
+    assert again.status_code == 200  # a repeated report is fine
+    assert Simulation.objects.get(pk=run.pk).started_at == fresh.started_at
+    assert _post(client, run.pk, "state", {"attempt": 1, "state": "running"}).status_code == 409
+    stranger = APIClient()
+    stranger.credentials(HTTP_AUTHORIZATION="Bearer wrong")
+    r = _post(stranger, run.pk, "state", {"attempt": 2, "state": "running"})
+    assert r.status_code == 401

@@ -190,11 +190,13 @@ def test_a_converging_case_stops_early_under_a_window_tolerance(live):
     assert 40 <= run.iterations < 400, run.iterations
     assert "forceCoeffs.Cl changed" in run.message
     assert run.objectives["Cl"] == pytest.approx(0.5, abs=0.2)
-    wait_for(
-        lambda: run.__class__.objects.get(pk=run_id).archive_bytes,
+    wait_for(  # once the stopped agent's final report is in, its files can be archived
+        lambda: live.get(f"/api/v1/runs/{run_id}/").json()["archive_available"],
         timeout=60,
         what="the archive of the stopped run",
     )
+    archive = live.get(f"/api/v1/runs/{run_id}/archive/")
+    assert archive.status_code == 200 and len(archive.content) > 1000
     results = live.get(f"/api/v1/studies/{study['id']}/results/").json()
     assert results["rows"][0]["trust"] == "converged"
     assert "trust" in live.get(f"/api/v1/studies/{study['id']}/results.csv").text.splitlines()[0]
