@@ -14,7 +14,6 @@ from catalog.choices import NODE_HOLDING_KINDS, ImageStatus
 from catalog.cloud import cloud_limit_problem
 from catalog.images import image_wait_detail
 from catalog.models import Backend, Image
-from core.events import enqueue_on_commit
 from quotas.models import Quota
 from quotas.selectors import Usage, quota_limit_problem, usage_for_backend, usage_for_tenant
 from studies.choices import RunState, WaitReason
@@ -38,7 +37,6 @@ def backend_limit_problem(
 
 def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
     """Admit the tenant's queued runs that fit; return their ids. Safe to run concurrently."""
-    from studies.tasks import dispatch_runs
 
     with transaction.atomic():
         quota = Quota.objects.select_for_update().filter(tenant_id=tenant_id).first()
@@ -112,9 +110,22 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
         )
         publish_runs_changed(admitted)
         if admitted and dispatch:
-            for i in range(0, len(admitted), 50):
-                enqueue_on_commit(dispatch_runs, [str(x) for x in admitted[i : i + 50]])
+            transaction.on_commit(lambda: dispatch_admitted(admitted))
     return admitted
+
+
+def dispatch_admitted(admitted: list, *, inline: int = 0) -> None:
+    """Start admitted runs: up to `inline` of them here and now, more as dispatch tasks of 50
+    (run by the worker's threads in parallel)."""
+    from studies.services import runs_dispatch
+    from studies.tasks import dispatch_runs
+
+    ids = [str(x) for x in admitted]
+    if ids and len(ids) <= inline:
+        runs_dispatch(run_ids=ids)
+        return
+    for i in range(0, len(ids), 50):
+        dispatch_runs.delay(ids[i : i + 50])
 
 
 def _images_not_ready(pending) -> dict[int, str]:

@@ -2,10 +2,15 @@ from celery import shared_task
 
 from scheduler import services
 
+INLINE_DISPATCH = 8  # admitted runs this task starts itself (a crash: the reaper redispatches)
+
 
 @shared_task(name="scheduler.schedule_tenant", ignore_result=True)
 def schedule_tenant(tenant_id: int) -> None:
-    services.schedule_tenant(tenant_id=tenant_id)
+    # the few runs one ending run makes room for start from this task: no second task
+    # round trip; a larger admission goes out as parallel dispatch tasks
+    admitted = services.schedule_tenant(tenant_id=tenant_id, dispatch=False)
+    services.dispatch_admitted(admitted, inline=INLINE_DISPATCH)
 
 
 @shared_task(name="scheduler.tick", ignore_result=True)

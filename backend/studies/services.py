@@ -20,6 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from catalog.choices import (
@@ -38,6 +39,7 @@ from orchestration.drivers.base import DriverError, RunPhase, RunSpec, Step, get
 from quotas.models import Quota
 from quotas.selectors import usage_for_tenant
 from studies.choices import (
+    ACTIVE_STATES,
     HOLDING_STATES,
     STARTED_STATES,
     TERMINAL_STATES,
@@ -396,7 +398,10 @@ def _after_run_ended(run: Simulation, *, requeued: bool = False) -> None:
     from studies.tasks import refresh_study
 
     publish_runs_changed([run.pk])
-    enqueue_on_commit(refresh_study, str(run.study_id))
+    if requeued:
+        enqueue_on_commit(refresh_study, str(run.study_id))
+    else:  # the study's state changes only when its last active run ends
+        transaction.on_commit(lambda: _refresh_if_last(run.study_id))
     if requeued or run.released_at is None:  # else its cores went back (and were scheduled)
         enqueue_on_commit(schedule_tenant, run.tenant_id)
     if run.handle and run.backend_id in _releasing_backends():
@@ -404,6 +409,31 @@ def _after_run_ended(run: Simulation, *, requeued: bool = False) -> None:
 
         # the server (or stack) of a finished run costs money until deleted: at once
         enqueue_on_commit(release_run, str(run.pk), run.attempt, run.handle)
+
+
+def _refresh_if_last(study_id) -> None:
+    """After commit: refresh the study when none of its runs is active any more. Of two last
+    runs ending together, the later commit sees the other one ended; studies_settle() in the
+    periodic reaper catches a refresh lost to a crash."""
+    from studies.tasks import refresh_study
+
+    if not Simulation.objects.filter(study_id=study_id, state__in=ACTIVE_STATES).exists():
+        refresh_study.delay(str(study_id))
+
+
+def studies_settle() -> int:
+    """Refresh studies still shown as submitted or running with no active run left."""
+    from studies.tasks import refresh_study
+
+    active = Simulation.objects.filter(study_id=OuterRef("pk"), state__in=ACTIVE_STATES)
+    ids = list(
+        Study.objects.filter(state__in=[StudyState.SUBMITTED, StudyState.RUNNING])
+        .exclude(Exists(active))
+        .values_list("pk", flat=True)
+    )
+    for study_id in ids:
+        refresh_study.delay(str(study_id))
+    return len(ids)
 
 
 def _releasing_backends() -> set[int]:
@@ -782,6 +812,7 @@ def runs_reap() -> dict[str, int]:
     if ids:
         dispatch_runs.delay(ids)
         stats["redispatched"] = len(ids)
+    stats["settled"] = studies_settle()
     return stats
 
 

@@ -254,3 +254,32 @@ def test_a_run_whose_files_the_portal_reads_is_archived_on_its_first_download(
     other = APIClient()
     other.force_authenticate(stranger.user)
     assert other.get(f"/api/v1/runs/{run.pk}/archive/").status_code == 404
+
+
+def test_the_reaper_settles_a_study_whose_last_refresh_was_lost(api, monkeypatch):
+    """A study still shown running with no active run left (its refresh task lost to a
+    crash) is refreshed by the periodic reaper; an active study is left alone."""
+    from studies import services, tasks
+    from studies.models import Simulation
+
+    monkeypatch.setattr(
+        tasks.refresh_study, "delay", lambda sid: services.study_refresh_state(study_id=sid)
+    )
+    spec = {"template": "cavity", "parameters": {"lid_velocity": {"values": [1, 2]}}}
+    done = services.study_create(
+        tenant=api.tenant, owner=api.tenant.user, spec={**spec, "name": "done"}, submit=True
+    )
+    busy = services.study_create(
+        tenant=api.tenant, owner=api.tenant.user, spec={**spec, "name": "busy"}, submit=True
+    )
+    Simulation.objects.filter(study=done).update(state="completed")
+    Simulation.objects.filter(study=busy).update(state="running")
+    Simulation.objects.filter(study=busy).filter(index=0).update(state="completed")
+    from studies.models import Study
+
+    Study.objects.filter(pk__in=[done.pk, busy.pk]).update(state="running")
+    assert services.runs_reap()["settled"] == 1
+    done.refresh_from_db()
+    busy.refresh_from_db()
+    assert (done.state, busy.state) == ("completed", "running")
+    assert done.finished_at is not None
