@@ -288,20 +288,35 @@ def _parse_template(text: str, filename: str) -> nodes.Template:
     return tree
 
 
+_CACHED_TEMPLATE_CHARS = 256 * 1024  # larger texts are compiled for each render
+
+
+@functools.lru_cache(maxsize=256)
+def _template(text: str, crlf: bool) -> tuple[jinja2.Template, tuple[tuple[str, int], ...]]:
+    """The compiled template and the names it loads (with their lines), in order."""
+    env = _ENV_CRLF if crlf else _ENV
+    tree = env.parse(text)
+    names = tuple(
+        (node.name, node.lineno) for node in tree.find_all(nodes.Name) if node.ctx == "load"
+    )
+    return env.from_string(tree), names
+
+
 def render_text(text: str, context: Mapping[str, Any], *, filename: str = "") -> str:
     """Render the `{{ … }}` placeholders of `text` with `context` (plus FUNCTIONS)."""
-    env = _ENV_CRLF if "\r\n" in text else _ENV
-    try:  # parsed and compiled once (every run of a study renders every template)
-        tree = env.parse(text)
-        template = env.from_string(tree)
+    crlf = "\r\n" in text
+    try:  # parsed and compiled once per text (every run of a study renders every template)
+        if len(text) <= _CACHED_TEMPLATE_CHARS:
+            template, names = _template(text, crlf)
+        else:
+            template, names = _template.__wrapped__(text, crlf)
     except jinja2.TemplateSyntaxError as exc:
         where = _where(filename, exc.lineno)
         raise RenderError(f"{where}: template syntax error: {exc.message}") from None
-    for node in tree.find_all(nodes.Name):
-        if node.ctx == "load" and node.name not in context and node.name not in FUNCTIONS:
+    for name, lineno in names:
+        if name not in context and name not in FUNCTIONS:
             raise RenderError(
-                f"{_where(filename, node.lineno)}: unknown name {node.name!r}; "
-                f"known names: {_known(context)}"
+                f"{_where(filename, lineno)}: unknown name {name!r}; known names: {_known(context)}"
             )
     try:
         return template.render(**context)

@@ -61,7 +61,7 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
             "id", "backend_id", "processes", "memory_gb", "nodes", "study__image_id"
         )
         images = _images_not_ready(pending)
-        for row in rows.iterator(chunk_size=SCAN_BATCH):
+        for row in _batches(rows):
             if row["study__image_id"] in images:
                 continue  # its image is still building: not admitted, holds nothing
             bid = row["backend_id"]
@@ -126,6 +126,18 @@ def dispatch_admitted(admitted: list, *, inline: int = 0) -> None:
         return
     for i in range(0, len(ids), 50):
         dispatch_runs.delay(ids[i : i + 50])
+
+
+def _batches(rows):
+    """The rows SCAN_BATCH at a time, each batch one plain query (no server-side cursor and
+    its three round trips): admission usually stops within the first."""
+    start = 0
+    while True:
+        batch = list(rows[start : start + SCAN_BATCH])
+        yield from batch
+        if len(batch) < SCAN_BATCH:
+            return
+        start += SCAN_BATCH
 
 
 def _images_not_ready(pending) -> dict[int, str]:
