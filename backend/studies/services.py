@@ -1034,9 +1034,27 @@ def run_report_state(
             )
         results_compute(run=current, solver_converged=solver_converged)
         current.results_at = now  # the agent is done with its files
-        current.save()
+        current.save(update_fields=_FINAL_FIELDS)
         _after_run_ended(current)
     return False
+
+
+_FINAL_FIELDS = [  # what a run's final report sets
+    "state",
+    "exit_code",
+    "finished_at",
+    "heartbeat_at",
+    "started_at",
+    "message",
+    "end_reason",
+    "objectives",
+    "iterations",
+    "last_time",
+    "trust",
+    "trust_detail",
+    "results_at",
+    "updated_at",
+]
 
 
 def run_stop_by_policy(*, run: Simulation, attempt: int, outcome: str, detail: str) -> bool:

@@ -45,6 +45,17 @@ def _run_for(request, run_id, attempt: int) -> Simulation:
     return run
 
 
+def _run_checked(request, run_id, attempt: int) -> Simulation:
+    """As _run_for, reading only what the check needs: for services that lock and read the
+    run themselves."""
+    pk = _uuid(run_id)
+    row = Simulation.objects.filter(pk=pk).values_list("token_hash", "attempt")[:1] if pk else []
+    if not row:
+        raise NotFound("no such run")
+    _check_token(request, row[0][0], row[0][1], attempt)
+    return Simulation(pk=pk)
+
+
 def _bearer(request) -> str:
     header = request.META.get("HTTP_AUTHORIZATION", "")
     return header[7:] if header.lower().startswith("bearer ") else ""
@@ -143,7 +154,7 @@ class IngestStateView(_IngestView):
             )
             if stop is not None:
                 return Response({"stop": stop, "interval": telemetry_interval(pk)})
-        run = _run_for(request, run_id, data["attempt"])
+        run = _run_checked(request, run_id, data["attempt"])
         stop = services.run_report_state(
             run=run,
             attempt=data["attempt"],

@@ -293,3 +293,19 @@ def test_the_running_report_is_one_statement_and_a_repeat_or_a_stale_one_is_told
     stranger.credentials(HTTP_AUTHORIZATION="Bearer wrong")
     r = _post(stranger, run.pk, "state", {"attempt": 2, "state": "running"})
     assert r.status_code == 401
+
+
+def test_a_final_report_is_refused_for_a_stranger_an_unknown_run_or_a_stale_attempt(running):
+    run, client = running
+    body = {"attempt": 2, "state": "completed", "exit_code": 0}
+    stranger = APIClient()
+    stranger.credentials(HTTP_AUTHORIZATION="Bearer wrong")
+    assert _post(stranger, run.pk, "state", body).status_code == 401
+    assert _post(client, "4e1f8a2c-0000-4000-8000-000000000000", "state", body).status_code == 404
+    assert _post(client, "not-a-uuid", "state", body).status_code == 404
+    assert _post(client, run.pk, "state", {**body, "attempt": 1}).status_code == 409
+    assert Simulation.objects.get(pk=run.pk).state == "running"  # nothing changed
+    r = _post(client, run.pk, "state", body)
+    assert r.status_code == 200
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert fresh.state == "completed" and fresh.exit_code == 0 and fresh.results_at
