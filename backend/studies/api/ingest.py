@@ -99,15 +99,32 @@ class HeartbeatSerializer(AttemptSerializer):
     resources = serializers.DictField(required=False)
 
 
+class _LogLines(serializers.ListField):
+    """A list of log lines, checked in one pass (a CharField per line cost more than storing
+    the batch); lines are cut to their first 2,000 characters when stored."""
+
+    child = serializers.CharField(allow_blank=True, trim_whitespace=False)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, list) or not all(isinstance(line, str) for line in data):
+            raise serializers.ValidationError("log must be a list of strings (the new lines)")
+        text = "".join(data)
+        if "\x00" in text:
+            raise serializers.ValidationError("log lines must not contain NUL characters")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise serializers.ValidationError(
+                "log lines must be valid Unicode (no lone surrogates)"
+            ) from None
+        return data
+
+
 class TelemetryInSerializer(AttemptSerializer):
     # name → [[x, y], …]; the points are checked once, by telemetry_ingest (a DRF field per
     # point would cost more than storing them)
     series = serializers.DictField(required=False, default=dict)
-    log = serializers.ListField(
-        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
-        required=False,
-        default=list,
-    )
+    log = _LogLines(required=False, default=list)
 
 
 class StopSerializer(serializers.Serializer):

@@ -4,6 +4,7 @@ The telemetry endpoint has a one-statement path for the good case and a slower o
 apart why a report was refused; both are checked here through HTTP, on real PostgreSQL.
 """
 
+import json
 import secrets
 
 import pytest
@@ -309,3 +310,24 @@ def test_a_final_report_is_refused_for_a_stranger_an_unknown_run_or_a_stale_atte
     assert r.status_code == 200
     fresh = Simulation.objects.get(pk=run.pk)
     assert fresh.state == "completed" and fresh.exit_code == 0 and fresh.results_at
+
+
+@pytest.mark.parametrize(
+    ("log", "needle"),
+    [
+        ("one line", "list of strings"),
+        (["ok", 3], "list of strings"),
+        (["a\x00b"], "NUL"),
+        (["\ud800"], "surrogate"),  # the JSON parser already refuses it
+    ],
+)
+def test_bad_log_lines_are_400s_and_store_nothing(running, log, needle):
+    run, client = running
+    body = {"attempt": 2, "series": POINTS, "log": log}
+    r = client.post(
+        f"/api/v1/ingest/runs/{run.pk}/telemetry/",
+        json.dumps(body),  # the stdlib writes a lone surrogate as an escape, as a client could
+        content_type="application/json",
+    )
+    assert r.status_code == 400 and needle in str(r.json())
+    assert _stored(run) == (0, 0)
