@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
 from typing import Any
 
 from core.exceptions import ApplicationError
@@ -131,10 +130,9 @@ def relative_change(values: Sequence[float]) -> float:
     return spread / abs(mean) if mean else (0.0 if spread == 0 else math.inf)
 
 
-def _has_non_finite(points: Sequence[Sequence[float | None]]) -> bool:
+def _has_non_finite(ys: Sequence[float | None]) -> bool:
     """Whether a y is None (a NaN/Inf gap) or not finite, in C-level passes: a batch holds
     thousands of points and nearly always none of them."""
-    ys = list(map(itemgetter(1), points))
     if None in ys:
         return True
     if math.isfinite(sum(ys)):
@@ -145,29 +143,30 @@ def _has_non_finite(points: Sequence[Sequence[float | None]]) -> bool:
 def check(
     policy: Mapping[str, Any],
     *,
-    new: Mapping[str, Sequence[Sequence[float | None]]],
+    new: Mapping[str, tuple[Sequence[float], Sequence[float | None]]],
     history,
     iterations: int,
 ) -> Decision | None:
-    """Judge a run from its newest points; `history(name, n)` gives the last n y values."""
+    """Judge a run from its newest points, as columns (xs, ys) by series; `history(name, n)`
+    gives the last n y values."""
     diverge = policy.get("diverge") or {}
     watched = [n for n in new if not n.startswith(("cpu.", "memory.", "execution."))]
     if diverge.get("nan", True):
         for name in watched:
-            if _has_non_finite(new[name]):
+            if _has_non_finite(new[name][1]):
                 return Decision("diverged", f"{name} became NaN/Inf")
     limit = diverge.get("residual_above")
     if limit:
-        for name, points in new.items():
+        for name, (xs, ys) in new.items():
             if name.startswith("residual."):
-                for x, y in points:
+                for x, y in zip(xs, ys, strict=True):
                     if y is not None and y > limit:
                         return Decision(
                             "diverged", f"{name} = {y:.3g} above {limit:g} at time {x:g}"
                         )
     courant = diverge.get("courant_above")
     if courant:
-        for x, y in new.get("courant.max", []):
+        for x, y in zip(*new.get("courant.max", ([], [])), strict=True):
             if y is not None and y > courant:
                 return Decision(
                     "diverged", f"courant.max = {y:.3g} above {courant:g} at time {x:g}"
@@ -193,7 +192,7 @@ def check(
     if below:
         residuals = {n for n in new if n.startswith("residual.")}
         if residuals:
-            last = {n: new[n][-1][1] for n in residuals}
+            last = {n: new[n][1][-1] for n in residuals}
             if all(v is not None and v < below for v in last.values()):
                 worst = max(last, key=lambda n: last[n])
                 return Decision(

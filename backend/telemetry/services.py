@@ -41,28 +41,74 @@ def _finite_or_none(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _clean_series(series: Any) -> dict[str, list[list[float | None]]]:
-    """Validate a batch's series (name → [[x, y], …]); NaN/Inf y become None, non-finite x drop."""
+Columns = tuple[list[float], list[float | None]]  # (xs, ys) of one series
+
+
+def _clean_series(series: Any) -> dict[str, Columns]:
+    """Validate a batch's series as columns (xs, ys); NaN/Inf y become None, non-finite x drop.
+
+    A series comes as ``{"x": [...], "y": [...]}`` (columns: what the agent sends, the
+    cheapest to read) or as ``[[x, y], ...]`` (points)."""
     if not isinstance(series, Mapping):
-        raise ApplicationError("series must be an object of name → [[x, y], …]", field="series")
+        raise ApplicationError(
+            'series must be an object of name → {"x": [...], "y": [...]} or [[x, y], …]',
+            field="series",
+        )
     if len(series) > MAX_SERIES_PER_BATCH:
         raise ApplicationError(f"at most {MAX_SERIES_PER_BATCH} series per batch", field="series")
-    total = sum(len(p) for p in series.values() if isinstance(p, list))
+    total = sum(
+        len(p) if isinstance(p, list) else len(p["x"]) if _has_x_list(p) else 0
+        for p in series.values()
+    )
     if total > MAX_POINTS_PER_BATCH:
         raise ApplicationError(f"at most {MAX_POINTS_PER_BATCH} points per batch", field="series")
-    clean: dict[str, list[list[float | None]]] = {}
+    clean: dict[str, Columns] = {}
     for raw_name, points in series.items():
         name = str(raw_name)[:200]
-        if not isinstance(points, list):
+        if isinstance(points, dict):
+            out = _columns(name, points)
+        elif isinstance(points, list):
+            checked = _fast_points(points)
+            if checked is None:
+                checked = _checked_points(name, points)
+            out = ([p[0] for p in checked], [p[1] for p in checked])
+        else:
             raise ApplicationError(
-                f"series {name}: points must be a list of [x, y]", field="series"
+                f'series {name}: give {{"x": [...], "y": [...]}} or a list of [x, y]',
+                field="series",
             )
-        out = _fast_points(points)
-        if out is None:
-            out = _checked_points(name, points)
-        if out:
+        if out[0]:
             clean[name] = out
     return clean
+
+
+def _has_x_list(raw: Any) -> bool:
+    return isinstance(raw, dict) and isinstance(raw.get("x"), list)
+
+
+def _columns(name: str, raw: dict) -> Columns:
+    xs, ys = raw.get("x"), raw.get("y")
+    if set(raw) != {"x", "y"} or not isinstance(xs, list) or not isinstance(ys, list):
+        raise ApplicationError(
+            f'series {name}: columns are {{"x": [...], "y": [...]}}, two lists', field="series"
+        )
+    if len(xs) != len(ys):
+        raise ApplicationError(
+            f"series {name}: {len(xs)} x values but {len(ys)} y values", field="series"
+        )
+    if _finite_numbers(xs) and _finite_numbers(ys):
+        return xs, ys  # the common case, checked in C-level passes
+    points = _checked_points(name, list(zip(xs, ys, strict=True)))
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def _finite_numbers(values: list) -> bool:
+    if not set(map(type, values)) <= _NUMBER:
+        return False
+    try:
+        return math.isfinite(sum(values))  # NaN and ±Infinity propagate through a sum
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 _NUMBER = {float, int}
@@ -202,9 +248,7 @@ def telemetry_ingest_fenced(
     ) or row.stop
 
 
-def _clean_batch(
-    series: Any, log: Sequence[str]
-) -> tuple[dict[str, list[list[float | None]]], list[str]]:
+def _clean_batch(series: Any, log: Sequence[str]) -> tuple[dict[str, Columns], list[str]]:
     clean = _clean_series(series)
     lines = [str(line)[:2000] for line in list(log)[-MAX_LOG_LINES:]] if log else []
     return clean, lines
@@ -215,25 +259,32 @@ def _after_store(
     run: Simulation,
     attempt: int,
     seq: int,
-    clean: dict[str, list[list[float | None]]],
+    clean: dict[str, Columns],
     lines: list[str],
     watched: bool | None = None,
 ) -> bool:
     """Publish a stored batch (to the run's subscribers: only while someone watches it, as
     the caller found just before, else checked after commit) and apply the convergence
     policy; True when it stopped the run."""
-    message = {
-        "type": "telemetry",
-        "id": str(run.pk),
-        "seq": seq,
-        "attempt": attempt,
-        "series": clean,
-        "log": lines,
-    }
+
+    def publish() -> None:
+        points = {name: [list(p) for p in zip(*cols, strict=True)] for name, cols in clean.items()}
+        send(
+            run_group(run.pk),
+            {
+                "type": "telemetry",
+                "id": str(run.pk),
+                "seq": seq,
+                "attempt": attempt,
+                "series": points,  # the live protocol's [[x, y], …]
+                "log": lines,
+            },
+        )
+
     if watched is None:
-        transaction.on_commit(lambda: is_watched(run.pk) and send(run_group(run.pk), message))
+        transaction.on_commit(lambda: is_watched(run.pk) and publish())
     elif watched:
-        transaction.on_commit(lambda: send(run_group(run.pk), message))
+        transaction.on_commit(publish)
     return bool(clean) and _apply_policy(run=run, attempt=attempt, new=clean)
 
 
@@ -250,7 +301,7 @@ def _store_batch(
     run_id: str,
     attempt: int,
     heartbeat: bool,
-    clean: dict[str, list[list[float | None]]],
+    clean: dict[str, Columns],
     lines: list[str],
     token_hash: str | None = None,
 ) -> _Stored | None:
@@ -283,9 +334,7 @@ def _store_batch(
     if clean:
         rows = []
         params += [run_id, attempt]
-        for name, pts in clean.items():
-            xs = [p[0] for p in pts]
-            ys = [p[1] for p in pts]
+        for name, (xs, ys) in clean.items():
             rows.append("(%s, %s, %s, %s, %s, %s, %s, %s, %s)")
             params += [name, _array_literal(xs), _array_literal(ys), min(xs), max(xs)]
             params += _extremes(xs, ys)

@@ -54,7 +54,8 @@ class Reporter:
         self.phase = "preparing"
         self.resources: dict[str, float | int] = {"cpu_percent": 0.0, "rss_bytes": 0}
         self._lock = threading.Lock()
-        self._series: dict[str, list[tuple[float | str, float | str]]] = {}
+        # by series: its x and y values as two columns, sent as {"x": [...], "y": [...]}
+        self._series: dict[str, tuple[list[float | str], list[float | str]]] = {}
         self._points = 0
         self._dropped_points = 0
         self._log: collections.deque[str] = collections.deque()
@@ -77,13 +78,15 @@ class Reporter:
         added = 0
         with self._lock:
             for name, x, y in points:
-                buffer = buffers.get(name)
-                if buffer is None:
-                    buffer = buffers[name] = []
+                columns = buffers.get(name)
+                if columns is None:
+                    columns = buffers[name] = ([], [])
                 if isfinite(y) and isfinite(x):
-                    buffer.append((x, y))
+                    columns[0].append(x)
+                    columns[1].append(y)
                 else:
-                    buffer.append((json_safe(x), json_safe(y)))
+                    columns[0].append(json_safe(x))
+                    columns[1].append(json_safe(y))
                 added += 1
             self._points += added
             if self._points > MAX_BUFFERED_POINTS:
@@ -214,21 +217,19 @@ class Reporter:
 
     # -- buffer ---------------------------------------------------------------------------
 
-    def _take_batch(
-        self,
-    ) -> tuple[dict[str, list[tuple[float | str, float | str]]], list[str], int]:
+    def _take_batch(self) -> tuple[dict[str, dict[str, list]], list[str], int]:
         with self._lock:
-            batch: dict[str, list[tuple[float | str, float | str]]] = {}
+            batch: dict[str, dict[str, list]] = {}
             taken = 0
             for name in list(self._series):
                 room = MAX_BATCH_POINTS - taken
                 if room <= 0:
                     break
-                points = self._series[name]
-                batch[name], rest = points[:room], points[room:]
-                taken += len(batch[name])
-                if rest:
-                    self._series[name] = rest
+                xs, ys = self._series[name]
+                batch[name] = {"x": xs[:room], "y": ys[:room]}
+                taken += len(batch[name]["x"])
+                if len(xs) > room:
+                    self._series[name] = (xs[room:], ys[room:])
                 else:
                     del self._series[name]
             self._points -= taken
@@ -243,17 +244,16 @@ class Reporter:
                 self._dropped_points = 0
             return batch, lines, taken
 
-    def _put_back(
-        self, batch: dict[str, list[tuple[float | str, float | str]]], lines: list[str], count: int
-    ) -> None:
+    def _put_back(self, batch: dict[str, dict[str, list]], lines: list[str], count: int) -> None:
         """A failed batch goes back in front of what arrived since."""
         with self._lock:
             self._log.extendleft(reversed(lines))
             while len(self._log) > MAX_BUFFERED_LOG_LINES:
                 self._log.popleft()
                 self._skipped_lines += 1
-            for name, points in batch.items():
-                self._series[name] = points + self._series.get(name, [])
+            for name, columns in batch.items():
+                xs, ys = self._series.get(name, ([], []))
+                self._series[name] = (columns["x"] + xs, columns["y"] + ys)
             self._points += count
             if self._points > MAX_BUFFERED_POINTS:
                 self._shed_points()
@@ -261,13 +261,13 @@ class Reporter:
     def _shed_points(self) -> None:
         """Over the bound: drop every other point of the oldest half of the largest series."""
         while self._points > MAX_BUFFERED_POINTS:
-            name = max(self._series, key=lambda n: len(self._series[n]))
-            points = self._series[name]
-            half = len(points) // 2
+            name = max(self._series, key=lambda n: len(self._series[n][0]))
+            xs, ys = self._series[name]
+            half = len(xs) // 2
             if half < 2:
                 break
-            kept = points[:half:2] + points[half:]
-            removed = len(points) - len(kept)
+            kept = (xs[:half:2] + xs[half:], ys[:half:2] + ys[half:])
+            removed = len(xs) - len(kept[0])
             self._series[name] = kept
             self._points -= removed
             self._dropped_points += removed

@@ -116,9 +116,11 @@ class FakePortal:
         return [c.body["state"] for c in self.of("state/")]
 
     def series(self) -> dict[str, list[list[Any]]]:
+        """Every point received, by series, as [x, y] (the agent sends columns)."""
         merged: dict[str, list[list[Any]]] = {}
         for call in self.of("telemetry/"):
-            for name, points in call.body["series"].items():
+            for name, columns in call.body["series"].items():
+                points = [list(p) for p in zip(columns["x"], columns["y"], strict=True)]
                 merged.setdefault(name, []).extend(points)
         return merged
 

@@ -97,7 +97,7 @@ def test_log_lines_are_bounded_per_batch_with_a_skip_marker(portal: FakePortal) 
     assert call.body["log"][0] == "[… 50 lines skipped …]"
     assert call.body["log"][-1] == f"line {MAX_LOG_LINES + 49}"
     assert len(call.body["log"]) == MAX_LOG_LINES + 1
-    assert call.body["series"] == {"residual.p": [[1.0, 0.5], [2.0, "NaN"]]}
+    assert call.body["series"] == {"residual.p": {"x": [1.0, 2.0], "y": [0.5, "NaN"]}}
     assert call.body["attempt"] == 1
 
 
@@ -110,7 +110,8 @@ def test_failed_batches_are_kept_and_resent(portal: FakePortal) -> None:
     assert reporter.flush(deadline=float("inf"), sleep=lambda s: None)
     calls = portal.of("telemetry/")
     assert len(calls) == 3
-    assert calls[-1].body["series"] == {"a": [[1.0, 1.0]]} and calls[-1].body["log"] == ["hello"]
+    assert calls[-1].body["series"] == {"a": {"x": [1.0], "y": [1.0]}}
+    assert calls[-1].body["log"] == ["hello"]
 
 
 def test_stop_and_stale_answers_set_events(portal: FakePortal) -> None:

@@ -127,7 +127,11 @@ def test_the_last_points_of_a_run_the_portal_ended_are_kept_and_the_agent_told_t
         ({"residual.Ux": [[1, "high"]]}, "residual.Ux: non-numeric point"),
         ({"residual.Ux": [[1, 0.5], [2, 10**400]]}, "number is infinity"),
         ({"residual.Ux": [[1, 2, 3]]}, "residual.Ux: each point is [x, y]"),
-        ({"residual.Ux": {"x": 1}}, "residual.Ux: points must be a list"),
+        ({"residual.Ux": {"x": 1}}, 'residual.Ux: columns are {"x": [...], "y": [...]}'),
+        ({"residual.Ux": {"x": [1, 2], "y": [0.5]}}, "residual.Ux: 2 x values but 1 y values"),
+        ({"residual.Ux": {"x": [1], "y": ["high"]}}, "residual.Ux: non-numeric point"),
+        ({"residual.Ux": {"x": [1], "y": [1], "z": [1]}}, "columns are"),
+        ({"residual.Ux": 7}, 'residual.Ux: give {"x": [...], "y": [...]} or a list of [x, y]'),
         ([[1, 2]], "Expected a dictionary"),
     ],
 )
@@ -331,3 +335,20 @@ def test_bad_log_lines_are_400s_and_store_nothing(running, log, needle):
     )
     assert r.status_code == 400 and needle in str(r.json())
     assert _stored(run) == (0, 0)
+
+
+def test_columns_are_stored_as_points_are_and_a_nan_in_them_is_a_gap(running):
+    """The agent's columnar series ({"x": [...], "y": [...]}) store exactly what the same
+    points as [[x, y], …] store; a NaN in a column is a gap that stops the run as diverged."""
+    run, client = running
+    columns = {"residual.Ux": {"x": [1, 2], "y": [0.5, 0.25]}, "f.Cl": {"x": [1], "y": [3]}}
+    with CaptureQueriesContext(connection) as queries:
+        r = _telemetry(client, run.pk, series=columns)
+    assert r.status_code == 200 and len(queries) == 1
+    assert series_values(run=run, attempt=2, name="residual.Ux") == ([1.0, 2.0], [0.5, 0.25])
+    assert series_values(run=run, attempt=2, name="f.Cl") == ([1.0], [3.0])
+    r = _telemetry(client, run.pk, series={"residual.p": {"x": [3, 4], "y": [1.0, "NaN"]}})
+    assert r.status_code == 200 and r.json()["stop"] is True
+    assert series_values(run=run, attempt=2, name="residual.p") == ([3.0, 4.0], [1.0, None])
+    run.refresh_from_db()
+    assert run.state == "failed" and run.end_reason == "diverged"
