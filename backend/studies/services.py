@@ -425,10 +425,11 @@ def studies_settle() -> int:
     """Refresh studies still shown as submitted or running with no active run left."""
     from studies.tasks import refresh_study
 
-    active = Simulation.objects.filter(study_id=OuterRef("pk"), state__in=ACTIVE_STATES)
+    runs = Simulation.objects.filter(study_id=OuterRef("pk"))
     ids = list(
         Study.objects.filter(state__in=[StudyState.SUBMITTED, StudyState.RUNNING])
-        .exclude(Exists(active))
+        .filter(Exists(runs))  # a study without runs has no state to derive: left alone
+        .exclude(Exists(runs.filter(state__in=ACTIVE_STATES)))
         .values_list("pk", flat=True)
     )
     for study_id in ids:

@@ -277,7 +277,11 @@ def test_the_reaper_settles_a_study_whose_last_refresh_was_lost(api, monkeypatch
     Simulation.objects.filter(study=busy).filter(index=0).update(state="completed")
     from studies.models import Study
 
-    Study.objects.filter(pk__in=[done.pk, busy.pk]).update(state="running")
+    empty = services.study_create(
+        tenant=api.tenant, owner=api.tenant.user, spec={**spec, "name": "empty"}, submit=True
+    )
+    Simulation.objects.filter(study=empty).delete()  # no runs: nothing to derive, every tick
+    Study.objects.filter(pk__in=[done.pk, busy.pk, empty.pk]).update(state="running")
     assert services.runs_reap()["settled"] == 1
     done.refresh_from_db()
     busy.refresh_from_db()
