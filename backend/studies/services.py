@@ -991,17 +991,7 @@ def run_report_state(
                 or current.trust_detail.get("solver_converged", False),
             )
             current.results_at = now  # the agent is done with its files
-            current.save(
-                update_fields=[
-                    "objectives",
-                    "iterations",
-                    "last_time",
-                    "trust",
-                    "trust_detail",
-                    "results_at",
-                    "updated_at",
-                ]
-            )
+            current.save(update_fields=_RESULT_FIELDS)
             publish_runs_changed([current.pk])
             return False
         if current.state not in STARTED_STATES:
@@ -1040,6 +1030,15 @@ def run_report_state(
     return False
 
 
+_RESULT_FIELDS = [  # what results_compute and the agent's final report set
+    "objectives",
+    "iterations",
+    "last_time",
+    "trust",
+    "trust_detail",
+    "results_at",
+    "updated_at",
+]
 _FINAL_FIELDS = [  # what a run's final report sets
     "state",
     "exit_code",
@@ -1048,13 +1047,7 @@ _FINAL_FIELDS = [  # what a run's final report sets
     "started_at",
     "message",
     "end_reason",
-    "objectives",
-    "iterations",
-    "last_time",
-    "trust",
-    "trust_detail",
-    "results_at",
-    "updated_at",
+    *_RESULT_FIELDS,
 ]
 
 
