@@ -1,7 +1,8 @@
 """Follow function-object output (``postProcessing/<fo>/<startTime>/*.dat``) incrementally.
 
-Stdlib only; ships with the agent. Each `poll()` reads what was appended since the last one
-and returns ``(series, x, y)`` points: x is the first column, every other column is a
+Stdlib only; ships with the agent. Each `poll_columns()` reads what was appended since the
+last one and returns the new points as columns (``{series: ([x, …], [y, …])}``; `poll()` as
+``(series, x, y)`` tuples): x is the first column, every other column is a
 series ``<fo>.<column>`` (the function object's first file) or ``<fo>.<stem>.<column>``
 (its other files). Vector values ``(1 2 3)`` become ``<column>_x|_y|_z``. Column names
 come from the last ``#`` line before the data (v1912's forceCoeffs writes
@@ -10,11 +11,10 @@ come from the last ``#`` line before the data (v1912's forceCoeffs writes
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass, field
-from pathlib import Path
 
-from orchestration.logparse import Point, parse_number, safe_series_name
+from orchestration.logparse import Columns, Point, parse_number, safe_series_name
 
 __all__ = ["DatFollower", "split_columns"]
 
@@ -48,92 +48,153 @@ def _values(token: str) -> list[float]:
     return [parse_number(part) for part in token.replace("(", " ").replace(")", " ").split()]
 
 
-def _start_time(path: Path) -> float | None:
+def _start_time(name: str) -> float | None:
     try:
-        return float(path.name)
+        return float(name)
     except ValueError:
         return None
 
 
-@dataclass
+def _subdirs(path: str) -> list[str]:
+    try:
+        with os.scandir(path) as entries:
+            return [e.name for e in entries if e.is_dir()]
+    except OSError:
+        return []
+
+
 class _File:
-    path: Path
-    prefix: str  # "<fo>." or "<fo>.<stem>."
-    offset: int = 0
-    pending: bytes = b""
-    columns: list[str] = field(default_factory=list)  # series names, safe, from the header
+    """One followed file (a plain class: the agent does not import dataclasses)."""
+
+    __slots__ = ("columns", "names", "offset", "path", "pending", "prefix", "sort_key")
+
+    def __init__(self, *, path: str, fo: str, start: float, prefix: str) -> None:
+        self.path = path
+        self.sort_key = (fo, start, os.path.basename(path))
+        self.prefix = prefix  # "<fo>." or "<fo>.<stem>."
+        self.offset = 0
+        self.pending = b""
+        self.columns: list[str] = []  # series names, safe, from the header
+        # full series names of a plain line's values by its number of columns (from columns)
+        self.names: dict[int, list[str]] = {}
+
+    def names_for(self, count: int) -> list[str]:
+        names = self.names.get(count)
+        if names is None:
+            names = self.names[count] = [
+                self.prefix + (self.columns[i] if i < len(self.columns) else f"col{i}")
+                for i in range(1, count)
+            ]
+        return names
 
 
 class DatFollower:
     """Tail every ``.dat`` file under ``<case_dir>/postProcessing``, in start-time order."""
 
-    def __init__(self, case_dir: Path) -> None:
-        self.root = Path(case_dir) / "postProcessing"
-        self._files: dict[Path, _File] = {}
+    def __init__(self, case_dir) -> None:
+        self.root = os.path.join(case_dir, "postProcessing")
+        self._files: dict[str, _File] = {}
         self._order: list[_File] = []
         self._primary: dict[str, str] = {}  # fo → stem of its first file
 
     def poll(self) -> list[Point]:
         """Points appended since the last poll (new files are picked up as they appear)."""
+        return [
+            (name, x, y)
+            for name, (xs, ys) in self.poll_columns().items()
+            for x, y in zip(xs, ys, strict=True)
+        ]
+
+    def poll_columns(self) -> Columns:
+        """As `poll()`, as columns."""
         self._discover()
-        points: list[Point] = []
+        out: Columns = {}
         for tracked in self._order:
-            points.extend(self._read(tracked))
-        return points
+            self._read(tracked, out)
+        return out
 
     # -- discovery ----------------------------------------------------------------------
 
     def _discover(self) -> None:
-        if not self.root.is_dir():
+        if not os.path.isdir(self.root):
             return
         added = False
-        for fo_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
-            starts = [(t, p) for p in fo_dir.iterdir() if (t := _start_time(p)) is not None]
-            for _, start_dir in sorted(starts):
-                if not start_dir.is_dir():
+        for fo in sorted(_subdirs(self.root)):
+            fo_dir = os.path.join(self.root, fo)
+            starts = [
+                (t, name) for name in _subdirs(fo_dir) if (t := _start_time(name)) is not None
+            ]
+            for start, name in sorted(starts):
+                start_dir = os.path.join(fo_dir, name)
+                try:
+                    with os.scandir(start_dir) as entries:
+                        dats = sorted(
+                            e.name for e in entries if e.name.endswith(".dat") and e.is_file()
+                        )
+                except OSError:
                     continue
-                for dat in sorted(start_dir.glob("*.dat")):
-                    if dat not in self._files and dat.is_file():
-                        self._track(fo_dir.name, start_dir, dat)
+                for dat in dats:
+                    path = os.path.join(start_dir, dat)
+                    if path not in self._files:
+                        self._track(fo, start, path)
                         added = True
         if added:
-            self._order.sort(key=self._sort_key)
+            self._order.sort(key=lambda tracked: tracked.sort_key)
 
-    def _track(self, fo: str, start_dir: Path, dat: Path) -> None:
-        stem = _RESTART_SUFFIX.sub("", dat.stem) or dat.stem
+    def _track(self, fo: str, start: float, path: str) -> None:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        stem = _RESTART_SUFFIX.sub("", stem) or stem
         primary = self._primary.setdefault(fo, stem)
         prefix = f"{fo}." if stem == primary else f"{fo}.{stem}."
-        tracked = _File(path=dat, prefix=safe_series_name(prefix))
-        self._files[dat] = tracked
+        tracked = _File(path=path, fo=fo, start=start, prefix=safe_series_name(prefix))
+        self._files[path] = tracked
         self._order.append(tracked)
-
-    @staticmethod
-    def _sort_key(tracked: _File) -> tuple[str, float, str]:
-        start = _start_time(tracked.path.parent) or 0.0
-        return (tracked.path.parent.parent.name, start, tracked.path.name)
 
     # -- reading ------------------------------------------------------------------------
 
-    def _read(self, tracked: _File) -> list[Point]:
+    def _read(self, tracked: _File, out: Columns) -> None:
         try:
-            size = tracked.path.stat().st_size
+            size = os.stat(tracked.path).st_size
             if size < tracked.offset:  # truncated or replaced: start again
                 tracked.offset, tracked.pending = 0, b""
             if size == tracked.offset:
-                return []
-            with tracked.path.open("rb") as fh:
+                return
+            with open(tracked.path, "rb") as fh:
                 fh.seek(tracked.offset)
                 chunk = fh.read(_MAX_READ)
         except OSError:
-            return []
+            return
         tracked.offset += len(chunk)
         data = tracked.pending + chunk
-        lines = data.split(b"\n")
-        tracked.pending = lines.pop()  # a partial last line waits for its newline
-        points: list[Point] = []
-        for raw in lines:
-            points.extend(self._parse_line(tracked, raw.decode("utf-8", "replace").strip()))
-        return points
+        cut = data.rfind(b"\n")
+        tracked.pending = data[cut + 1 :]  # a partial last line waits for its newline
+        if cut < 0:
+            return
+        for line in data[:cut].decode("utf-8", "replace").split("\n"):
+            line = line.strip()
+            if not line:
+                continue
+            if line[0] != "#" and "(" not in line:  # most lines: plain numbers
+                tokens = line.split()
+                try:
+                    values = [float(token) for token in tokens]
+                except ValueError:
+                    pass  # an odd spelling (parse_number's), or not a number at all
+                else:
+                    x = values[0]
+                    for name, y in zip(tracked.names_for(len(values)), values[1:], strict=True):
+                        columns = out.get(name)
+                        if columns is None:
+                            columns = out[name] = ([], [])
+                        columns[0].append(x)
+                        columns[1].append(y)
+                    continue
+            for name, x, y in self._parse_line(tracked, line):
+                columns = out.get(name)
+                if columns is None:
+                    columns = out[name] = ([], [])
+                columns[0].append(x)
+                columns[1].append(y)
 
     def _parse_line(self, tracked: _File, line: str) -> list[Point]:
         if not line:
@@ -142,6 +203,7 @@ class DatFollower:
             header = split_columns(line.lstrip("#"))
             if header:
                 tracked.columns = [safe_series_name(name) for name in header]
+                tracked.names = {}
             return []
         tokens = split_columns(line)
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -348,7 +349,7 @@ def render_case(src: Path, dst: Path, context: Mapping[str, Any]) -> list[str]:
     `dst` must not exist or be empty. Symbolic links and special files in `src` are errors.
     """
 
-    def text_of(path: Path, rel: str) -> str | None:
+    def text_of(path: str, rel: str) -> str | None:
         text = read_template(path)
         return None if text is None else render_text(text, context, filename=rel)
 
@@ -372,7 +373,7 @@ def _case_templates(src: Path) -> dict[str, str]:
     files = walk(Path(src))
     key = (
         str(src),
-        *((rel, st.st_size, st.st_mtime_ns) for path, rel in files for st in [path.stat()]),
+        *((rel, st.st_size, st.st_mtime_ns) for path, rel in files for st in [os.stat(path)]),
     )
     cached = _TEMPLATES_CACHE.get(key)
     if cached is None:

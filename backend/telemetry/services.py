@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import array
+import binascii
 import itertools
 import math
 import reprlib
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -12,6 +15,7 @@ import orjson
 from django.db import connection, transaction
 from django.utils import timezone
 
+from core.db import Float8Array, bound_cursor
 from core.exceptions import ApplicationError
 from orchestration import render
 from studies.choices import TERMINAL_STATES, Reduce
@@ -47,8 +51,9 @@ Columns = tuple[list[float], list[float | None]]  # (xs, ys) of one series
 def _clean_series(series: Any) -> dict[str, Columns]:
     """Validate a batch's series as columns (xs, ys); NaN/Inf y become None, non-finite x drop.
 
-    A series comes as ``{"x": [...], "y": [...]}`` (columns: what the agent sends, the
-    cheapest to read) or as ``[[x, y], ...]`` (points)."""
+    A series comes as ``{"x": [...], "y": [...]}`` (columns), each column a list of numbers or
+    the base64 of its little-endian float64 values (packed: what the agent sends, the cheapest
+    to write and read), or as ``[[x, y], ...]`` (points)."""
     if not isinstance(series, Mapping):
         raise ApplicationError(
             'series must be an object of name → {"x": [...], "y": [...]} or [[x, y], …]',
@@ -56,10 +61,7 @@ def _clean_series(series: Any) -> dict[str, Columns]:
         )
     if len(series) > MAX_SERIES_PER_BATCH:
         raise ApplicationError(f"at most {MAX_SERIES_PER_BATCH} series per batch", field="series")
-    total = sum(
-        len(p) if isinstance(p, list) else len(p["x"]) if _has_x_list(p) else 0
-        for p in series.values()
-    )
+    total = sum(_size(p) for p in series.values())
     if total > MAX_POINTS_PER_BATCH:
         raise ApplicationError(f"at most {MAX_POINTS_PER_BATCH} points per batch", field="series")
     clean: dict[str, Columns] = {}
@@ -82,15 +84,55 @@ def _clean_series(series: Any) -> dict[str, Columns]:
     return clean
 
 
-def _has_x_list(raw: Any) -> bool:
-    return isinstance(raw, dict) and isinstance(raw.get("x"), list)
+def _size(raw: Any) -> int:
+    """How many points a series of a batch claims (before anything is decoded)."""
+    if isinstance(raw, list):
+        return len(raw)
+    if isinstance(raw, dict):
+        x = raw.get("x")
+        if isinstance(x, list):
+            return len(x)
+        if isinstance(x, str):
+            return len(x) * 3 // 32  # base64 of 8-byte values
+    return 0
+
+
+_SWAP = sys.byteorder != "little"
+
+
+def _unpacked(name: str, axis: str, column: Any) -> Any:
+    """A packed column (base64 of little-endian float64s) as an array of floats; a list (or
+    anything else, for the caller to refuse) as it is."""
+    if not isinstance(column, str):
+        return column
+    try:
+        raw = binascii.a2b_base64(column, strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise ApplicationError(
+            f"series {name}: {axis} is neither a list of numbers nor base64", field="series"
+        ) from None
+    if len(raw) % 8:
+        raise ApplicationError(
+            f"series {name}: packed {axis} has {len(raw)} bytes, not a whole number of "
+            "8-byte float64 values",
+            field="series",
+        )
+    values = array.array("d")
+    values.frombytes(raw)
+    if _SWAP:
+        values.byteswap()
+    return values  # kept as an array: it goes to PostgreSQL in binary as it is
 
 
 def _columns(name: str, raw: dict) -> Columns:
     xs, ys = raw.get("x"), raw.get("y")
-    if set(raw) != {"x", "y"} or not isinstance(xs, list) or not isinstance(ys, list):
+    if set(raw) == {"x", "y"}:
+        xs, ys = _unpacked(name, "x", xs), _unpacked(name, "y", ys)
+    if set(raw) != {"x", "y"} or not isinstance(xs, _COLUMN) or not isinstance(ys, _COLUMN):
         raise ApplicationError(
-            f'series {name}: columns are {{"x": [...], "y": [...]}}, two lists', field="series"
+            f'series {name}: columns are {{"x": [...], "y": [...]}}, two lists of numbers '
+            "or two base64 strings of little-endian float64s",
+            field="series",
         )
     if len(xs) != len(ys):
         raise ApplicationError(
@@ -102,7 +144,12 @@ def _columns(name: str, raw: dict) -> Columns:
     return [p[0] for p in points], [p[1] for p in points]
 
 
-def _finite_numbers(values: list) -> bool:
+_COLUMN = (list, array.array)
+
+
+def _finite_numbers(values: list | array.array) -> bool:
+    if isinstance(values, array.array):  # floats by construction
+        return math.isfinite(sum(values))
     if not set(map(type, values)) <= _NUMBER:
         return False
     try:
@@ -152,6 +199,12 @@ def _checked_points(name: str, points: list) -> list[list[float | None]]:
             # NaN/Inf are kept as the sign of divergence: stored as NULL, sent as null
             out.append([x, y if y is not None and isfinite(y) else None])
     return out
+
+
+def _float8s(values: Sequence[float | None]) -> Float8Array | str:
+    """A column for PostgreSQL: binary float8[] (nothing for the server to parse), or the
+    text literal when it has gaps (None: NULL elements)."""
+    return Float8Array.of(values) or _array_literal(values)
 
 
 def _array_literal(values: Sequence[float | None]) -> str:
@@ -248,6 +301,50 @@ def telemetry_ingest_fenced(
     ) or row.stop
 
 
+def telemetry_check_batch(*, series: Any, log: Sequence[str]) -> tuple[dict, list[str]]:
+    """A batch's series as columns and its log lines, checked (ApplicationError naming what
+    is wrong): for a caller that must know the batch is good before it acts."""
+    return _clean_batch(series, log)
+
+
+def telemetry_final_batch(*, run_id, attempt: int, batch: tuple[dict, list[str]]) -> bool:
+    """Store the last batch that a final report carries (checked by telemetry_check_batch;
+    the caller checked the token).
+
+    Kept under the same fence as any batch, and also for a run the portal ended meanwhile
+    (cancel, policy) as long as its agent's final report is not in yet: a repeated final
+    report (its answer was lost) stores nothing twice. True when the batch was stored."""
+    from studies.services import StaleAttempt
+
+    clean, lines = batch
+    if not clean and not lines:
+        return False
+    row = _store_batch(
+        run_id=str(run_id), attempt=attempt, heartbeat=True, clean=clean, lines=lines
+    )
+    if row is None:
+        current = (
+            Simulation.objects.filter(pk=run_id)
+            .values_list("state", "attempt", "results_at")
+            .first()
+        )
+        if current is None or current[1] != attempt:
+            raise StaleAttempt()
+        if current[0] not in TERMINAL_STATES or current[2] is not None:
+            return False  # a repeat: the batch is in already
+        row = _store_batch(
+            run_id=str(run_id), attempt=attempt, heartbeat=False, clean=clean, lines=lines
+        )
+        assert row is not None  # the unfenced update always finds the run
+    run = Simulation(pk=run_id, attempt=attempt, study_id=row.study_id, started_at=row.started_at)
+    field = Study._meta.get_field("convergence")
+    run.study = Study(
+        pk=row.study_id, convergence=field.from_db_value(row.convergence, None, connection)
+    )
+    _after_store(run=run, attempt=attempt, seq=row.seq, clean=clean, lines=lines)
+    return True
+
+
 def _clean_batch(series: Any, log: Sequence[str]) -> tuple[dict[str, Columns], list[str]]:
     clean = _clean_series(series)
     lines = [str(line)[:2000] for line in list(log)[-MAX_LOG_LINES:]] if log else []
@@ -336,7 +433,7 @@ def _store_batch(
         params += [run_id, attempt]
         for name, (xs, ys) in clean.items():
             rows.append("(%s, %s, %s, %s, %s, %s, %s, %s, %s)")
-            params += [name, _array_literal(xs), _array_literal(ys), min(xs), max(xs)]
+            params += [name, _float8s(xs), _float8s(ys), min(xs), max(xs)]
             params += _extremes(xs, ys)
         parts.append(
             f"c AS (INSERT INTO {SeriesChunk._meta.db_table} (run_id, attempt, name, seq,"
@@ -360,7 +457,7 @@ def _store_batch(
     )
     # outside a transaction block the statement is its own transaction (one round trip);
     # inside one (a caller's atomic block) the setting holds for that whole transaction
-    with connection.cursor() as cur:
+    with bound_cursor() as cur:
         cur.execute(sql, params)
         row = cur.fetchone()
     return None if row is None else _Stored(int(row[0]), bool(row[1]), row[2], row[3], row[4])

@@ -7,11 +7,14 @@ copied with those texts and the template engine is never imported.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
 from orchestration.casefiles import copy_case
+
+TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["decompose_par_dict", "prepare_case", "split_subdomains"]
 
@@ -51,8 +54,8 @@ def decompose_par_dict(decompose: Mapping[str, Any]) -> str:
 
 def prepare_case(
     *,
-    case_dir: Path,
-    dest: Path,
+    case_dir: str,
+    dest: str,
     context: Mapping[str, Any],
     decompose: Mapping[str, Any] | None,
     rendered: Mapping[str, str] | None = None,
@@ -67,7 +70,8 @@ def prepare_case(
 
         written = render_case(case_dir, dest, context)
     if decompose:
-        system = dest / "system"
-        system.mkdir(exist_ok=True)
-        (system / "decomposeParDict").write_text(decompose_par_dict(decompose))
+        system = os.path.join(dest, "system")
+        os.makedirs(system, exist_ok=True)
+        with open(os.path.join(system, "decomposeParDict"), "w") as fh:
+            fh.write(decompose_par_dict(decompose))
     return written

@@ -4,13 +4,13 @@ Each thread of the agent (the reporter, the main thread) keeps one connection to
 open between calls (HTTP keep-alive): a run makes a handful of calls a second, and a new
 connection for each cost the agent and the portal CPU on the cores the solver needs. A kept
 connection that the server has closed meanwhile is noticed before it is used and replaced.
-With a proxy configured in the environment (``http_proxy``, ``https_proxy``) calls go through
-urllib, which knows how to use it.
+Requests go through the agent's own small HTTP/1.1 transport (`wire`: http.client would
+import the email package into every Slurm job); with a proxy configured in the environment
+(``http_proxy``, ``https_proxy``) they go through urllib, which knows how to use it.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import math
 import os
@@ -18,10 +18,13 @@ import select
 import sys
 import threading
 import time
-import urllib.parse
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
+
+from orchestration.agent.wire import Connection
+
+TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = [
     "Backoff",
@@ -33,18 +36,10 @@ __all__ = [
     "with_retries",
 ]
 
-T = TypeVar("T")
 
-try:  # optional: several times faster on big telemetry batches; VMs may have only the stdlib
-    import orjson
-
-    def _dumps(body: dict[str, Any]) -> bytes:
-        return orjson.dumps(body)  # non-finite floats never get here (json_safe)
-
-except ImportError:  # pragma: no cover - exercised where orjson is not installed
-
-    def _dumps(body: dict[str, Any]) -> bytes:
-        return json.dumps(body, allow_nan=False).encode()
+def _dumps(body: dict[str, Any]) -> bytes:
+    # telemetry columns travel packed (reporter.pack_columns): little here is a float
+    return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
 
 
 class StaleAttempt(Exception):
@@ -69,21 +64,46 @@ def json_safe(value: float) -> float | str:
 
 
 _PROXY_VARS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
-_NETWORK_ERRORS = (OSError, http.client.HTTPException, TimeoutError)
+_NETWORK_ERRORS = (OSError, TimeoutError)  # ProtocolError is an OSError
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _quote(text: str) -> str:
+    """Percent-encode everything but RFC 3986's unreserved characters (a path segment)."""
+    return "".join(
+        c if c in _UNRESERVED else "".join(f"%{b:02X}" for b in c.encode()) for c in text
+    )
+
+
+def split_url(url: str) -> tuple[bool, str, int | None, str]:
+    """(https, host, port, path) of an http(s) URL; ValueError for anything else."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        raise ValueError(f"the portal URL must be http:// or https://, not {url!r}")
+    netloc, slash, path = rest.partition("/")
+    netloc = netloc.rpartition("@")[2]  # no credentials in the URL: the token is the auth
+    if netloc.startswith("["):  # [IPv6]:port
+        host, _, after = netloc[1:].partition("]")
+        port_text = after[1:] if after.startswith(":") else ""
+    else:
+        host, _, port_text = netloc.partition(":")
+    if not host:
+        raise ValueError(f"no host in the portal URL {url!r}")
+    port = int(port_text) if port_text else None
+    if port is not None and not 0 < port < 65536:
+        raise ValueError(f"bad port in the portal URL {url!r}")
+    return scheme.lower() == "https", host, port, slash + path
 
 
 class PortalClient:
     def __init__(
         self, *, portal_url: str, run_id: str, token: str, attempt: int, timeout: float = 15.0
     ) -> None:
-        quoted = urllib.parse.quote(run_id, safe="")
-        self.base = f"{portal_url.rstrip('/')}/api/v1/ingest/runs/{quoted}/"
+        self.base = f"{portal_url.rstrip('/')}/api/v1/ingest/runs/{_quote(run_id)}/"
         self.attempt = attempt
         self.timeout = timeout
         self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
-        parts = urllib.parse.urlsplit(self.base)
-        self._https = parts.scheme == "https"
-        self._host, self._port, self._path = parts.hostname or "", parts.port, parts.path
+        self._https, self._host, self._port, self._path = split_url(self.base)
         self._proxied = any(os.environ.get(name) for name in _PROXY_VARS)
         self._local = threading.local()
 
@@ -93,17 +113,17 @@ class PortalClient:
         status, raw = self._call("POST", path, payload, headers)
         return _decode(raw)
 
-    def put_file(self, path: str, file: Path, *, content_type: str) -> dict[str, Any]:
+    def put_file(self, path: str, file, *, content_type: str) -> dict[str, Any]:
         with open(file, "rb") as fh:
             headers = {
                 **self._headers,
                 "Content-Type": content_type,
-                "Content-Length": str(Path(file).stat().st_size),
+                "Content-Length": str(os.stat(file).st_size),
             }
             status, raw = self._call("PUT", f"{path}?attempt={self.attempt}", fh, headers)
         return _decode(raw)
 
-    def get_file(self, path: str, dest: Path, *, max_bytes: int) -> int:
+    def get_file(self, path: str, dest, *, max_bytes: int) -> int:
         """GET `path` into `dest` (at most `max_bytes`); the number of bytes written."""
         url = f"{self.base}{path}?attempt={self.attempt}"
 
@@ -138,8 +158,7 @@ class PortalClient:
             return self._call_urllib(method, url, body, headers, reader)
         conn = self._connection()
         try:
-            conn.request(method, self._path + path, body=body, headers=headers)
-            response = conn.getresponse()
+            response = conn.request(method, self._path + path, headers, body)
             if 200 <= response.status < 300 and reader is not None:
                 result = reader(response)
                 response.read()
@@ -157,22 +176,12 @@ class PortalClient:
             self._raise_for(response.status, result, url)
         return response.status, result
 
-    def _connection(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+    def _connection(self) -> Connection:
+        conn: Connection | None = getattr(self._local, "conn", None)
         if conn is not None and conn.sock is not None and _closed_by_peer(conn.sock):
             conn.close()  # the server ended the kept connection while we were idle
         if conn is None:
-            if self._https:
-                import ssl
-
-                conn = http.client.HTTPSConnection(
-                    self._host,
-                    self._port,
-                    timeout=self.timeout,
-                    context=ssl.create_default_context(),
-                )
-            else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+            conn = Connection(self._host, self._port, https=self._https, timeout=self.timeout)
             self._local.conn = conn
         return conn
 
@@ -252,13 +261,13 @@ class Backoff:
 
 
 def with_retries(
-    call: Callable[[], T],
+    call: Callable[[], Any],
     *,
     deadline: float,
     what: str,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Any] = time.sleep,
-) -> T:
+) -> Any:
     """Run `call`, retrying TransientError with backoff until `deadline` (monotonic).
 
     StaleAttempt and PortalError propagate at once; the last TransientError propagates

@@ -6,14 +6,13 @@ Exit codes: 0 finished (a final state was reported), 2 bad spec, 3 stale attempt
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from orchestration.agent.case import prepare_case
 from orchestration.agent.client import (
@@ -28,6 +27,10 @@ from orchestration.agent.spec import AgentSpec, load_spec
 from orchestration.agent.supervisor import Outcome, Stale, Supervisor, log
 from orchestration.casefiles import RenderError
 
+TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["EXIT_BAD_SPEC", "EXIT_OK", "EXIT_STALE", "EXIT_UNREACHABLE", "main", "run"]
 
 EXIT_OK, EXIT_BAD_SPEC, EXIT_STALE, EXIT_UNREACHABLE = 0, 2, 3, 4
@@ -41,9 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         import argparse  # not imported on the common path: every Slurm job starts an agent
 
         parser = argparse.ArgumentParser(prog="windtunnel-agent", description=__doc__)
-        parser.add_argument("spec", type=Path, help="path to run.json")
+        parser.add_argument("spec", help="path to run.json")
         args = [str(parser.parse_args(args).spec)]
-    spec, raw, error = load_spec(Path(args[0]))
+    spec, raw, error = load_spec(args[0])
     if spec is None:
         log(error)
         _report_bad_spec(raw, error)
@@ -100,38 +103,23 @@ def run(spec: AgentSpec, *, terminate: threading.Event) -> int:
     )
     supervisor = Supervisor(spec=spec, reporter=reporter, terminate=terminate)
     log(f"run {spec.run_id} attempt {spec.attempt}: starting in {spec.work_dir}")
+    # `running` goes from the reporter's thread while the case is prepared and the steps
+    # start (a round trip less before the solver, in every Slurm job); its answer's `stop`
+    # stops the steps like any other, and a 409 ends the attempt
+    reporter.start(running_deadline=time.monotonic() + min(START_TIMEOUT, spec.final_timeout))
     try:
-        if _report_running(client, reporter, spec):
-            outcome = Outcome(state="cancelled", reason="stopped by the portal")
-        else:
-            reporter.start()
-            outcome = _fetch(spec, client) or _prepare(spec) or supervisor.run_steps()
+        outcome = _fetch(spec, client) or _prepare(spec) or supervisor.run_steps()
+        if reporter.stale.is_set():
+            raise Stale()
     except Stale:
         log("attempt superseded (409): exiting")
         reporter.close()
         return EXIT_STALE
     reporter.close()
+    if reporter.stale.is_set():
+        log("attempt superseded (409): exiting")
+        return EXIT_STALE
     return _finish(spec, client, reporter, supervisor, outcome, terminate)
-
-
-def _report_running(client: PortalClient, reporter: Reporter, spec: AgentSpec) -> bool:
-    """POST state running; True when the portal already wants the run stopped."""
-    deadline = time.monotonic() + min(START_TIMEOUT, spec.final_timeout)
-    try:
-        answer = with_retries(
-            lambda: client.post(
-                "state/", {"state": "running", "exit_code": None, "reason": "", "message": ""}
-            ),
-            deadline=deadline,
-            what="state running",
-        )
-    except StaleAttempt:
-        raise Stale() from None
-    except (TransientError, PortalError) as exc:
-        log(f"could not report running ({exc}); going on")
-        return False
-    reporter.set_interval(answer.get("interval"))
-    return bool(answer.get("stop"))
 
 
 def _fetch(spec: AgentSpec, client: PortalClient) -> Outcome | None:
@@ -142,9 +130,11 @@ def _fetch(spec: AgentSpec, client: PortalClient) -> Outcome | None:
 
     deadline = time.monotonic() + min(START_TIMEOUT, spec.final_timeout)
     try:
-        spec.work_dir.mkdir(parents=True, exist_ok=True)
+        from pathlib import Path  # VMs only, as fetch itself
+
+        os.makedirs(spec.work_dir, exist_ok=True)
         files = with_retries(
-            lambda: fetch_case(client, dest=spec.case_dir, scratch=spec.work_dir),
+            lambda: fetch_case(client, dest=Path(spec.case_dir), scratch=Path(spec.work_dir)),
             deadline=deadline,
             what="case download",
         )
@@ -160,7 +150,7 @@ def _fetch(spec: AgentSpec, client: PortalClient) -> Outcome | None:
 def _prepare(spec: AgentSpec) -> Outcome | None:
     """Render the case; an Outcome only when that fails."""
     try:
-        spec.work_dir.mkdir(parents=True, exist_ok=True)
+        os.makedirs(spec.work_dir, exist_ok=True)
         rendered = prepare_case(
             case_dir=spec.case_dir,
             dest=spec.case_path,
@@ -189,10 +179,11 @@ def _finish(
     if terminate.is_set():
         timeout = min(timeout, TERMINATED_FINAL_TIMEOUT)
     deadline = time.monotonic() + timeout
-    archive = spec.case_path.is_dir()
-    if archive:
+    upload = os.path.isdir(spec.case_path) and spec.archive == "upload"
+    if upload:
         # the steps are over: the portal may give the run's cores to the next run while this
-        # one sends its last points and archives its results
+        # one sends its last points and uploads its results (without an upload, the final
+        # report follows at once and gives them back first thing)
         try:
             client.post("heartbeat/", {"phase": "archiving", "resources": dict(reporter.resources)})
         except (TransientError, PortalError):
@@ -202,19 +193,21 @@ def _finish(
             return EXIT_STALE
     supervisor.poll_dat()
     try:
-        reporter.flush(deadline=deadline)
-        message = outcome.message
-        if archive and spec.archive == "upload":
-            note = _upload_archive(spec, client, deadline=deadline)
-            if note:
-                message = f"{message}\n{note}".strip()
-        body = {
+        body: dict[str, Any] = {
             "state": outcome.state,
             "exit_code": outcome.exit_code,
             "reason": outcome.reason,
-            "message": message,
+            "message": outcome.message,
             "solver_converged": outcome.solver_converged,
         }
+        if upload:
+            reporter.flush(deadline=deadline)
+            note = _upload_archive(spec, client, deadline=deadline)
+            if note:
+                body["message"] = f"{outcome.message}\n{note}".strip()
+        else:  # the last telemetry batch rides with the final report: one request less
+            reporter.flush(deadline=deadline, keep_last=True)
+            body.update(reporter.take_batch())
         with_retries(
             lambda: client.post("state/", body),
             deadline=deadline,  # with_retries always makes one attempt
@@ -232,12 +225,14 @@ def _finish(
 
 def _upload_archive(spec: AgentSpec, client: PortalClient, *, deadline: float) -> str:
     """Build and PUT the archive; return a note for the final message ('' when all went in)."""
+    from pathlib import Path  # only when we upload
+
     from orchestration.agent.archive import build_archive  # tarfile: only when we upload
 
-    dest = spec.work_dir / "result.tar.gz"
+    dest = Path(spec.work_dir) / "result.tar.gz"
     max_bytes = int(spec.archive_max_mb * 1024 * 1024)
     try:
-        notes = build_archive(spec.case_path, dest, max_bytes=max_bytes)
+        notes = build_archive(Path(spec.case_path), dest, max_bytes=max_bytes)
     except OSError as exc:
         log(f"cannot build the archive: {exc}")
         return f"archive: not built ({exc})"

@@ -10,7 +10,6 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 HAVE_PROC = os.path.exists("/proc/self/stat")
 if HAVE_PROC:
@@ -27,10 +26,15 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
+def _read(path: str) -> str:
+    with open(path) as fh:
+        return fh.read()
+
+
 def _proc_stat(pid: int) -> tuple[int, int, int, int] | None:
     """(ppid, pgid, cpu ticks, rss pages) from /proc/<pid>/stat."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
+        raw = _read(f"/proc/{pid}/stat")
     except OSError:
         return None
     fields = raw[raw.rfind(")") + 2 :].split()
@@ -159,7 +163,7 @@ def _alive(pid: int) -> bool:
         except psutil.Error:
             return False
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        state = _read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return False
     return state not in ("Z", "X")

@@ -1,14 +1,20 @@
-"""Background reporting: heartbeats and telemetry batches with retries and a bounded buffer."""
+"""Background reporting: heartbeats and telemetry batches with retries and a bounded buffer.
+
+Series travel packed: each column as the base64 of its little-endian float64 values (a few
+C-level passes, where writing 20,000 floats as JSON text cost the agent ~12 ms, or an import
+of orjson at every start, and the portal as much again to read them). NaN and infinities
+need no spelling there; a column that is not all numbers goes as a JSON list.
+"""
 
 from __future__ import annotations
 
+import array
+import binascii
 import collections
 import math
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
 
 from orchestration.agent.client import (
     Backoff,
@@ -18,7 +24,13 @@ from orchestration.agent.client import (
     TransientError,
     json_safe,
 )
-from orchestration.logparse import Point
+
+TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+    from orchestration.logparse import Columns, Point
 
 __all__ = ["Reporter"]
 
@@ -28,6 +40,25 @@ MAX_LOG_LINES = 200  # per telemetry batch
 MAX_BUFFERED_LOG_LINES = 5_000
 MAX_LOG_LINE_CHARS = 2_000
 INTERVAL_BOUNDS = (0.05, 60.0)  # what the portal may ask for as the telemetry interval
+
+
+_SWAP = sys.byteorder != "little"
+
+
+def _pack(values: list) -> str | list:
+    """A column as the base64 of its little-endian float64s; a JSON list (NaN and infinities
+    spelled as strings) when it holds anything but numbers."""
+    try:
+        packed = array.array("d", values)
+    except TypeError:
+        return [json_safe(v) if isinstance(v, float) else v for v in values]
+    if _SWAP:
+        packed.byteswap()
+    return binascii.b2a_base64(packed.tobytes(), newline=False).decode("ascii")
+
+
+def pack_columns(batch: dict[str, dict[str, list]]) -> dict[str, dict[str, Any]]:
+    return {name: {"x": _pack(c["x"]), "y": _pack(c["y"])} for name, c in batch.items()}
 
 
 class Reporter:
@@ -51,6 +82,8 @@ class Reporter:
         self.clock = clock
         self.stop_requested = threading.Event()
         self.stale = threading.Event()
+        self.running_done = threading.Event()  # the `running` report went (or gave up)
+        self._running_deadline: float | None = None
         self.phase = "preparing"
         self.resources: dict[str, float | int] = {"cpu_percent": 0.0, "rss_bytes": 0}
         self._lock = threading.Lock()
@@ -58,36 +91,49 @@ class Reporter:
         self._series: dict[str, tuple[list[float | str], list[float | str]]] = {}
         self._points = 0
         self._dropped_points = 0
-        self._log: collections.deque[str] = collections.deque()
+        # log text as it came, in blocks of whole lines: (text, number of lines); only the last
+        # MAX_LOG_LINES of a batch are sent, so lines are split out when a batch is taken
+        self._log: collections.deque[tuple[str, int]] = collections.deque()
+        self._log_lines = 0
         self._skipped_lines = 0
         self._closing = threading.Event()
         self._wakeup = threading.Event()  # new data while a batch is due: send it now
         self._thread = threading.Thread(target=self._loop, name="reporter", daemon=True)
         self._last_accepted = clock()
-        self._next_telemetry = clock()
+        # the first batch after one interval (the answer to `running` sets the pace: a run
+        # nobody watches sends every 2 s, and a short one only its final batch)
+        self._next_telemetry = clock() + telemetry_interval
+        self._sent_any = False
         self._retry_at = 0.0
         self._backoff = Backoff()
 
     # -- producers (any thread) -----------------------------------------------------------
 
     def add_points(self, points: Iterable[Point]) -> None:
-        # the agent's busiest loop (every parsed value passes here): local names, one lock,
-        # and the NaN/Infinity spelling only for the rare value that needs it
-        isfinite = math.isfinite
+        columns: Columns = {}
+        for name, x, y in points:
+            found = columns.get(name)
+            if found is None:
+                found = columns[name] = ([], [])
+            found[0].append(x)
+            found[1].append(y)
+        self.add_columns(columns)
+
+    def add_columns(self, columns: Columns) -> None:
+        """Take new points as columns (the lists become the reporter's: do not reuse them)."""
+        if not columns:
+            return
         buffers = self._series
         added = 0
         with self._lock:
-            for name, x, y in points:
-                columns = buffers.get(name)
-                if columns is None:
-                    columns = buffers[name] = ([], [])
-                if isfinite(y) and isfinite(x):
-                    columns[0].append(x)
-                    columns[1].append(y)
+            for name, (xs, ys) in columns.items():
+                found = buffers.get(name)
+                if found is None:
+                    buffers[name] = (xs, ys)
                 else:
-                    columns[0].append(json_safe(x))
-                    columns[1].append(json_safe(y))
-                added += 1
+                    found[0].extend(xs)
+                    found[1].extend(ys)
+                added += len(xs)
             self._points += added
             if self._points > MAX_BUFFERED_POINTS:
                 self._shed_points()
@@ -100,12 +146,21 @@ class Reporter:
             self._wakeup.set()
 
     def add_log(self, lines: Iterable[str]) -> None:
+        lines = list(lines)
+        if lines:
+            self.add_log_text("\n".join(lines), len(lines))
+
+    def add_log_text(self, text: str, count: int | None = None) -> None:
+        """Take whole log lines joined by newlines (`count` of them, when known)."""
+        count = text.count("\n") + 1 if count is None else count
         with self._lock:
-            for line in lines:
-                self._log.append(line[:MAX_LOG_LINE_CHARS])
-            while len(self._log) > MAX_BUFFERED_LOG_LINES:
-                self._log.popleft()
-                self._skipped_lines += 1
+            self._log.append((text, count))
+            self._log_lines += count
+            # the oldest blocks go once the newer ones hold the buffer's worth of lines
+            while self._log_lines - self._log[0][1] >= MAX_BUFFERED_LOG_LINES:
+                _, dropped = self._log.popleft()
+                self._log_lines -= dropped
+                self._skipped_lines += dropped
         self._nudge()
 
     def set_interval(self, seconds: Any) -> None:
@@ -116,8 +171,10 @@ class Reporter:
         low, high = INTERVAL_BOUNDS
         seconds = min(max(float(seconds), low), high)
         with self._lock:
-            # a faster pace applies to the wait already begun; a slower one from the next batch
-            self._next_telemetry += min(0.0, seconds - self.telemetry_interval)
+            # a faster pace applies to the wait already begun; a slower one from the next
+            # batch, or to the first if none went yet
+            if seconds < self.telemetry_interval or not self._sent_any:
+                self._next_telemetry += seconds - self.telemetry_interval
             self.telemetry_interval = seconds
         self._wakeup.set()
 
@@ -133,8 +190,34 @@ class Reporter:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, running_deadline: float | None = None) -> None:
+        """Start the thread; with `running_deadline`, its first call reports the attempt as
+        running (retried until then) while the agent goes on preparing and starting steps:
+        the answer's `stop` and pace apply once it comes (`running_done` is set then)."""
+        self._running_deadline = running_deadline
+        if running_deadline is None:
+            self.running_done.set()
         self._thread.start()
+
+    def _report_running(self) -> None:
+        from orchestration.agent.client import with_retries
+
+        body = {"state": "running", "exit_code": None, "reason": "", "message": ""}
+        try:
+            assert self._running_deadline is not None
+            self._call_with(
+                lambda: with_retries(
+                    lambda: self.client.post("state/", body),
+                    deadline=self._running_deadline,
+                    what="state running",
+                )
+            )
+        except StaleAttempt:
+            pass  # `stale` is set: the supervisor stops the steps
+        except (TransientError, PortalError) as exc:
+            print(f"agent: could not report running ({exc}); going on", file=sys.stderr)
+        finally:
+            self.running_done.set()
 
     def close(self) -> None:
         """Stop the background thread (pending data stays for `flush`)."""
@@ -143,10 +226,17 @@ class Reporter:
         if self._thread.is_alive():
             self._thread.join(timeout=self.client.timeout + 5)
 
-    def flush(self, *, deadline: float, sleep: Callable[[float], Any] = time.sleep) -> bool:
-        """Send everything left, retrying until `deadline`; True when all was accepted."""
+    def flush(
+        self,
+        *,
+        deadline: float,
+        sleep: Callable[[float], Any] = time.sleep,
+        keep_last: bool = False,
+    ) -> bool:
+        """Send everything left, retrying until `deadline`; True when all was accepted. With
+        `keep_last`, the last batch stays for `take_batch()` (the final report carries it)."""
         backoff = Backoff()
-        while self.has_pending():
+        while self.has_pending() and not (keep_last and self._fits_one_batch()):
             try:
                 self._send_telemetry()
                 backoff.reset()
@@ -159,9 +249,23 @@ class Reporter:
                 print(f"agent: telemetry refused, dropped: {exc}", file=sys.stderr)
         return True
 
+    def _fits_one_batch(self) -> bool:
+        with self._lock:
+            return self._points <= MAX_BATCH_POINTS
+
+    def take_batch(self) -> dict[str, Any]:
+        """What is left, as the fields of a telemetry batch (`series`, `log`), for a report
+        that carries it; empty when nothing is."""
+        if not self.has_pending():
+            return {}
+        series, log, _ = self._take_batch()
+        return {"series": pack_columns(series), "log": log}
+
     # -- the thread -----------------------------------------------------------------------
 
     def _loop(self) -> None:
+        if not self.running_done.is_set():
+            self._report_running()
         while not self._closing.is_set() and not self.stale.is_set():
             now = self.clock()
             if now >= self._retry_at:
@@ -193,8 +297,11 @@ class Reporter:
             self.stop_requested.set()
 
     def _call(self, path: str, body: dict[str, Any]) -> None:
+        self._call_with(lambda: self.client.post(path, body))
+
+    def _call_with(self, call: Callable[[], dict[str, Any]]) -> None:
         try:
-            answer = self.client.post(path, body)
+            answer = call()
         except StaleAttempt:
             self.stale.set()
             raise
@@ -206,7 +313,8 @@ class Reporter:
     def _send_telemetry(self) -> None:
         series, log, count = self._take_batch()
         try:
-            self._call("telemetry/", {"series": series, "log": log})
+            self._call("telemetry/", {"series": pack_columns(series), "log": log})
+            self._sent_any = True
         except TransientError:
             self._put_back(series, log, count)
             raise
@@ -233,24 +341,43 @@ class Reporter:
                 else:
                     del self._series[name]
             self._points -= taken
-            skipped = self._skipped_lines + max(len(self._log) - MAX_LOG_LINES, 0)
-            lines = list(self._log)[-MAX_LOG_LINES:]
+            lines = self._log_tail()
+            skipped = self._skipped_lines + self._log_lines - len(lines)
             if skipped:
                 lines.insert(0, f"[… {skipped} lines skipped …]")
             self._log.clear()
+            self._log_lines = 0
             self._skipped_lines = 0
             if self._dropped_points:
                 lines.append(f"[… {self._dropped_points} telemetry points dropped …]")
                 self._dropped_points = 0
             return batch, lines, taken
 
+    def _log_tail(self) -> list[str]:
+        """The last MAX_LOG_LINES buffered lines, each cut to MAX_LOG_LINE_CHARS."""
+        blocks, count = [], 0
+        for text, lines in reversed(self._log):
+            blocks.append(text)
+            count += lines
+            if count >= MAX_LOG_LINES:
+                break
+        if not blocks:
+            return []
+        tail = "\n".join(reversed(blocks)).split("\n")[-MAX_LOG_LINES:]
+        return [line[:MAX_LOG_LINE_CHARS] for line in tail]
+
     def _put_back(self, batch: dict[str, dict[str, list]], lines: list[str], count: int) -> None:
         """A failed batch goes back in front of what arrived since."""
         with self._lock:
-            self._log.extendleft(reversed(lines))
-            while len(self._log) > MAX_BUFFERED_LOG_LINES:
-                self._log.popleft()
-                self._skipped_lines += 1
+            if lines:
+                self._log.appendleft(("\n".join(lines), len(lines)))
+                self._log_lines += len(lines)
+                while len(self._log) > 1 and (
+                    self._log_lines - self._log[0][1] >= MAX_BUFFERED_LOG_LINES
+                ):
+                    _, dropped = self._log.popleft()
+                    self._log_lines -= dropped
+                    self._skipped_lines += dropped
             for name, columns in batch.items():
                 xs, ys = self._series.get(name, ([], []))
                 self._series[name] = (columns["x"] + xs, columns["y"] + ys)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import collections
 import os
 import select
 import signal
@@ -11,7 +11,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from orchestration.agent.procs import TreeSampler, kill_group, tree_pids
 from orchestration.agent.reporter import Reporter
@@ -43,21 +42,28 @@ class Stale(Exception):
     """The portal answered 409: this attempt is over."""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Outcome:
-    state: str  # completed | failed | cancelled
-    exit_code: int | None = None
-    reason: str = ""
-    message: str = ""
-    solver_converged: bool = False  # the solver itself said so (e.g. SIMPLE residualControl)
+class Outcome(
+    collections.namedtuple(
+        "Outcome",
+        "state exit_code reason message solver_converged",
+        defaults=(None, "", "", False),
+    )
+):
+    """state: completed | failed | cancelled; exit_code: int or None; reason, message: str;
+    solver_converged: the solver itself said so (e.g. SIMPLE residualControl)."""
+
+    __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class StepResult:
-    returncode: int
-    interrupted: str = ""  # "" | "stop" | "terminated"
-    fatal_error: str | None = None
-    converged: bool = False
+class StepResult(
+    collections.namedtuple(
+        "StepResult", "returncode interrupted fatal_error converged", defaults=("", None, False)
+    )
+):
+    """returncode: int; interrupted: "" | "stop" | "terminated"; fatal_error: str or None;
+    converged: bool."""
+
+    __slots__ = ()
 
 
 def _describe_exit(name: str, code: int) -> str:
@@ -90,7 +96,7 @@ class _LogFollower:
 
     CHUNK = 1 << 20
 
-    def __init__(self, path: Path, parser: LogParser, reporter: Reporter, *, solve: bool) -> None:
+    def __init__(self, path: str, parser: LogParser, reporter: Reporter, *, solve: bool) -> None:
         self.path = path
         self.parser = parser
         self.reporter = reporter
@@ -100,7 +106,7 @@ class _LogFollower:
 
     def poll(self, *, final: bool = False) -> None:
         try:
-            with self.path.open("rb") as fh:
+            with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
                 while True:
                     data = fh.read(self.CHUNK)
@@ -121,18 +127,15 @@ class _LogFollower:
             self._lines(data[:cut])
 
     def _lines(self, block: bytes) -> None:
-        """Whole lines (joined by newlines, decoded at once: a solver writes thousands)."""
-        lines = block.decode("utf-8", "replace").split("\n")
-        if b"\r" in block:
-            lines = [line.rstrip("\r") for line in lines]
-        points = []
-        for line in lines:
-            found = self.parser.feed(line)
-            if found:
-                points.extend(found)
-        if self.solve and points:
-            self.reporter.add_points(points)
-        self.reporter.add_log(lines)
+        """Whole lines (joined by newlines, decoded and parsed at once: a solver writes
+        thousands)."""
+        text = block.decode("utf-8", "replace")
+        if "\r" in text:
+            text = "\n".join(line.rstrip("\r") for line in text.split("\n"))
+        columns = self.parser.feed_block(text)
+        if self.solve and columns:
+            self.reporter.add_columns(columns)
+        self.reporter.add_log_text(text)
 
 
 class Supervisor:
@@ -207,10 +210,10 @@ class Supervisor:
         log(f"step {step.name}: {step.argv}")
         if step.role == "solve":
             self._follow_dat = True
-        log_path = case / f"log.{step.name}"
+        log_path = os.path.join(case, f"log.{step.name}")
         # the step writes straight into its log file (as in a shell loop) and the agent follows
         # the file: a solver never waits on a pipe the agent has not drained yet
-        with log_path.open("wb") as logfile:
+        with open(log_path, "wb") as logfile:
             try:
                 proc = subprocess.Popen(
                     list(step.argv),
@@ -233,9 +236,9 @@ class Supervisor:
         proc.wait()
         follower.poll(final=True)
         if step.role == "solve":
-            self.reporter.add_points(parser.flush())
+            self.reporter.add_columns(parser.flush_block())
         else:
-            parser.flush()
+            parser.flush_block()
         self._sample(proc.pid, final=True)
         self.reporter.add_log([f"== {step.name}: {_describe_exit(step.name, proc.returncode)} =="])
         log(f"step {step.name}: {_describe_exit(step.name, proc.returncode)}")
@@ -285,8 +288,8 @@ class Supervisor:
             self.reporter.set_resources(cpu_percent=cpu, rss_bytes=rss)
             self.reporter.add_points([("cpu.percent", x, cpu), ("memory.rss", x, float(rss))])
         if self._follow_dat:
-            self.reporter.add_points(self.dat.poll())
+            self.reporter.add_columns(self.dat.poll_columns())
 
     def poll_dat(self) -> None:
-        if self._follow_dat or Path(self.spec.case_path / "postProcessing").is_dir():
-            self.reporter.add_points(self.dat.poll())
+        if self._follow_dat or os.path.isdir(os.path.join(self.spec.case_path, "postProcessing")):
+            self.reporter.add_columns(self.dat.poll_columns())

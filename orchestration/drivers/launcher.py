@@ -30,7 +30,9 @@ import traceback
 
 __all__ = ["serve"]
 
-PARENT_CHECK = 0.1  # seconds between reaping rounds and checks that the parent is there
+# seconds between checks that the parent is there (its socket's end says so at once; this is
+# the fallback). Agents are reaped as they exit: SIGCHLD wakes the loop through a pipe.
+PARENT_CHECK = 5.0
 EXIT_FILE = "agent.exit"  # written into the agent's cwd when it is reaped: its exit code
 
 _running: dict[int, str] = {}  # pid → cwd of the agents we forked
@@ -62,6 +64,7 @@ def _child(request: dict, log_fd: int, ready_fd: int) -> None:
         os.setsid()
         os.write(ready_fd, b"1")  # the parent answers only once we lead our own session
         os.close(ready_fd)
+        signal.set_wakeup_fd(-1)  # the launcher's SIGCHLD pipe is not ours
         os.chdir(request["cwd"])
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -131,13 +134,23 @@ def serve(fd: int) -> int:
 
     sock = socket.socket(fileno=fd)
     parent = os.getppid()
+    # an agent's exit wakes the loop (no polling: the launcher costs nothing while idle)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a handler: the byte is written
     buffer = b""
     while True:
         _reap()
         if os.getppid() != parent:
             return 0  # the worker that started us is gone
-        ready, _, _ = select.select([sock], [], [], PARENT_CHECK)
-        if not ready:
+        ready, _, _ = select.select([sock, wake_r], [], [], PARENT_CHECK)
+        if wake_r in ready:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(wake_r, 512):
+                    pass
+        if sock not in ready:
             continue
         try:
             data = sock.recv(1 << 16)

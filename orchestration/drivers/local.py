@@ -40,7 +40,7 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 _CHILDREN_LOCK = threading.Lock()
 # Agents the fork server started for this interpreter: pid → the file their exit code lands in
 _LAUNCHED: dict[int, Path] = {}
-_EXIT_FILE_WAIT = 1.0  # the launcher reaps within 0.1 s; never wait longer than this
+_EXIT_FILE_WAIT = 1.0  # the launcher reaps an agent as it exits; never wait longer than this
 
 
 class _Launcher:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import array
+import base64
 import dataclasses
 import gzip
 import json
 import re
 import shutil
+import sys
 import threading
 import time
 import urllib.parse
@@ -46,6 +49,21 @@ class Call:
 
 
 Responder = Callable[[Call], "tuple[int, dict[str, Any]] | None"]
+
+
+def unpack(series: dict[str, Any]) -> dict[str, dict[str, list]]:
+    """A batch's series with packed columns (base64 of little-endian float64s) as lists."""
+
+    def column(value: Any) -> list:
+        if isinstance(value, list):
+            return value
+        values = array.array("d")
+        values.frombytes(base64.b64decode(value, validate=True))
+        if sys.byteorder != "little":
+            values.byteswap()
+        return values.tolist()
+
+    return {name: {"x": column(c["x"]), "y": column(c["y"])} for name, c in series.items()}
 
 
 class FakePortal:
@@ -116,10 +134,13 @@ class FakePortal:
         return [c.body["state"] for c in self.of("state/")]
 
     def series(self) -> dict[str, list[list[Any]]]:
-        """Every point received, by series, as [x, y] (the agent sends columns)."""
+        """Every point received, by series, as [x, y] (the agent sends columns, packed),
+        from telemetry batches and the final report's last batch."""
         merged: dict[str, list[list[Any]]] = {}
-        for call in self.of("telemetry/"):
-            for name, columns in call.body["series"].items():
+        for call in self.calls:
+            if call.endpoint not in ("telemetry/", "state/") or not isinstance(call.body, dict):
+                continue
+            for name, columns in unpack(call.body.get("series", {})).items():
                 points = [list(p) for p in zip(columns["x"], columns["y"], strict=True)]
                 merged.setdefault(name, []).extend(points)
         return merged

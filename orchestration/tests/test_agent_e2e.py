@@ -204,6 +204,26 @@ def test_stop_answer_cancels_the_run_and_kills_the_solver_group(
     assert "log.icoFoam" in _archive_names(portal)
 
 
+def test_a_stop_answer_to_the_running_report_cancels_the_run_before_it_solves(
+    portal: FakePortal, tmp_path: Path
+) -> None:
+    """`running` goes while the case is prepared: its `stop` ends the attempt as cancelled,
+    at the latest in its first step (blockMesh here), and no solver is left behind."""
+    portal.responder = lambda call: (
+        (200, {"stop": True})
+        if call.endpoint == "state/" and call.body["state"] == "running"
+        else None
+    )
+    spec = _long_spec(portal, tmp_path)
+    driver = LocalDriver()
+    driver.prepare(spec)
+    handle = driver.start(spec)
+    assert _finish(driver, handle) == 0
+    assert portal.states() == ["running", "cancelled"]
+    assert portal.of("state/")[-1].body["reason"] == "stopped by the portal"
+    assert not (tmp_path / "run" / "case" / "log.icoFoam").exists()
+
+
 def test_stale_attempt_answer_kills_the_solver_and_exits_3_without_more_reports(
     portal: FakePortal, tmp_path: Path
 ) -> None:

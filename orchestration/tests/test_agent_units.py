@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import tarfile
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from orchestration.agent.client import PortalClient, StaleAttempt, TransientErro
 from orchestration.agent.reporter import MAX_LOG_LINES, Reporter
 from orchestration.agent.spec import SpecError, parse_spec
 from orchestration.drivers.base import RunSpec, Step
-from orchestration.tests.conftest import FakePortal
+from orchestration.tests.conftest import FakePortal, unpack
 
 
 def _spec_dict(**overrides):
@@ -38,7 +39,7 @@ def test_run_spec_json_round_trips_into_the_agent_spec() -> None:
     spec = parse_spec(_spec_dict(decompose={"method": "simple", "subdomains": 4}))
     assert spec.attempt == 2 and spec.steps[0].argv == ("icoFoam",)
     assert spec.decompose == {"method": "simple", "subdomains": 4, "n": None}
-    assert spec.case_path == Path("/w/case")
+    assert spec.case_path == "/w/case"
 
 
 @pytest.mark.parametrize(
@@ -97,7 +98,9 @@ def test_log_lines_are_bounded_per_batch_with_a_skip_marker(portal: FakePortal) 
     assert call.body["log"][0] == "[… 50 lines skipped …]"
     assert call.body["log"][-1] == f"line {MAX_LOG_LINES + 49}"
     assert len(call.body["log"]) == MAX_LOG_LINES + 1
-    assert call.body["series"] == {"residual.p": {"x": [1.0, 2.0], "y": [0.5, "NaN"]}}
+    (series,) = unpack(call.body["series"]).values()
+    assert series["x"] == [1.0, 2.0] and series["y"][0] == 0.5 and math.isnan(series["y"][1])
+    assert isinstance(call.body["series"]["residual.p"]["y"], str)  # packed
     assert call.body["attempt"] == 1
 
 
@@ -110,7 +113,7 @@ def test_failed_batches_are_kept_and_resent(portal: FakePortal) -> None:
     assert reporter.flush(deadline=float("inf"), sleep=lambda s: None)
     calls = portal.of("telemetry/")
     assert len(calls) == 3
-    assert calls[-1].body["series"] == {"a": {"x": [1.0], "y": [1.0]}}
+    assert unpack(calls[-1].body["series"]) == {"a": {"x": [1.0], "y": [1.0]}}
     assert calls[-1].body["log"] == ["hello"]
 
 
@@ -241,13 +244,60 @@ def test_a_faster_pace_applies_to_the_wait_already_begun(portal: FakePortal) -> 
     )
     reporter.start()
     try:
-        reporter.add_points([("a", 1.0, 1.0)])  # the first batch goes at once
-        wait_until(lambda: len(portal.of("telemetry/")) == 1)
-        reporter.add_points([("a", 2.0, 1.0)])  # due in 60 s …
+        reporter.add_points([("a", 1.0, 1.0)])  # due in 60 s …
+        time.sleep(0.3)
+        assert portal.of("telemetry/") == []
         reporter.set_interval(0.1)  # … until the run is watched
+        wait_until(lambda: len(portal.of("telemetry/")) == 1)
+        reporter.add_points([("a", 2.0, 1.0)])
         wait_until(lambda: len(portal.of("telemetry/")) == 2)
     finally:
         reporter.close()
+
+
+def test_the_first_batch_waits_one_interval_and_a_slower_first_pace_applies_to_it(
+    portal: FakePortal,
+) -> None:
+    """A run nobody watches (the answer to `running` says 2 s) sends nothing before 2 s: a
+    short one sends its points only with its final report."""
+    reporter = Reporter(
+        client=PortalClient(portal_url=portal.url, run_id="r", token="test-token", attempt=1),
+        heartbeat_interval=60,
+        telemetry_interval=0.2,
+    )
+    reporter.set_interval(1.5)  # the running answer, before the reporter starts
+    reporter.start()
+    try:
+        reporter.add_points([("a", 1.0, 1.0)])
+        time.sleep(0.8)
+        assert portal.of("telemetry/") == []
+        wait_until(lambda: len(portal.of("telemetry/")) == 1, timeout=5)
+    finally:
+        reporter.close()
+
+
+def test_flush_keeps_the_last_batch_for_the_final_report(portal: FakePortal) -> None:
+    reporter = _reporter(portal)
+    reporter.add_columns({"a": ([float(i) for i in range(25_000)], [1.0] * 25_000)})
+    reporter.add_log_text("one\ntwo")
+    assert reporter.flush(deadline=0, keep_last=True)
+    sent = portal.of("telemetry/")
+    assert len(sent) == 1 and len(unpack(sent[0].body["series"])["a"]["x"]) == 20_000
+    assert sent[0].body["log"] == ["one", "two"]
+    last = reporter.take_batch()
+    assert unpack(last["series"])["a"]["x"] == [float(i) for i in range(20_000, 25_000)]
+    assert last["log"] == []
+    assert not reporter.has_pending() and reporter.take_batch() == {}
+
+
+def test_log_blocks_keep_the_last_lines_and_count_the_skipped_ones(portal: FakePortal) -> None:
+    reporter = _reporter(portal)
+    for block in range(30):  # 30 blocks of 400 lines: 12,000 lines
+        reporter.add_log_text("\n".join(f"{block}:{i}" for i in range(400)))
+    reporter.add_log(["== solver: exited with code 0 =="])
+    batch = reporter.take_batch()["log"]
+    assert batch[0] == f"[… {12_001 - 200} lines skipped …]"
+    assert batch[1:] == [f"29:{i}" for i in range(201, 400)] + ["== solver: exited with code 0 =="]
 
 
 def wait_until(predicate, timeout: float = 10.0) -> None:
@@ -314,14 +364,17 @@ def test_archive_upload_and_case_download_go_over_the_kept_connection(
     assert len({c.peer for c in portal.calls}) == 1
 
 
-def test_the_agent_starts_without_the_template_engine_psutil_argparse_or_tarfile() -> None:
-    """Every Slurm job starts a fresh agent: what it imports is paid in every run slot."""
+def test_the_agent_starts_without_the_heavy_modules() -> None:
+    """Every Slurm job starts a fresh agent: what it imports is paid in every run slot (the
+    template engine, http.client and its email package, orjson, dataclasses and inspect,
+    pathlib and urllib.parse, typing, shutil were most of it)."""
     import subprocess
     import sys
 
-    code = (
-        "import sys, orchestration.agent.main;"
-        "print(sorted(m for m in ('jinja2', 'psutil', 'argparse', 'tarfile') if m in sys.modules))"
-    )
+    heavy = (
+        "jinja2 psutil argparse tarfile http.client email orjson dataclasses inspect pathlib"
+        " urllib.parse typing shutil"
+    ).split()
+    code = f"import sys, orchestration.agent.main; print(sorted(set({heavy!r}) & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from collections import defaultdict
 from pathlib import Path
 
@@ -143,3 +144,137 @@ def test_partial_numbers_do_not_crash() -> None:
         "smoothSolver:  Solving for Ux, Initial residual = x, Final residual = y, No Iterations 1"
     )
     assert parser.flush() == []
+
+
+# -- feed_block: the fast path gives what the line parser gives --------------------------
+
+_ODD_LINES = [
+    "",
+    "   ",
+    "\t",
+    "End",
+    " End ",
+    "Time = 7s",
+    "Time = s",
+    "Time = 1_0",
+    "Time = nan",
+    "Time   : 02:25:19",
+    "  Time = 8",
+    "[1] Time = 9",
+    "[0] [1] GAMG:  Solving for p, Initial residual = 0.5, Final residual = 0.1, No Iterations 3",
+    "GAMG:  Solving for p, Initial residual = 5,, Final residual = 1, No Iterations 3",
+    "GAMG:  Solving for p, Initial residual = (1 2) 3, Final residual = 1, No Iterations 3",
+    "GAMG:  Solving for U, Initial residual = (0.1 0.2 0.3), Final residual = (1e-3 2e-3 3e-3), "
+    "No Iterations 4",
+    "GAMG:Solving for p, Initial residual = 1, Final residual = 1, No Iterations 3",
+    "::  Solving for p, Initial residual = 1, Final residual = 1, No Iterations 3",
+    "GAMG:  Solving for U,x, Initial residual = 1, Final residual = 1, No Iterations 3",
+    "GAMG:  Solving for p, Initial residual = 1, Final residual = -nan, No Iterations ",
+    "GAMG:  Solving for p, Initial residual = inf, Final residual = 1, No Iterations 2\xa0",
+    "Courant Number mean: 0.1 max: 0.5",
+    "Courant Number mean:  0.1 max: 0.5",
+    "Interface Courant Number mean: 0.01 max: 0.2",
+    "Courant Number mean: x max: 0.5 trailing",
+    "time step continuity errors : sum local = 1e-09, global = abc, cumulative = 3e-21",
+    "time step continuity errors : sum local = 1e-09, global = 2e-20, cumulative = 3e-21 more",
+    "time step continuity errors (something else)",
+    "ExecutionTime = 0.5 s  ClockTime = 1 s",
+    "ExecutionTime = 0.5 s ClockTime = 1 s",
+    "ExecutionTime = x s  ClockTime = 1 s",
+    "Exec something",
+    "SIMPLE solution converged in 42 iterations",
+    "#1  Foam::sigSegv::sigHandler(int) at ??:?",
+    "--> FOAM FATAL ERROR: the mesh is gone",
+    "    From function Foam::thing",
+    "\x0cTime = 11",
+    "deltaT = 0.0001",
+    "PIMPLE: iteration 1",
+    "Time = 12\r",
+]
+
+
+def _by_lines(lines: list[str]) -> tuple[dict, tuple]:
+    parser = LogParser()
+    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for line in lines:
+        for name, x, y in parser.feed(line):
+            series[name].append((x, y))
+    for name, x, y in parser.flush():
+        series[name].append((x, y))
+    return dict(series), _state(parser)
+
+
+def _by_blocks(lines: list[str], cuts: list[int]) -> tuple[dict, tuple]:
+    parser = LogParser()
+    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    bounds = [0, *sorted(cuts), len(lines)]
+    blocks = [
+        parser.feed_block("\n".join(lines[a:b]))
+        for a, b in zip(bounds, bounds[1:], strict=False)
+        if b > a
+    ]
+    for columns in [*blocks, parser.flush_block()]:
+        for name, (xs, ys) in columns.items():
+            series[name].extend(zip(xs, ys, strict=True))
+    return dict(series), _state(parser)
+
+
+def _state(parser: LogParser) -> tuple:
+    return (
+        parser.converged,
+        parser.ended,
+        parser.fatal_error,
+        repr(parser.last_time),  # NaN equals NaN
+        parser.iterations,
+    )
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Equal series, NaN equal to NaN."""
+    if a.keys() != b.keys():
+        return False
+    for name in a:
+        if len(a[name]) != len(b[name]):
+            return False
+        for (x1, y1), (x2, y2) in zip(a[name], b[name], strict=True):
+            if not (_eq(x1, x2) and _eq(y1, y2)):
+                return False
+    return True
+
+
+def _eq(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+@pytest.mark.parametrize("log", sorted(p.name for p in LOGS.iterdir()))
+def test_blocks_give_what_lines_give_on_real_logs(log: str) -> None:
+    lines = (LOGS / log).read_text().split("\n")
+    expected = _by_lines(lines)
+    for cuts in ([], [len(lines) // 2], list(range(0, len(lines), 7))):
+        got = _by_blocks(lines, cuts)
+        assert _same(got[0], expected[0]) and got[1] == expected[1], (log, cuts)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_blocks_give_what_lines_give_on_mangled_logs(seed: int) -> None:
+    """Real logs with odd lines spliced in and lines cut or padded at random: the fast path
+    takes only what the line parser would take the same way."""
+    rng = random.Random(seed)
+    source = (LOGS / rng.choice(sorted(p.name for p in LOGS.iterdir()))).read_text()
+    lines = source.split("\n")
+    for _ in range(rng.randint(1, 30)):
+        at = rng.randrange(len(lines) + 1)
+        kind = rng.random()
+        if kind < 0.5:
+            lines.insert(at, rng.choice(_ODD_LINES))
+        elif at < len(lines) and kind < 0.7:
+            lines[at] = lines[at][: rng.randrange(len(lines[at]) + 1)]
+        elif at < len(lines) and kind < 0.85:
+            lines[at] = rng.choice([" ", "\t", "[0] ", ""]) + lines[at] + rng.choice(["", " "])
+        elif at < len(lines):
+            lines[at] = lines[at].replace(rng.choice(["1", "0", ",", " "]), rng.choice(["x", ""]))
+    cuts = [rng.randrange(len(lines) + 1) for _ in range(rng.randint(0, 6))]
+    expected = _by_lines(lines)
+    got = _by_blocks(lines, cuts)
+    assert _same(got[0], expected[0])
+    assert got[1] == expected[1]

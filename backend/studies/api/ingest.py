@@ -22,7 +22,12 @@ from studies import services
 from studies.choices import RunState
 from studies.models import Simulation
 from studies.selectors import _uuid
-from telemetry.services import telemetry_ingest, telemetry_ingest_fenced
+from telemetry.services import (
+    telemetry_check_batch,
+    telemetry_final_batch,
+    telemetry_ingest,
+    telemetry_ingest_fenced,
+)
 from telemetry.watch import interval_for, is_watched, telemetry_interval
 
 
@@ -84,16 +89,6 @@ class AttemptSerializer(serializers.Serializer):
     attempt = serializers.IntegerField(min_value=1)
 
 
-class StateSerializer(AttemptSerializer):
-    state = serializers.ChoiceField(
-        choices=[RunState.RUNNING, RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED]
-    )
-    exit_code = serializers.IntegerField(required=False, allow_null=True)
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=40)
-    message = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    solver_converged = serializers.BooleanField(required=False, default=False)
-
-
 class HeartbeatSerializer(AttemptSerializer):
     phase = serializers.CharField(required=False, allow_blank=True, max_length=40)
     resources = serializers.DictField(required=False)
@@ -124,6 +119,21 @@ class TelemetryInSerializer(AttemptSerializer):
     # name → [[x, y], …]; the points are checked once, by telemetry_ingest (a DRF field per
     # point would cost more than storing them)
     series = serializers.DictField(required=False, default=dict)
+    log = _LogLines(required=False, default=list)
+
+
+class StateSerializer(AttemptSerializer):
+    state = serializers.ChoiceField(
+        choices=[RunState.RUNNING, RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED]
+    )
+    exit_code = serializers.IntegerField(required=False, allow_null=True)
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=40)
+    message = serializers.CharField(required=False, allow_blank=True, max_length=20000)
+    solver_converged = serializers.BooleanField(required=False, default=False)
+    # a final state may carry the attempt's last telemetry batch (one request less per run)
+    series = serializers.DictField(
+        required=False, default=dict, help_text="with a final state: the last telemetry batch"
+    )
     log = _LogLines(required=False, default=list)
 
 
@@ -171,7 +181,26 @@ class IngestStateView(_IngestView):
             )
             if stop is not None:
                 return Response({"stop": stop, "interval": telemetry_interval(pk)})
-        run = _run_checked(request, run_id, data["attempt"])
+        if data["state"] != RunState.RUNNING:
+            # the solver is done: cores on the portal's own machines go back to the queue
+            # first (in the statement that reads the token to check), then the last points
+            # are stored, then the state and the objectives
+            batch = telemetry_check_batch(series=data["series"], log=data["log"])
+            found = (
+                services.run_check_and_release_cores(
+                    run_id=pk, attempt=data["attempt"], token_hash=services.hash_run_token(token)
+                )
+                if pk and token
+                else None
+            )
+            if found is None:
+                run = _run_checked(request, run_id, data["attempt"])  # says why: 404, 401
+            else:
+                _check_token(request, found[1], found[0], data["attempt"])
+                run = Simulation(pk=pk)
+            telemetry_final_batch(run_id=run.pk, attempt=data["attempt"], batch=batch)
+        else:
+            run = _run_checked(request, run_id, data["attempt"])
         stop = services.run_report_state(
             run=run,
             attempt=data["attempt"],

@@ -352,3 +352,178 @@ def test_columns_are_stored_as_points_are_and_a_nan_in_them_is_a_gap(running):
     assert series_values(run=run, attempt=2, name="residual.p") == ([3.0, 4.0], [1.0, None])
     run.refresh_from_db()
     assert run.state == "failed" and run.end_reason == "diverged"
+
+
+def _final(client, run_id, *, attempt=2, state="completed", **batch):
+    body = {"attempt": attempt, "state": state, "exit_code": 0 if state == "completed" else 1}
+    return _post(client, run_id, "state", {**body, **batch})
+
+
+def test_a_final_report_carries_the_last_batch_its_objectives_read_and_a_repeat_stores_nothing(
+    running,
+):
+    """The agent's last telemetry batch rides with its final report (one request less per
+    run): the points are stored before the objectives are computed from them, and a repeated
+    report (its answer was lost on the way) stores nothing twice."""
+    run, client = running
+    assert _telemetry(client, run.pk, series={"returnFlow.min(Ux)": [[1, -0.1]]}).status_code == 200
+    batch = {
+        "series": {"returnFlow.min(Ux)": {"x": [2, 3], "y": [-0.2, -0.25]}, **POINTS},
+        "log": ["Time = 3", "End"],
+    }
+    r = _final(client, run.pk, **batch)
+    assert r.status_code == 200, r.content
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert fresh.state == "completed" and fresh.results_at is not None
+    assert fresh.objectives["u_min"] == -0.25  # the cavity template's last min(Ux)
+    assert series_values(run=run, attempt=2, name="returnFlow.min(Ux)") == (
+        [1.0, 2.0, 3.0],
+        [-0.1, -0.2, -0.25],
+    )
+    assert list(LogChunk.objects.get(run=run).lines) == ["Time = 3", "End"]
+    stored = _stored(run)
+    assert _final(client, run.pk, **batch).status_code == 200  # the repeat
+    assert _stored(run) == stored
+    assert Simulation.objects.get(pk=run.pk).objectives == fresh.objectives
+
+
+@pytest.mark.parametrize(("kind", "released"), [("local", True), ("slurm", False)])
+def test_a_final_report_gives_the_cores_back_before_it_stores_and_computes(
+    running, kind, released, django_capture_on_commit_callbacks
+):
+    """On the portal's own cores the final report releases them first (the next run is
+    scheduled at once); a Slurm job's allocation ends with the job."""
+    run, client = running
+    backend, _ = Backend.objects.update_or_create(
+        name=f"final-{kind}", defaults={"kind": kind, "cores": 64, "memory_gb": 256}
+    )
+    Simulation.objects.filter(pk=run.pk).update(backend=backend)
+    with CaptureQueriesContext(connection) as queries:
+        r = _final(client, run.pk, series=POINTS)
+    assert r.status_code == 200, r.content
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert (fresh.released_at is not None) is released
+    statements = [q["sql"] for q in queries.captured_queries]
+    release = next(i for i, sql in enumerate(statements) if "released_at = now()" in sql)
+    store = next(i for i, sql in enumerate(statements) if "telemetry_serieschunk" in sql)
+    assert release < store
+
+
+def test_the_last_batch_of_a_run_the_portal_ended_is_kept_once(running):
+    run, client = running
+    Simulation.objects.filter(pk=run.pk).update(state="cancelled", finished_at=timezone.now())
+    r = _final(client, run.pk, state="cancelled", series=POINTS, log=["stopped"])
+    assert r.status_code == 200, r.content
+    assert _stored(run) == (2, 1)
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert fresh.state == "cancelled" and fresh.results_at is not None
+    _final(client, run.pk, state="cancelled", series=POINTS, log=["stopped"])
+    assert _stored(run) == (2, 1)
+
+
+def test_a_final_report_with_a_bad_batch_is_a_400_and_changes_nothing(running):
+    run, client = running
+    local, _ = Backend.objects.update_or_create(
+        name="final-local", defaults={"kind": "local", "cores": 64, "memory_gb": 256}
+    )
+    Simulation.objects.filter(pk=run.pk).update(backend=local)
+    r = _final(client, run.pk, series={"residual.Ux": [[1, "high"]]})
+    assert r.status_code == 400 and "residual.Ux: non-numeric point" in str(r.json())
+    r = _final(client, run.pk, series=POINTS, log=["a\x00b"])
+    assert r.status_code == 400 and "NUL" in str(r.json())
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert fresh.state == "running" and fresh.released_at is None  # no cores given back
+    assert _stored(run) == (0, 0)
+    stranger = APIClient()
+    stranger.credentials(HTTP_AUTHORIZATION="Bearer wrong")
+    assert _final(stranger, run.pk, series=POINTS).status_code == 401
+    assert _stored(run) == (0, 0)
+
+
+def _packed(values) -> str:
+    import array
+    import base64
+    import sys
+
+    column = array.array("d", values)
+    if sys.byteorder != "little":
+        column.byteswap()
+    return base64.b64encode(column.tobytes()).decode()
+
+
+def test_packed_columns_store_what_lists_store_and_a_nan_in_them_is_a_gap(running):
+    """What the agent sends: each column the base64 of its little-endian float64s."""
+    run, client = running
+    series = {"residual.Ux": {"x": _packed([1, 2]), "y": _packed([0.5, 0.25])}}
+    r = _telemetry(client, run.pk, series=series)
+    assert r.status_code == 200, r.content
+    assert series_values(run=run, attempt=2, name="residual.Ux") == ([1.0, 2.0], [0.5, 0.25])
+    mixed = {"f.Cl": {"x": [3], "y": _packed([1.5])}}  # one packed, one a list: fine
+    assert _telemetry(client, run.pk, series=mixed).status_code == 200
+    assert series_values(run=run, attempt=2, name="f.Cl") == ([3.0], [1.5])
+    nan = {"residual.p": {"x": _packed([3, 4]), "y": _packed([1.0, float("nan")])}}
+    r = _telemetry(client, run.pk, series=nan)
+    assert r.status_code == 200 and r.json()["stop"] is True
+    assert series_values(run=run, attempt=2, name="residual.p") == ([3.0, 4.0], [1.0, None])
+
+
+@pytest.mark.parametrize(
+    ("column", "needle"),
+    [
+        ("not base64!", "residual.Ux: y is neither a list of numbers nor base64"),
+        ("AAAAAAAAAA==", "packed y has 7 bytes, not a whole number"),  # 7 bytes
+        (7, "two lists of numbers or two base64 strings"),
+    ],
+)
+def test_bad_packed_columns_are_400s_naming_the_series(running, column, needle):
+    run, client = running
+    r = _telemetry(client, run.pk, series={"residual.Ux": {"x": _packed([1.0]), "y": column}})
+    assert r.status_code == 400 and needle in str(r.json()), r.json()
+    assert _stored(run) == (0, 0)
+
+
+def test_a_packed_batch_over_the_point_limit_is_refused_before_it_is_decoded(running):
+    from telemetry.services import MAX_POINTS_PER_BATCH
+
+    run, client = running
+    big = _packed([0.0] * (MAX_POINTS_PER_BATCH + 1))
+    r = _telemetry(client, run.pk, series={"residual.Ux": {"x": big, "y": big}})
+    assert r.status_code == 400 and "at most 200000 points per batch" in str(r.json())
+
+
+def test_a_run_no_longer_says_it_is_queued_once_it_runs_or_ends(running):
+    """A Slurm job that waited says so ('queued'); its agent's reports clear that."""
+    run, client = running
+    Simulation.objects.filter(pk=run.pk).update(
+        state="provisioning", started_at=None, phase="queued", message="queued on slurm: Resources"
+    )
+    assert _post(client, run.pk, "state", {"attempt": 2, "state": "running"}).status_code == 200
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert (fresh.phase, fresh.message) == ("", "")
+    Simulation.objects.filter(pk=run.pk).update(phase="queued")
+    assert _final(client, run.pk).status_code == 200
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert (fresh.state, fresh.phase) == ("completed", "")
+
+
+def test_a_retried_run_waiting_in_its_backends_queue_still_says_how_the_last_attempt_ended(
+    running,
+):
+    """The reaper's 'queued on …' status goes on the first line; the earlier attempt's end
+    stays below it across passes, and is all that is left once the run starts."""
+    from studies.services import _queued_message
+
+    run, client = running
+    Simulation.objects.filter(pk=run.pk).update(
+        state="provisioning", started_at=None, phase="", message="Slurm: NODE_FAIL (node failure)"
+    )
+    run = Simulation.objects.get(pk=run.pk)
+    first = _queued_message(run, "queued on slurm: Priority")
+    assert first == "queued on slurm: Priority\nattempt 1 ended: Slurm: NODE_FAIL (node failure)"
+    run.phase, run.message = "queued", first
+    again = _queued_message(run, "queued on slurm: Resources")
+    assert again == "queued on slurm: Resources\nattempt 1 ended: Slurm: NODE_FAIL (node failure)"
+    Simulation.objects.filter(pk=run.pk).update(phase="queued", message=again)
+    assert _post(client, run.pk, "state", {"attempt": 2, "state": "running"}).status_code == 200
+    fresh = Simulation.objects.get(pk=run.pk)
+    assert (fresh.phase, fresh.message) == ("", "attempt 1 ended: Slurm: NODE_FAIL (node failure)")

@@ -75,8 +75,9 @@ def test_a_client_receives_the_live_points_of_a_running_case_in_order(live):
 
 
 def test_a_dropped_message_gap_is_repaired_from_rest(live):
+    # a few seconds of solving: several live batches, whenever the agent learns it is watched
     study, run_id = submit_one(
-        live, {"name": "gap", "template": "cavity", "parameters": {"cells": 20, "end_time": 4.0}}
+        live, {"name": "gap", "template": "cavity", "parameters": {"cells": 30, "end_time": 10.0}}
     )
     messages = asyncio.run(collect(ws_url(live, f"/ws/runs/{run_id}/"), until=ended))
     telemetry = [m for m in messages if m["type"] == "telemetry" and "residual.p" in m["series"]]
