@@ -11,6 +11,8 @@ class BackendKind(models.TextChoices):
 
 # Backends whose runs hold whole nodes or instances: only these count against `max_nodes`.
 NODE_HOLDING_KINDS = frozenset({"openstack", "slurm"})
+# backends with a queue of their own, where a started run may wait (why: the driver's poll)
+QUEUEING_KINDS = frozenset({"slurm"})
 # Backends on the portal's own cores: a run there gives its cores back as soon as its solver
 # has exited (it only archives results then). Slurm jobs and cloud servers hold what they
 # were given until the run ends, so their runs keep counting until then.

@@ -7,7 +7,9 @@ hold resources, and admits queued runs in FIFO order while they fit.
 
 from __future__ import annotations
 
-from django.db import transaction
+import json
+
+from django.db import connection, transaction
 from django.utils import timezone
 
 from catalog.choices import NODE_HOLDING_KINDS, ImageStatus
@@ -15,9 +17,9 @@ from catalog.cloud import cloud_limit_problem
 from catalog.images import image_wait_detail
 from catalog.models import Backend, Image
 from quotas.models import Quota
-from quotas.selectors import Usage, quota_limit_problem, usage_for_backend, usage_for_tenant
-from studies.choices import RunState, WaitReason
-from studies.models import Simulation
+from quotas.selectors import Usage, quota_limit_problem
+from studies.choices import HOLDING_STATES, RunState, WaitReason
+from studies.models import Simulation, Study
 from telemetry.events import publish_runs_changed
 
 SCAN_BATCH = 500
@@ -35,49 +37,46 @@ def backend_limit_problem(
     return None
 
 
-def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
-    """Admit the tenant's queued runs that fit; return their ids. Safe to run concurrently."""
+def schedule_tenant(*, tenant_id: int, dispatch: bool = True, publish: bool = True) -> list:
+    """Admit the tenant's queued runs that fit; return their ids. Safe to run concurrently.
 
-    with transaction.atomic():
-        quota = Quota.objects.select_for_update().filter(tenant_id=tenant_id).first()
-        if quota is None:
+    Every run that ends calls this, so it is plain SQL, a statement per step (the ORM's
+    query building was most of a worker's CPU per run)."""
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(_QUOTA_SQL, [tenant_id])
+        row = cur.fetchone()
+        if row is None:
             return []
-        pending = Simulation.objects.filter(tenant_id=tenant_id, state=RunState.PENDING)
-        backend_ids = sorted(
-            set(pending.order_by().values_list("backend_id", flat=True).distinct())
-        )
+        quota = Quota(tenant_id=tenant_id, cores=row[0], memory_gb=row[1], max_runs=row[2])
+        quota.max_nodes = row[3]
+        cur.execute(_PENDING_KEYS_SQL, [tenant_id, RunState.PENDING])
+        keys = cur.fetchall()
+        backend_ids = sorted({b for b, _ in keys})
         if not backend_ids:
             return []
-        backends = {
-            b.id: b
-            for b in Backend.objects.select_for_update().filter(id__in=backend_ids).order_by("id")
-        }
-        usage = usage_for_tenant(tenant_id=tenant_id)
-        backend_usage = {bid: usage_for_backend(backend_id=bid) for bid in backends}
+        cur.execute(_BACKENDS_SQL, [backend_ids])  # locked in id order: no deadlocks
+        backends = {r[0]: _backend(r) for r in cur.fetchall()}
+        usage, backend_usage = _usages(cur, tenant_id=tenant_id, backend_ids=list(backends))
+        images = _images_not_ready(cur, {i for _, i in keys if i is not None})
         admitted: list = []
         full_backends: dict[int, tuple[str, str]] = {}
         quota_problem: str | None = None
-        rows = pending.order_by("queued_at", "study_id", "index").values(
-            "id", "backend_id", "processes", "memory_gb", "nodes", "study__image_id"
-        )
-        images = _images_not_ready(pending)
-        for row in _batches(rows):
-            if row["study__image_id"] in images:
+        for run_id, bid, processes, memory_gb, nodes, image_id in _pending(cur, tenant_id):
+            if image_id in images:
                 continue  # its image is still building: not admitted, holds nothing
-            bid = row["backend_id"]
             if bid in full_backends:
                 if len(full_backends) == len(backends):
                     break
                 continue
+            backend = backends[bid]
             shape = {
-                "cores": row["processes"],
-                "memory_gb": row["memory_gb"],
-                "nodes": row["nodes"] if backends[bid].kind in NODE_HOLDING_KINDS else 0,
+                "cores": processes,
+                "memory_gb": memory_gb,
+                "nodes": nodes if backend.kind in NODE_HOLDING_KINDS else 0,
             }
             quota_problem = quota_limit_problem(quota=quota, usage=usage, **shape)
             if quota_problem:
                 break  # strict FIFO: later runs of the tenant wait behind this one
-            backend = backends[bid]
             problem = (
                 f"{backend.name}: disabled"
                 if not backend.enabled
@@ -92,26 +91,114 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True) -> list:
                 continue
             usage = usage.plus(**shape)
             backend_usage[bid] = backend_usage[bid].plus(**shape)
-            admitted.append(row["id"])
-        now = timezone.now()
+            admitted.append(run_id)
         if admitted:
-            Simulation.objects.filter(id__in=admitted, state=RunState.PENDING).update(
-                state=RunState.ADMITTED,
-                admitted_at=now,
-                released_at=None,  # a requeued run holds its resources again
-                wait_reason=WaitReason.NONE,
-                wait_detail="",
-            )
+            cur.execute(_ADMIT_SQL, [RunState.ADMITTED, timezone.now(), admitted, RunState.PENDING])
         _record_wait_reasons(
-            pending=pending,
+            cur,
+            tenant_id=tenant_id,
             quota_problem=quota_problem,
             full_backends=full_backends,
             images=images,
         )
-        publish_runs_changed(admitted)
+        if publish:
+            publish_runs_changed(admitted)
         if admitted and dispatch:
             transaction.on_commit(lambda: dispatch_admitted(admitted))
     return admitted
+
+
+_QUOTA_SQL = (
+    f"SELECT cores, memory_gb, max_runs, max_nodes FROM {Quota._meta.db_table}"
+    " WHERE tenant_id = %s FOR UPDATE"
+)
+_PENDING_KEYS_SQL = (  # the backends and images of every queued run of the tenant
+    f"SELECT DISTINCT r.backend_id, s.image_id FROM {Simulation._meta.db_table} r"
+    f" JOIN {Study._meta.db_table} s ON s.id = r.study_id WHERE r.tenant_id = %s AND r.state = %s"
+)
+_BACKENDS_SQL = (
+    f"SELECT id, name, kind, cores, memory_gb, max_nodes, enabled, cloud_limits"
+    f" FROM {Backend._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
+)
+_USAGE_SQL = f"""
+SELECT r.backend_id,
+       count(*) FILTER (WHERE r.tenant_id = %(tenant)s),
+       coalesce(sum(r.processes) FILTER (WHERE r.tenant_id = %(tenant)s), 0),
+       coalesce(sum(r.memory_gb) FILTER (WHERE r.tenant_id = %(tenant)s), 0),
+       coalesce(sum(r.nodes) FILTER (WHERE r.tenant_id = %(tenant)s AND b.kind = ANY(%(kinds)s)), 0),
+       count(*),
+       coalesce(sum(r.processes), 0),
+       coalesce(sum(r.memory_gb), 0),
+       coalesce(sum(r.nodes) FILTER (WHERE b.kind = ANY(%(kinds)s)), 0)
+FROM {Simulation._meta.db_table} r JOIN {Backend._meta.db_table} b ON b.id = r.backend_id
+WHERE r.state = ANY(%(holding)s) AND r.released_at IS NULL
+  AND (r.tenant_id = %(tenant)s OR r.backend_id = ANY(%(backends)s))
+GROUP BY r.backend_id
+"""
+_PENDING_SQL = (
+    f"SELECT r.id, r.backend_id, r.processes, r.memory_gb, r.nodes, s.image_id"
+    f" FROM {Simulation._meta.db_table} r JOIN {Study._meta.db_table} s ON s.id = r.study_id"
+    " WHERE r.tenant_id = %s AND r.state = %s"
+    " ORDER BY r.queued_at, r.study_id, r.index LIMIT %s OFFSET %s"
+)
+_ADMIT_SQL = (
+    f"UPDATE {Simulation._meta.db_table} SET state = %s, admitted_at = %s,"
+    " released_at = NULL,"  # a requeued run holds its resources again
+    " wait_reason = '', wait_detail = '' WHERE id = ANY(%s) AND state = %s"
+)
+
+
+def _backend(row: tuple) -> Backend:
+    """A locked backend row as a Backend (unsaved: what admission reads of it)."""
+    backend_id, name, kind, cores, memory_gb, max_nodes, enabled, limits = row
+    if isinstance(limits, str):  # Django reads jsonb as text
+        limits = json.loads(limits)
+    backend = Backend(name=name, kind=kind, cores=cores, memory_gb=memory_gb)
+    backend.id, backend.max_nodes, backend.enabled = backend_id, max_nodes, enabled
+    backend.cloud_limits = limits
+    return backend
+
+
+def _usages(cur, *, tenant_id: int, backend_ids: list[int]) -> tuple[Usage, dict[int, Usage]]:
+    """What the tenant's runs hold, and what every tenant's runs hold on each backend, in one
+    query: quotas.selectors.usage_for_tenant and usage_for_backend, together."""
+    cur.execute(
+        _USAGE_SQL,
+        {
+            "tenant": tenant_id,
+            "backends": backend_ids,
+            "kinds": list(NODE_HOLDING_KINDS),
+            "holding": [str(s) for s in HOLDING_STATES],
+        },
+    )
+    tenant = Usage()
+    backends = {bid: Usage() for bid in backend_ids}
+    for bid, runs, cores, memory, nodes, all_runs, all_cores, all_memory, all_nodes in cur:
+        tenant = Usage(
+            cores=tenant.cores + cores,
+            memory_gb=tenant.memory_gb + float(memory),
+            nodes=tenant.nodes + nodes,
+            runs=tenant.runs + runs,
+        )
+        if bid in backends:
+            backends[bid] = Usage(
+                cores=all_cores, memory_gb=float(all_memory), nodes=all_nodes, runs=all_runs
+            )
+    return tenant, backends
+
+
+def _pending(cur, tenant_id: int):
+    """The tenant's queued runs in FIFO order, SCAN_BATCH at a time, each batch one plain
+    query (no server-side cursor and its three round trips): admission usually stops within
+    the first."""
+    start = 0
+    while True:
+        cur.execute(_PENDING_SQL, [tenant_id, RunState.PENDING, SCAN_BATCH, start])
+        batch = cur.fetchall()
+        yield from batch
+        if len(batch) < SCAN_BATCH:
+            return
+        start += SCAN_BATCH
 
 
 def dispatch_admitted(admitted: list, *, inline: int = 0) -> None:
@@ -128,54 +215,58 @@ def dispatch_admitted(admitted: list, *, inline: int = 0) -> None:
         dispatch_runs.delay(ids[i : i + 50])
 
 
-def _batches(rows):
-    """The rows SCAN_BATCH at a time, each batch one plain query (no server-side cursor and
-    its three round trips): admission usually stops within the first."""
-    start = 0
-    while True:
-        batch = list(rows[start : start + SCAN_BATCH])
-        yield from batch
-        if len(batch) < SCAN_BATCH:
-            return
-        start += SCAN_BATCH
-
-
-def _images_not_ready(pending) -> dict[int, str]:
+def _images_not_ready(cur, image_ids: set[int]) -> dict[int, str]:
     """Images of the pending runs' studies that are not ready yet → why the runs wait."""
-    ids = set(pending.exclude(study__image_id=None).values_list("study__image_id", flat=True))
-    if not ids:
+    if not image_ids:
         return {}
-    rows = Image.objects.filter(id__in=ids).exclude(status=ImageStatus.READY)
-    return {
-        row["id"]: image_wait_detail(row)
-        for row in rows.values("id", "name", "digest", "status", "progress")
-    }
+    cur.execute(
+        f"SELECT id, name, digest, status, progress FROM {Image._meta.db_table}"
+        " WHERE id = ANY(%s) AND status <> %s",
+        [list(image_ids), ImageStatus.READY],
+    )
+    columns = ("id", "name", "digest", "status", "progress")
+    return {row[0]: image_wait_detail(dict(zip(columns, row, strict=True))) for row in cur}
 
 
 def _record_wait_reasons(
+    cur,
     *,
-    pending,
+    tenant_id: int,
     quota_problem: str | None,
     full_backends: dict[int, tuple[str, str]],
     images: dict[int, str] | None = None,
 ) -> None:
     """Tell queued runs why they wait. Writes only rows whose reason changed."""
-    remaining = pending.filter(state=RunState.PENDING)
+    table, studies = Simulation._meta.db_table, Study._meta.db_table
+    pending = f"UPDATE {table} r SET wait_reason = %s, wait_detail = %s WHERE r.tenant_id = %s AND r.state = %s"
+    changed = " AND (r.wait_reason <> %s OR r.wait_detail <> %s)"
     for image_id, detail in (images or {}).items():
-        remaining.filter(study__image_id=image_id).exclude(
-            wait_reason=WaitReason.IMAGE, wait_detail=detail[:200]
-        ).update(wait_reason=WaitReason.IMAGE, wait_detail=detail[:200])
-    if images:
-        remaining = remaining.exclude(study__image_id__in=list(images))
+        cur.execute(
+            pending
+            + changed
+            + f" AND r.study_id IN (SELECT id FROM {studies} WHERE image_id = %s)",
+            [WaitReason.IMAGE, detail[:200], tenant_id, RunState.PENDING]
+            + [WaitReason.IMAGE, detail[:200], image_id],
+        )
+    not_image = f" AND r.study_id NOT IN (SELECT id FROM {studies} WHERE image_id = ANY(%s))"
+    image_ids = list(images or {})
     for bid, (reason, detail) in full_backends.items():
-        remaining.filter(backend_id=bid).exclude(
-            wait_reason=reason, wait_detail=detail[:200]
-        ).update(wait_reason=reason, wait_detail=detail[:200])
+        cur.execute(
+            pending + changed + " AND r.backend_id = %s" + (not_image if image_ids else ""),
+            [reason, detail[:200], tenant_id, RunState.PENDING, reason, detail[:200], bid]
+            + ([image_ids] if image_ids else []),
+        )
     if quota_problem:
-        detail = f"tenant quota: {quota_problem}"
-        remaining.exclude(backend_id__in=list(full_backends)).exclude(
-            wait_reason=WaitReason.QUOTA, wait_detail=detail
-        ).update(wait_reason=WaitReason.QUOTA, wait_detail=detail[:200])
+        detail = f"tenant quota: {quota_problem}"[:200]
+        cur.execute(
+            pending
+            + changed
+            + " AND NOT (r.backend_id = ANY(%s))"
+            + (not_image if image_ids else ""),
+            [WaitReason.QUOTA, detail, tenant_id, RunState.PENDING, WaitReason.QUOTA, detail]
+            + [list(full_backends)]
+            + ([image_ids] if image_ids else []),
+        )
 
 
 def schedule_all() -> int:

@@ -28,6 +28,7 @@ from catalog.choices import (
     NODE_HOLDING_KINDS,
     PRERENDER_KINDS,
     PRERENDER_MAX_BYTES,
+    QUEUEING_KINDS,
 )
 from catalog.images import image_reference, study_image_ensure
 from catalog.models import Backend
@@ -397,28 +398,18 @@ def _after_run_ended(run: Simulation, *, requeued: bool = False) -> None:
     from scheduler.tasks import schedule_tenant
     from studies.tasks import refresh_study
 
-    publish_runs_changed([run.pk])
     if requeued:
+        publish_runs_changed([run.pk])
         enqueue_on_commit(refresh_study, str(run.study_id))
     else:  # the study's state changes only when its last active run ends
-        transaction.on_commit(lambda: _refresh_if_last(run.study_id))
+        publish_runs_changed([run.pk], refresh_when_done=True)
     if requeued or run.released_at is None:  # else its cores went back (and were scheduled)
         enqueue_on_commit(schedule_tenant, run.tenant_id)
-    if run.handle and run.backend_id in _releasing_backends():
+    if run.handle and _holds_a_release(run):
         from studies.tasks import release_run
 
         # the server (or stack) of a finished run costs money until deleted: at once
         enqueue_on_commit(release_run, str(run.pk), run.attempt, run.handle)
-
-
-def _refresh_if_last(study_id) -> None:
-    """After commit: refresh the study when none of its runs is active any more. Of two last
-    runs ending together, the later commit sees the other one ended; studies_settle() in the
-    periodic reaper catches a refresh lost to a crash."""
-    from studies.tasks import refresh_study
-
-    if not Simulation.objects.filter(study_id=study_id, state__in=ACTIVE_STATES).exists():
-        refresh_study.delay(str(study_id))
 
 
 def studies_settle() -> int:
@@ -437,9 +428,12 @@ def studies_settle() -> int:
     return len(ids)
 
 
-def _releasing_backends() -> set[int]:
-    """Backends whose runs hold something to delete when they end (OpenStack servers)."""
-    return set(Backend.objects.filter(kind__in=RELEASE_KINDS).values_list("id", flat=True))
+def _holds_a_release(run: Simulation) -> bool:
+    """Whether the run's backend holds something to delete when a run ends (OpenStack
+    servers); no query when the caller loaded the run with its backend."""
+    if Simulation.backend.is_cached(run):
+        return run.backend.kind in RELEASE_KINDS
+    return Backend.objects.filter(pk=run.backend_id, kind__in=RELEASE_KINDS).exists()
 
 
 def run_release(*, run_id, attempt: int, handle: str) -> None:
@@ -761,7 +755,16 @@ def runs_reap() -> dict[str, int]:
     for run in candidates:
         last = run.heartbeat_at or run.provisioning_at or run.updated_at
         limit = timeout if run.heartbeat_at else max(timeout, dispatch_timeout)
-        if last and last > now - timezone.timedelta(seconds=limit):
+        stale = not (last and last > now - timezone.timedelta(seconds=limit))
+        # a run still waiting in its backend's own queue (a Slurm job) says why at every
+        # pass, not only once it is late: one cached squeue a backend and pass
+        waiting = (
+            run.state == RunState.PROVISIONING
+            and run.heartbeat_at is None
+            and bool(run.handle)
+            and run.backend.kind in QUEUEING_KINDS
+        )
+        if not (stale or waiting):
             continue
         phase, reason, driver = RunPhase.UNKNOWN, "", None
         if run.backend_id in unreachable:
@@ -777,13 +780,13 @@ def runs_reap() -> dict[str, int]:
             phase, reason = status.phase, status.reason
         if phase == RunPhase.PENDING:
             # queued on the backend (e.g. a Slurm job waiting for nodes): waiting, not lost
+            message = _queued_message(run, f"queued on {run.backend.name}: {reason or 'waiting'}")
             Simulation.objects.filter(
                 pk=run.pk, attempt=run.attempt, state=RunState.PROVISIONING
-            ).update(
-                phase="queued",
-                message=f"queued on {run.backend.name}: {reason or 'waiting'}"[:5000],
-            )
+            ).exclude(phase="queued", message=message).update(phase="queued", message=message)
             continue
+        if not stale:
+            continue  # started on its backend, and not late
         if (
             phase == RunPhase.RUNNING
             and last
@@ -818,6 +821,18 @@ def runs_reap() -> dict[str, int]:
 
 
 # --- reports from the agent --------------------------------------------------------------
+
+
+def _queued_message(run: Simulation, status: str) -> str:
+    """A run waiting in its backend's queue: the status on the first line, and below it what
+    the message said before (how an earlier attempt ended), kept across the reaper's passes
+    and dropped with the status line when the run starts (run_report_running_fenced)."""
+    earlier = run.message
+    if run.phase == "queued":  # the first line is an older status
+        earlier = earlier.partition("\n")[2]
+    elif earlier and run.attempt > 1 and not earlier.startswith("attempt "):
+        earlier = f"attempt {run.attempt - 1} ended: {earlier}"
+    return f"{status}\n{earlier}"[:5000] if earlier else status[:5000]
 
 
 class StaleAttempt(Conflict):
@@ -906,6 +921,32 @@ def run_release_cores(*, run_id, attempt: int) -> bool:
     return True
 
 
+def run_check_and_release_cores(*, run_id, attempt: int, token_hash: str) -> tuple[int, str] | None:
+    """For a final report: the run's (attempt, token hash), for the caller to check, and in
+    the same statement its cores given back (as run_release_cores) when the token and the
+    attempt are right. None when there is no such run."""
+    table, backends = Simulation._meta.db_table, Backend._meta.db_table
+    kinds = ", ".join(["%s"] * len(EARLY_RELEASE_KINDS))
+    with connection.cursor() as cur:
+        cur.execute(
+            f"WITH r AS (SELECT id, attempt, token_hash FROM {table} WHERE id = %s),"
+            f" u AS (UPDATE {table} s SET released_at = now() FROM r, {backends} b"
+            " WHERE s.id = r.id AND s.attempt = %s AND r.token_hash = %s AND s.state = %s"
+            f" AND s.released_at IS NULL AND b.id = s.backend_id AND b.kind IN ({kinds})"
+            " RETURNING s.tenant_id)"
+            " SELECT r.attempt, r.token_hash, (SELECT tenant_id FROM u) FROM r",
+            [str(run_id), attempt, token_hash, RunState.RUNNING, *EARLY_RELEASE_KINDS],
+        )
+        row = cur.fetchone()
+    if row is None:
+        return None
+    if row[2] is not None:
+        from scheduler.tasks import schedule_tenant
+
+        enqueue_on_commit(schedule_tenant, row[2])
+    return row[0], row[1]
+
+
 def run_report_running_fenced(*, run_id, attempt: int, token_hash: str | None) -> bool | None:
     """The agent's `running` report in one statement (provisioning → running, fenced by the
     attempt, and by the token's hash when given): whether the agent should stop, or None
@@ -925,7 +966,12 @@ def run_report_running_fenced(*, run_id, attempt: int, token_hash: str | None) -
     with connection.cursor() as cur:
         cur.execute(
             f"UPDATE {Simulation._meta.db_table} r SET state = %s, started_at = %s,"
-            f" heartbeat_at = %s FROM {Study._meta.db_table} st WHERE {where}"
+            # no longer queued on its backend (the agent's heartbeats name its phase): the
+            # status line goes, what was below it (an earlier attempt's end) stays
+            f" heartbeat_at = %s, phase = '', message = CASE WHEN r.phase <> 'queued' THEN"
+            " r.message WHEN strpos(r.message, chr(10)) = 0 THEN ''"
+            " ELSE substr(r.message, strpos(r.message, chr(10)) + 1) END"
+            f" FROM {Study._meta.db_table} st WHERE {where}"
             " AND st.id = r.study_id RETURNING r.stop_requested, r.study_id, st.state",
             [RunState.RUNNING, now, now, *params],
         )
@@ -977,7 +1023,7 @@ def run_report_state(
     with transaction.atomic():
         current = (
             Simulation.objects.select_for_update(of=("self",))
-            .select_related("study")
+            .select_related("study", "backend")
             .get(pk=run.pk)
         )
         if current.attempt != attempt:
@@ -1011,6 +1057,7 @@ def run_report_state(
             )
         current.state = state
         current.exit_code = exit_code
+        current.phase = ""
         current.finished_at = now
         current.heartbeat_at = now
         current.started_at = current.started_at or now
@@ -1041,6 +1088,7 @@ _RESULT_FIELDS = [  # what results_compute and the agent's final report set
 ]
 _FINAL_FIELDS = [  # what a run's final report sets
     "state",
+    "phase",
     "exit_code",
     "finished_at",
     "heartbeat_at",

@@ -9,19 +9,22 @@ higher seq always carries a newer (or equal) state.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import threading
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
 
+from studies.choices import ACTIVE_STATES
 from studies.models import Simulation, Study
 
 log = logging.getLogger(__name__)
+
+ACTIVE = {str(s) for s in ACTIVE_STATES}
 
 RUN_FIELDS = (
     "state",
@@ -116,43 +119,63 @@ class _Courier:
 _courier = _Courier()
 
 
-JSON_FIELDS = {"parameters", "objectives"}
-
-
-def _jsonable(key: str, value: Any) -> Any:
-    if key in JSON_FIELDS and isinstance(value, str):
-        return json.loads(value)  # a raw cursor returns jsonb as text
-    return value.isoformat() if hasattr(value, "isoformat") else value
-
-
-def publish_runs_changed(run_ids: Iterable) -> None:
-    """After commit: a `state` event per run and one `runs` event per study."""
+def publish_runs_changed(run_ids: Iterable, *, refresh_when_done: bool = False) -> None:
+    """After commit: a `state` event per run and one `runs` event per study. With
+    `refresh_when_done`, a study none of whose runs is active any more is refreshed (its
+    state derived from its runs'): the event's progress counts say so, no query more."""
     ids = [str(i) for i in run_ids]
     if ids:
-        transaction.on_commit(lambda: _publish_now(ids))
+        transaction.on_commit(lambda: _publish_now(ids, refresh_when_done=refresh_when_done))
 
 
-def _publish_now(ids: list[str]) -> None:
-    table = Simulation._meta.db_table
-    cols = ", ".join(("id", "study_id", "index", "parameters", "event_seq", *RUN_FIELDS))
+def _publish_now(ids: list[str], *, refresh_when_done: bool = False) -> None:
+    """One statement takes the runs' event seqs and their studies' seqs and progress counts
+    (this runs for every change of every run: admission, start, end)."""
     with connection.cursor() as cur:
-        cur.execute(
-            f"UPDATE {table} SET event_seq = event_seq + 1 WHERE id = ANY(%s::uuid[]) RETURNING {cols}",
-            [ids],
-        )
-        names = [c.name for c in cur.description]
-        rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        cur.execute(_PUBLISH_SQL, {"ids": ids})
+        runs_json, studies_json = cur.fetchone()
+    rows = _json(runs_json)
+    studies = {str(s["id"]): s for s in _json(studies_json)}
     by_study: dict[str, list[dict[str, Any]]] = {}
     messages = []
     for row in rows:
-        run = {k: _jsonable(k, v) for k, v in row.items() if k not in ("study_id", "event_seq")}
-        run["id"] = str(row["id"])
+        run = {k: v for k, v in row.items() if k not in ("study_id", "event_seq")}
         state = {"type": "state", "id": run["id"], "seq": row["event_seq"], "run": run}
-        messages.append((run_group(row["id"]), state))
+        messages.append((run_group(run["id"]), state))
         by_study.setdefault(str(row["study_id"]), []).append(run)
     send_many(messages)
     for study_id, runs in by_study.items():
-        publish_study(study_id=study_id, kind="runs", payload={"runs": runs})
+        study = studies.get(study_id)
+        if study is not None:
+            _send_study(study_id, kind="runs", row=study, payload={"runs": runs})
+            if refresh_when_done and not set(_json(study["progress"])) & ACTIVE:
+                from studies.tasks import refresh_study
+
+                # of two last runs ending together, the later commit sees the other one ended
+                refresh_study.delay(study_id)
+
+
+def _json(value: Any) -> Any:
+    return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
+_RUN_COLUMNS = ", ".join(("id", "study_id", "index", "parameters", "event_seq", *RUN_FIELDS))
+_PROGRESS = (  # a study's runs counted by state, as {"completed": 3, …}
+    "(SELECT coalesce(json_object_agg(p.state, p.n), '{{}}') FROM (SELECT state, count(*) AS n"
+    " FROM {runs} WHERE study_id = {study} GROUP BY state) AS p)"
+)
+_PUBLISH_SQL = f"""
+WITH r AS (
+    UPDATE {Simulation._meta.db_table} SET event_seq = event_seq + 1
+    WHERE id = ANY(%(ids)s::uuid[]) RETURNING {_RUN_COLUMNS}
+), s AS (
+    UPDATE {Study._meta.db_table} st SET event_seq = st.event_seq + 1
+    FROM (SELECT DISTINCT study_id FROM r) AS d WHERE st.id = d.study_id
+    RETURNING st.id, st.event_seq, st.state,
+        {_PROGRESS.format(runs=Simulation._meta.db_table, study="st.id")} AS progress
+)
+SELECT (SELECT coalesce(json_agg(r), '[]') FROM r), (SELECT coalesce(json_agg(s), '[]') FROM s)
+"""
 
 
 def publish_study(*, study_id, kind: str, payload: dict[str, Any]) -> None:
@@ -162,23 +185,29 @@ def publish_study(*, study_id, kind: str, payload: dict[str, Any]) -> None:
     with connection.cursor() as cur:
         cur.execute(
             f"UPDATE {Study._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s"
-            " RETURNING event_seq, state, (SELECT coalesce(json_object_agg(state, n), '{}')"
-            f" FROM (SELECT state, count(*) AS n FROM {runs} WHERE study_id = %s GROUP BY state)"
-            " AS p)",
+            " RETURNING event_seq, state, "
+            + _PROGRESS.format(runs=runs, study="%s").replace("{{}}", "{}"),
             [str(study_id), str(study_id)],
         )
         row = cur.fetchone()
-    if not row:
-        return
-    progress = json.loads(row[2]) if isinstance(row[2], str | bytes) else row[2]
+    if row:
+        _send_study(
+            study_id,
+            kind=kind,
+            row={"event_seq": row[0], "state": row[1], "progress": row[2]},
+            payload=payload,
+        )
+
+
+def _send_study(study_id, *, kind: str, row: dict[str, Any], payload: dict[str, Any]) -> None:
     send(
         study_group(study_id),
         {
             "type": kind,
             "id": str(study_id),
-            "seq": int(row[0]),
-            "state": row[1],
-            "progress": progress,
+            "seq": int(row["event_seq"]),
+            "state": row["state"],
+            "progress": _json(row["progress"]),
             **payload,
         },
     )
