@@ -790,7 +790,7 @@ class SlurmDriver:
             )
         lines += [
             "export PYTHONUNBUFFERED=1",
-            'if [ "$(id -u)" = 0 ]; then',
+            'if [ "$EUID" = 0 ]; then',  # bash's own variables: no process to start
             "  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
             "fi",
         ]
@@ -815,7 +815,7 @@ class SlurmDriver:
             'cd "$RUN_DIR" || exit 98',
             'exec >>"$RUN_DIR/agent.log" 2>&1',
             'echo "== slurm job ${SLURM_JOB_ID}${SLURM_ARRAY_TASK_ID:+ (array task '
-            '$SLURM_ARRAY_JOB_ID"_"$SLURM_ARRAY_TASK_ID)} on $(hostname) =="',
+            '$SLURM_ARRAY_JOB_ID"_"$SLURM_ARRAY_TASK_ID)} on ${SLURMD_NODENAME:-$HOSTNAME} =="',
             # exec: the agent is the batch shell, so `scancel --batch --signal=TERM` reaches it
             f"exec {q(self._python())} -m orchestration.agent run.json",
         ]

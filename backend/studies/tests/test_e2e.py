@@ -232,7 +232,8 @@ def test_cancel_of_a_running_run_kills_its_processes_and_frees_the_quota(live):
 
 
 def test_an_agent_killed_mid_run_is_requeued_and_finishes_once(live):
-    spec = {"name": "killed", "template": "cavity", "parameters": {"cells": 20, "end_time": 3}}
+    # long enough (2,400 steps of 1,600 cells, a few seconds) to be solving when it is killed
+    spec = {"name": "killed", "template": "cavity", "parameters": {"cells": 40, "end_time": 3}}
     study = live.post("/api/v1/studies/", json=spec).json()
     run_id = live.get(f"/api/v1/studies/{study['id']}/runs/").json()["results"][0]["id"]
     wait_for(

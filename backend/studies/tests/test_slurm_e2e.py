@@ -29,6 +29,7 @@ from orchestration.tests.test_slurm_cluster import (
     ssh_settings,
 )
 from quotas.selectors import usage_for_tenant
+from studies.choices import TERMINAL_STATES
 from studies.models import Simulation
 
 pytestmark = [pytest.mark.solver, pytest.mark.slow, needs_slurm]
@@ -249,17 +250,22 @@ def test_slurmctld_restarted_mid_study_loses_nothing(cluster_live):
         "name": "restart",
         "template": "cavity",
         "backend": "slurm",
-        "parameters": {"cells": 10, "end_time": {"values": [0.3, 0.4, 0.5, 0.6, 0.7, 0.8]}},
+        # 400-1,400 steps each, a few seconds of work in all on two CPUs: the controller goes
+        # down while runs are still queued or solving (a started run may already have ended:
+        # the first sight of one can come after its short life)
+        "parameters": {"cells": 10, "end_time": {"values": [2, 3, 4, 5, 6, 7]}},
     }
     study = _submit(cluster_live, spec)
+    runs = Simulation.objects.filter(study_id=study["id"])
     wait_for(
-        lambda: Simulation.objects.filter(study_id=study["id"], state="running").exists(),
+        lambda: runs.filter(started_at__isnull=False).exists(),
         timeout=90,
         what="a run to start",
     )
     pidfile = ROOT / ".data/slurm/run/slurmctld.pid"
     pid = int(pidfile.read_text())
     os.kill(pid, signal.SIGTERM)
+    assert runs.exclude(state__in=TERMINAL_STATES).exists()  # mid-study, really
     wait_for(lambda: not _alive(pid), timeout=30, what="slurmctld to stop")
     time.sleep(2)  # jobs finish, agents report, the portal polls, all without a controller
     out = subprocess.run(
@@ -298,9 +304,9 @@ def test_a_node_failure_requeues_the_run_and_the_next_attempt_finishes(cluster_l
         "name": "node failure",
         "template": "cavity",
         "backend": "slurm",
-        # long enough (~5 s of icoFoam) to be still solving when its first points are in: an
-        # unwatched run reports every 2 s
-        "parameters": {"cells": 20, "end_time": 20},
+        # long enough (20,000 steps, several seconds of icoFoam) to be still solving when its
+        # first points are in: an unwatched run reports after 2 s, then every 2 s
+        "parameters": {"cells": 20, "end_time": 50},
     }
     study = _submit(cluster_live, spec)
     run_id = Simulation.objects.get(study_id=study["id"]).id
