@@ -83,5 +83,26 @@ def emit(name: str, value: float, unit: str, context: str, **extra: Any) -> None
     print(f"BENCH {name} {value:.4g} {unit} {context}", flush=True)
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, steal): CPU-seconds the whole machine has been busy (user, nice, system, irq,
+    softirq) and lost to the host (steal) since boot, from /proc/stat. Deltas around a run say
+    how much work it took, which the host's speed barely moves, unlike its wall time."""
+    fields = [int(v) for v in open("/proc/stat").readline().split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
+class CpuMeter:
+    """Machine CPU used between start() and stop(): busy and steal CPU-seconds."""
+
+    def start(self) -> None:
+        self.busy0, self.steal0 = machine_cpu()
+
+    def stop(self) -> tuple[float, float]:
+        busy, steal = machine_cpu()
+        return busy - self.busy0, steal - self.steal0
+
+
 def progress(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)

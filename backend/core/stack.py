@@ -87,6 +87,10 @@ class Stack:
                 "threads",
                 "--concurrency",
                 "4",
+                # one worker: no cluster chatter (it costs CPU every second, even idle)
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
                 "--loglevel",
                 "INFO",
                 "--schedule",
