@@ -17,6 +17,7 @@ Bakes are driven step by step here (vm_bake_step), as the Celery task would, wit
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import secrets
 import time
@@ -197,7 +198,8 @@ def test_a_bake_boots_the_recipe_snapshots_the_powered_off_builder_and_records_i
     builder = admin.compute.get_server(server_id)
     assert builder.name == f"wt-bake-{vm_image.digest[7:19]}-{backend.name}"
     assert builder.metadata == {"windtunnel_kind": "builder", "windtunnel_image": vm_image.digest}
-    assert base64.b64decode(builder.user_data).decode() == vm_image.recipe
+    # gzipped user data: cloud-init unpacks it (the recipe's payloads are base64 text)
+    assert gzip.decompress(base64.b64decode(builder.user_data)).decode() == vm_image.recipe
     assert builder.flavor["original_name"] == "wt.small"  # the smallest with 1 vCPU and 1 GB
     project.compute.stop_server(server_id)
 
