@@ -1,12 +1,14 @@
 /**
  * From submission to results, in Debian's Chromium against the real stack (PostgreSQL,
- * Redis, Celery, the run agent and OpenFOAM): sign in, create an airfoil study with three
+ * Redis, Celery, the run agent and OpenFOAM): sign in, create an airfoil study with five
  * angles of attack, cancel a queued run, watch residuals arrive, see the Cl plot fill,
  * download the CSV; then a user of another tenant sees none of it.
  *
- * The test tenant's quota allows one run at a time, so runs 1 and 2 queue behind run 0.
- * Run 2 uses 60 iterations, runs 0 and 1 up to 300 (they converge at about 250): run 2 is
- * still queued when the test cancels it, and run 1 queued or running when the test watches it.
+ * The test tenant's quota allows one run at a time, so runs 1 to 4 queue behind run 0.
+ * Runs 0 to 3 go up to 300 iterations (they converge at about 250, a few seconds each), run
+ * 4 uses 60. Right after submission the test cancels run 4, last in the queue, then watches
+ * run 3 from before it starts until its points arrive: three runs of a few seconds each
+ * stand between the submission and run 3's start, whatever this machine's speed.
  */
 import { expect, test, type Locator, type Page } from "@playwright/test";
 import { readFile } from "node:fs/promises";
@@ -67,29 +69,29 @@ test.describe.serial("a study from submission to results", () => {
     await expect(page.getByTestId("tenant-name")).toBeVisible();
   });
 
-  test("create a study from the airfoil template with three angles", async () => {
+  test("create a study from the airfoil template with five angles", async () => {
     await page.goto("/");
     await page.getByTestId("template-airfoil2d").click();
     await expect(page).toHaveURL(/\/studies\/new\?template=airfoil2d/);
     await page.getByTestId("study-name").fill(STUDY);
     await page.getByTestId("next-step").click();
 
-    // three angles, zipped with iterations: the first two runs are longer (they converge at
-    // about 250), so run 2 waits long enough to be cancelled and run 1 to be watched
-    await page.getByTestId("param-aoa-values").fill("0, 4, 8");
+    // five angles, zipped with iterations: the first four runs are longer (they converge at
+    // about 250), so run 4 still waits to be cancelled and run 3 to be watched
+    await page.getByTestId("param-aoa-values").fill("0, 4, 8, 12, 16");
     await page.locator("label", { hasText: /^Zip$/ }).click();
     await page.getByTestId("param-iterations-mode").click();
     await page.getByRole("option", { name: "List" }).click();
-    await page.getByTestId("param-iterations-values").fill("300, 300, 60");
-    await expect(page.getByTestId("run-count")).toHaveText("3");
-    await expect(page.getByTestId("quota-impact")).toContainText("3 runs × 1 core");
+    await page.getByTestId("param-iterations-values").fill("300, 300, 300, 300, 60");
+    await expect(page.getByTestId("run-count")).toHaveText("5");
+    await expect(page.getByTestId("quota-impact")).toContainText("5 runs × 1 core");
     await expect(page.getByTestId("preview-rows")).toContainText("8");
 
     // live validation: a value outside the template's bounds is named on its input
-    await page.getByTestId("param-aoa-values").fill("0, 4, 80");
+    await page.getByTestId("param-aoa-values").fill("0, 4, 8, 12, 80");
     await expect(page.getByText(/above its maximum/).first()).toBeVisible();
-    await page.getByTestId("param-aoa-values").fill("0, 4, 8");
-    await expect(page.getByTestId("run-count")).toHaveText("3");
+    await page.getByTestId("param-aoa-values").fill("0, 4, 8, 12, 16");
+    await expect(page.getByTestId("run-count")).toHaveText("5");
     await shot(page, "new-study-parameters");
 
     await page.getByTestId("next-step").click(); // run configuration
@@ -106,12 +108,13 @@ test.describe.serial("a study from submission to results", () => {
     studyId = studyUrl.split("/").pop()!;
     await expect(page.getByRole("heading", { name: STUDY })).toBeVisible();
     await expect(page.getByTestId("runs-table")).toBeVisible();
-    await expect(page.getByTestId("run-row-2")).toBeVisible();
+    await expect(page.getByTestId("run-row-4")).toBeVisible();
   });
 
   test("cancel a queued run: it says why it waits, then stops", async () => {
-    await page.getByTestId("run-row-2").getByRole("link").click();
-    await expect(page.getByRole("heading", { name: "Run 2" })).toBeVisible();
+    // right after submission: run 0 runs, runs 1 to 4 wait their turn
+    await page.getByTestId("run-row-4").getByRole("link").click();
+    await expect(page.getByRole("heading", { name: "Run 4" })).toBeVisible();
     await expect(page.getByTestId("wait-reason")).toContainText("Queued");
     await shot(page, "run-queued");
     await page.getByTestId("stop-run").click();
@@ -121,13 +124,20 @@ test.describe.serial("a study from submission to results", () => {
   });
 
   test("the residual plot receives points while the run runs", async () => {
+    // run 3 starts after runs 0 to 2 (a few seconds of simpleFoam each): the page is open
+    // before its first point
     await page.goto(studyUrl);
-    await page.getByTestId("run-row-1").getByRole("link").click();
-    await expect(page.getByRole("heading", { name: "Run 1" })).toBeVisible();
+    await page.getByTestId("run-row-3").getByRole("link").click();
+    await expect(page.getByRole("heading", { name: "Run 3" })).toBeVisible();
     const plot = page.getByTestId("residual-plot");
     const first = await points(plot);
     // the page follows the run (websocket, polling as a fallback): points arrive without a reload
     await expect.poll(() => points(plot), { timeout: 60_000 }).toBeGreaterThan(first);
+  });
+
+  test("a finished run shows its objectives and its log", async () => {
+    await page.goto(studyUrl);
+    await page.getByTestId("run-row-1").getByRole("link").click();
     await expect(page.locator('[data-state="completed"]').first()).toBeVisible({ timeout: 90_000 });
     await expect(page.getByTestId("objective-Cl")).toBeVisible();
     await expect(page.getByTestId("log-tail")).toContainText("End");
@@ -136,11 +146,11 @@ test.describe.serial("a study from submission to results", () => {
 
   test("the Cl plot fills in and the CSV holds every run", async () => {
     await page.goto(studyUrl);
-    await expect(page.getByTestId("objective-count")).toHaveText("2 of 3 runs have Cl", {
+    await expect(page.getByTestId("objective-count")).toHaveText("4 of 5 runs have Cl", {
       timeout: 90_000,
     });
-    await expect.poll(() => points(page.getByTestId("objective-plot"))).toBe(2);
-    await expect(page.getByTestId("count-completed")).toHaveText("Completed 2");
+    await expect.poll(() => points(page.getByTestId("objective-plot"))).toBe(4);
+    await expect(page.getByTestId("count-completed")).toHaveText("Completed 4");
     await expect(page.getByTestId("count-cancelled")).toHaveText("Cancelled 1");
     // compare the residuals of the two completed runs
     // (the selection lives in the URL; react-router applies it in a transition)
@@ -165,11 +175,17 @@ test.describe.serial("a study from submission to results", () => {
     expect(header).toEqual(
       expect.arrayContaining(["run", "index", "aoa", "state", "Cl", "Cd", "LD"]),
     );
-    expect(rows).toHaveLength(3);
+    expect(rows).toHaveLength(5);
     const col = (name: string) => header!.indexOf(name);
-    expect(rows.map((r) => r[col("aoa")])).toEqual(["0", "4", "8"]);
-    expect(rows.map((r) => r[col("state")])).toEqual(["completed", "completed", "cancelled"]);
-    for (const r of rows.slice(0, 2)) expect(Number(r[col("Cl")])).not.toBeNaN();
+    expect(rows.map((r) => r[col("aoa")])).toEqual(["0", "4", "8", "12", "16"]);
+    expect(rows.map((r) => r[col("state")])).toEqual([
+      "completed",
+      "completed",
+      "completed",
+      "completed",
+      "cancelled",
+    ]);
+    for (const r of rows.slice(0, 4)) expect(Number(r[col("Cl")])).not.toBeNaN();
     expect(Number(rows[1]![col("Cl")])).toBeGreaterThan(Number(rows[0]![col("Cl")])); // lift grows with aoa
   });
 
