@@ -67,6 +67,30 @@ def noop_study(*, name: str, parameters: dict, submit: bool = True):
     )
 
 
+def started_runs(study, *, state: str = "running") -> dict[str, str]:
+    """Give every run of a no-op study an attempt and a fresh token, as dispatch would, in
+    `state`; return run id → token (what each run's agent would hold)."""
+    import secrets
+
+    from django.utils import timezone
+
+    from studies.models import Simulation
+    from studies.services import hash_run_token
+
+    tokens = {}
+    now = timezone.now()
+    for run_id in Simulation.objects.filter(study=study).values_list("pk", flat=True):
+        token = tokens[str(run_id)] = secrets.token_urlsafe(16)
+        Simulation.objects.filter(pk=run_id).update(
+            state=state,
+            attempt=1,
+            token_hash=hash_run_token(token),
+            heartbeat_at=now,
+            started_at=now if state == "running" else None,
+        )
+    return tokens
+
+
 def emit(name: str, value: float, unit: str, context: str, **extra: Any) -> None:
     """Print the one final BENCH line and write bench/results/<name>.json."""
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import io
-import secrets
 import time
 
 import httpx
 
-from bench.common import emit, fresh_stack, noop_study, progress, setup_django
+from bench.common import emit, fresh_stack, noop_study, progress, setup_django, started_runs
 
 RUNS, SERIES, POINTS, BATCHES = 20, 8, 50, 40
 SUSTAINED_POINTS = 5_000  # per series and agent: 20 × 8 × 5,000 = 800,000 points
@@ -58,21 +57,9 @@ def sustained(stack, tokens: dict[str, str]) -> float:
 def main() -> None:
     setup_django()
     from django.db import connection
-    from django.utils import timezone
-
-    from studies.models import Simulation
-    from studies.services import hash_run_token
 
     study = noop_study(name="ingest", parameters={"lid_velocity": {"linspace": [1, 2, RUNS]}})
-    tokens = {}
-    for run in Simulation.objects.filter(study=study):
-        tokens[str(run.pk)] = secrets.token_urlsafe(16)
-        Simulation.objects.filter(pk=run.pk).update(
-            state="running",
-            attempt=1,
-            token_hash=hash_run_token(tokens[str(run.pk)]),
-            started_at=timezone.now(),
-        )
+    tokens = started_runs(study)
     stack = fresh_stack()
     stack.start_web()
     total_points = RUNS * BATCHES * SERIES * POINTS

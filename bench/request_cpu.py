@@ -18,7 +18,15 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import ROOT, emit, fresh_stack, noop_study, progress, setup_django
+from bench.common import (
+    ROOT,
+    emit,
+    fresh_stack,
+    noop_study,
+    progress,
+    setup_django,
+    started_runs,
+)
 
 RUNS = int(os.environ.get("WT_BENCH_RUNS", "72"))
 WARM_UP = 8
@@ -64,13 +72,11 @@ def _solved_case(tmp: Path) -> tuple[str, dict]:
 
 def main() -> None:
     setup_django()
-    from django.utils import timezone
 
     from orchestration.agent.client import PortalClient
     from orchestration.agent.reporter import Reporter
     from orchestration.logparse import LogParser
     from studies.models import Simulation
-    from studies.services import hash_run_token
 
     study = noop_study(name="request-cpu", parameters={"lid_velocity": {"linspace": [1, 2, RUNS]}})
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,15 +87,7 @@ def main() -> None:
         columns.setdefault(name, ([], []))[0].extend(xs)
         columns[name][1].extend(ys)
     points = sum(len(xs) for xs, _ in columns.values())
-    tokens = {}
-    for run in Simulation.objects.filter(study=study):
-        tokens[str(run.pk)] = secrets.token_urlsafe(16)
-        Simulation.objects.filter(pk=run.pk).update(
-            state="provisioning",
-            attempt=1,
-            token_hash=hash_run_token(tokens[str(run.pk)]),
-            heartbeat_at=timezone.now(),
-        )
+    tokens = started_runs(study, state="provisioning")
     stack = fresh_stack()
     stack.start_web()
     clients = {
