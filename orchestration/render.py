@@ -43,6 +43,7 @@ __all__ = [
     "FUNCTIONS",
     "MAX_EXPRESSION_LENGTH",
     "MAX_TEMPLATE_BYTES",
+    "DerivedError",
     "RenderError",
     "evaluate",
     "evaluate_derived",
@@ -267,10 +268,25 @@ def evaluate_derived(derived: Mapping[str, str], values: Mapping[str, Any]) -> d
     result: dict[str, Any] = {}
     for name in order:
         try:
-            scope[name] = result[name] = evaluate(derived[name], scope)
+            value = evaluate(derived[name], scope)
         except RenderError as exc:
-            raise RenderError(f"derived value {name!r}: {exc}") from exc
+            raise DerivedError(name, f"derived value {name!r}: {exc}") from exc
+        if isinstance(value, float) and not math.isfinite(value):
+            raise DerivedError(
+                name,
+                f"derived value {name!r} = {derived[name]} is {value}, not a finite number "
+                "(an overflow or an undefined result); change the expression or the values",
+            )
+        scope[name] = result[name] = value
     return result
+
+
+class DerivedError(RenderError):
+    """A derived value that cannot be computed; `name` says which."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 def _where(filename: str, lineno: int | None) -> str:

@@ -293,13 +293,25 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> list[Simulation
             f"extend can add values to the study's parameters ({', '.join(old_names)}), not new parameters ({extra}); clone the study instead",
             field="parameters",
         )
+    combine = study.spec.get("combine", "grid")
+    if combine in ("lhs", "random"):
+        raise ApplicationError(
+            f"a sampled study (combine: {combine}) has no values to add to; clone it with more "
+            "samples or another seed instead",
+            field="parameters",
+        )
     spec = dict(study.spec)
-    spec["parameters"] = {**(spec.get("parameters") or {}), **parameters}
-    resolved = spec_resolve(tenant=study.tenant, spec=spec)
+    old = dict(spec.get("parameters") or {})
+    spec["parameters"] = {**old, **parameters}
+    resolved = spec_resolve(tenant=study.tenant, spec=spec)  # the points this extension makes
     names = [a.name for a in resolved.space.axes]
     existing = {point_key(p, names) for p in study.runs.values_list("parameters", flat=True)}
-    start = (study.runs.order_by("-index").values_list("index", flat=True).first() or -1) + 1
+    last = study.runs.order_by("-index").values_list("index", flat=True).first()
+    start = 0 if last is None else last + 1
     runs = _runs_for(study=study, resolved=resolved, start_index=start, skip=existing)
+    # the stored spec describes every run the study has (clone reproduces them): the old and
+    # the new values together
+    spec["parameters"] = _merged_parameters(old, parameters, combine=combine)
     total = study.runs.count() + len(runs)
     limit = settings.WINDTUNNEL["MAX_RUNS_PER_STUDY"]
     if total > limit:
@@ -317,6 +329,31 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> list[Simulation
         enqueue_on_commit(schedule_tenant, study.tenant_id)
     study.save()
     return runs
+
+
+def _merged_parameters(old: dict, added: dict, *, combine: str) -> dict:
+    """The study's parameters after an extension, as explicit values: for a grid each
+    extended parameter holds its old values and the new ones (the grid of those is the old
+    points plus the new); for zip, the old tuples followed by the new ones not there yet."""
+    from studies.space import parse_space
+
+    before = parse_space(old, combine=combine)
+    after = parse_space({**old, **added}, combine=combine)
+    if combine == "zip":
+        names = [a.name for a in before.axes]
+        rows: dict[tuple, dict] = {}
+        for point in [*before.points(), *after.points()]:
+            rows.setdefault(point_key(point, names), point)
+        return {name: {"values": [row[name] for row in rows.values()]} for name in names}
+    merged = dict(old)
+    for axis_before, axis_after in zip(before.axes, after.axes, strict=True):
+        if axis_before.name not in added:
+            continue
+        values: dict[tuple, Any] = {}
+        for value in [*axis_before.values, *axis_after.values]:
+            values.setdefault(point_key({"v": value}, ["v"]), value)
+        merged[axis_before.name] = {"values": list(values.values())}
+    return merged
 
 
 @transaction.atomic

@@ -47,8 +47,21 @@ def _number(value: Any, where: str) -> float | int:
 
 def _clean(value: float) -> float | int:
     """Turn 0.30000000000000004 into 0.3 and 2.0 into 2 where it was meant as such."""
-    rounded = float(Decimal(repr(value)).quantize(Decimal("1e-12")).normalize())
-    return int(rounded) if rounded.is_integer() and abs(rounded) < 2**53 else rounded
+    value = float(value)
+    if not math.isfinite(value):
+        raise OverflowError(value)  # the callers name the parameter
+    if abs(value) < 1e15:  # 12 decimals fit Decimal's 28 digits below that
+        value = float(Decimal(repr(value)).quantize(Decimal("1e-12")).normalize())
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+
+def _cleaned(values, where: str) -> list[float | int]:
+    try:
+        return [_clean(v) for v in values]
+    except OverflowError:
+        raise SpaceError(
+            f"{where}: the values overflow (beyond ±1.8e308); use smaller numbers", field=where
+        ) from None
 
 
 def range_values(start: Any, stop: Any, step: Any, *, where: str) -> list[float | int]:
@@ -59,10 +72,15 @@ def range_values(start: Any, stop: Any, step: Any, *, where: str) -> list[float 
         raise SpaceError(
             f"{where}.range: step {step} never reaches stop {stop} from start {start}", field=where
         )
-    count = math.floor((stop - start) / step + 1e-9) + 1
-    if count > 1_000_000:
-        raise SpaceError(f"{where}.range makes {count} values; at most 1,000,000", field=where)
-    values = [_clean(start + i * step) for i in range(count)]
+    span = (stop - start) / step
+    if not math.isfinite(span) or span >= 1_000_000:
+        raise SpaceError(
+            f"{where}.range [{start}, {stop}, {step}] makes more than 1,000,000 values; "
+            "use a larger step",
+            field=where,
+        )
+    count = math.floor(span + 1e-9) + 1
+    values = _cleaned((start + i * step for i in range(count)), where)
     if all(isinstance(v, int) for v in (start, stop, step)):
         values = [int(v) for v in values]
     return values
@@ -77,8 +95,8 @@ def linspace_values(start: Any, stop: Any, num: Any, *, where: str) -> list[floa
     if num > 1_000_000:
         raise SpaceError(f"{where}.linspace makes {num} values; at most 1,000,000", field=where)
     if num == 1:
-        return [_clean(start)]
-    return [_clean(start + (stop - start) * i / (num - 1)) for i in range(num)]
+        return _cleaned([start], where)
+    return _cleaned((start + (stop - start) * i / (num - 1) for i in range(num)), where)
 
 
 def parse_axis(name: str, raw: Any, *, sampled: bool) -> Axis:
@@ -194,11 +212,19 @@ class Space:
                 rng.shuffle(units)
             else:
                 units = [rng.random() for _ in range(n)]
-            col: list[Value] = []
-            for u in units:
-                v = axis.low + u * (axis.high - axis.low)
-                col.append(int(round(v)) if axis.integer else _clean(v))
-            columns[axis.name] = col
+            width = axis.high - axis.low
+            if not math.isfinite(width):
+                raise SpaceError(
+                    f"parameters.{axis.name}: min {axis.low} to max {axis.high} overflows; "
+                    "use smaller bounds",
+                    field=f"parameters.{axis.name}",
+                )
+            raw = [axis.low + u * width for u in units]
+            columns[axis.name] = (
+                [int(round(v)) for v in raw]
+                if axis.integer
+                else _cleaned(raw, f"parameters.{axis.name}")
+            )
         for i in range(n):
             yield {name: columns[name][i] for name in columns}
 
@@ -230,10 +256,19 @@ def parse_space(
                 )
     elif combine == "zip" and axes:
         lengths = {a.name: len(a.values) for a in axes}
-        if len(set(lengths.values())) > 1:
+        longer = {n for n in lengths.values() if n > 1}
+        if len(longer) > 1:
             detail = ", ".join(f"{k}: {v}" for k, v in lengths.items())
             raise SpaceError(
-                f"combine: zip needs lists of the same length, got {detail}", field="parameters"
+                f"combine: zip needs lists of the same length (a single value is used in every "
+                f"run), got {detail}",
+                field="parameters",
+            )
+        if longer:  # a single value goes with every tuple
+            (n,) = longer
+            axes = tuple(
+                dataclasses.replace(a, values=a.values * n) if len(a.values) == 1 else a
+                for a in axes
             )
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise SpaceError("seed must be a whole number", field="seed")

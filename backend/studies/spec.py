@@ -178,8 +178,9 @@ class ResolvedSpec:
             try:
                 derived = render.evaluate_derived(self.derived, values)
             except render.RenderError as exc:
+                field = f"derived.{exc.name}" if isinstance(exc, render.DerivedError) else "derived"
                 raise _invalid(
-                    f"run {i} ({_describe(params)}): {exc}", "derived", ErrorCode.EXPRESSION
+                    f"run {i} ({_describe(params)}): {exc}", field, ErrorCode.EXPRESSION
                 ) from exc
             yield params, {**values, **derived}
 
@@ -386,7 +387,37 @@ def _objectives(raw: Any, *, names_in_scope: set[str]) -> dict[str, dict[str, An
                     f"objectives.{name}.expr",
                     ErrorCode.EXPRESSION,
                 )
+    _check_objective_cycles(out)
     return out
+
+
+def _check_objective_cycles(objectives: Mapping[str, Mapping[str, Any]]) -> None:
+    """Expression objectives that depend on each other in a circle can never be computed."""
+    deps = {
+        name: render.expression_names(obj["expr"]) & objectives.keys()
+        for name, obj in objectives.items()
+        if "expr" in obj
+    }
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == 2 or name not in deps:
+            return
+        if state.get(name) == 1:
+            cycle = " -> ".join([*path[path.index(name) :], name])
+            raise _invalid(
+                f"objectives.{name}.expr: the objectives depend on each other in a circle "
+                f"({cycle}); one of them must come from a series",
+                f"objectives.{name}.expr",
+                ErrorCode.EXPRESSION,
+            )
+        state[name] = 1
+        for dep in sorted(deps[name]):
+            visit(dep, [*path, name])
+        state[name] = 2
+
+    for name in sorted(deps):
+        visit(name, [])
 
 
 def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
@@ -478,6 +509,16 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
                 f"parameters.{axis.name}: template {template.name} has no parameter {axis.name!r}; it has: {', '.join(definitions)}",
                 f"parameters.{axis.name}",
             )
+        if axis.sampled and axis.name in definitions:
+            # the bounds the user gave, checked as given (not a sample drawn between them)
+            where = f"parameters.{axis.name}"
+            for label, bound in (("min", axis.low), ("max", axis.high)):
+                try:
+                    definitions[axis.name].check(bound, where)
+                except ApplicationError as exc:
+                    raise _invalid(
+                        f"{where}.{label}: {exc.message.split(': ', 1)[1]}", where
+                    ) from exc
     count = space.count()
     limit = settings.WINDTUNNEL["MAX_RUNS_PER_STUDY"]
     if count > limit:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
 import stat
 import tarfile
 import tempfile
 import uuid
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -19,6 +21,8 @@ from orchestration import render
 from studies.models import Upload
 
 SUFFIXES = (".tar.gz", ".tgz", ".zip")
+MAX_NAME_BYTES = 255  # one file or folder name (the file systems' limit)
+MAX_PATH_CHARS = 1024  # a whole path inside the case
 
 
 def _reject(message: str, entry: str | None = None) -> ApplicationError:
@@ -88,22 +92,65 @@ def _zip_members(fh: IO[bytes]) -> list[Member]:
             raise _reject(f"the archive has {len(infos):,} entries; at most {limit:,}")
         for info in infos:
             name = _check_name(info.filename)
-            mode = (info.external_attr >> 16) & 0xFFFF
+            # the high bits of external_attr are a Unix mode only where a Unix tool made the
+            # entry (create_system 3); DOS/Windows zips leave them empty or meaningless
+            mode = (info.external_attr >> 16) & 0xFFFF if info.create_system == 3 else 0
             if mode and stat.S_ISLNK(mode):
                 raise _reject(
                     f"entry {info.filename!r} is a link; links are not allowed in a case archive",
                     info.filename,
                 )
             if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and stat.S_IFMT(mode):
-                raise _reject(
-                    f"entry {info.filename!r} is a device, pipe or other special file",
-                    info.filename,
+                kind = (
+                    "a device, pipe or other special file"
+                    if stat.S_IFMT(mode) in _SPECIAL
+                    else f"of an unknown file type (mode {mode:#o}); is the archive damaged?"
                 )
+                raise _reject(f"entry {info.filename!r} is {kind}", info.filename)
             if info.flag_bits & 0x1:
                 raise _reject(f"entry {info.filename!r} is encrypted", info.filename)
             if name:
                 out.append(Member(name=name, size=info.file_size, is_dir=info.is_dir()))
     return out
+
+
+_SPECIAL = {stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO, stat.S_IFSOCK}
+
+
+def _check_layout(members: list[Member]) -> None:
+    """Names a file system can hold, each once, and no name both a file and a folder: checked
+    on the headers, before anything is written."""
+    files: dict[str, str] = {}
+    folders: set[str] = set()
+    for member in members:
+        name = member.name
+        if len(name) > MAX_PATH_CHARS:
+            raise _reject(
+                f"entry {name[:80]!r}… has a path of {len(name)} characters; at most "
+                f"{MAX_PATH_CHARS}",
+                name,
+            )
+        parts = name.split("/")
+        for part in parts:
+            if len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+                raise _reject(
+                    f"entry {name!r} has a name longer than {MAX_NAME_BYTES} bytes ({part[:40]!r}…); "
+                    "shorten it",
+                    name,
+                )
+        for i in range(1, len(parts)):
+            folders.add("/".join(parts[:i]))
+        if member.is_dir:
+            folders.add(name)
+        elif name in files:
+            raise _reject(f"entry {name!r} appears twice in the archive; keep one", name)
+        else:
+            files[name] = name
+    clash = sorted(set(files) & folders)
+    if clash:
+        raise _reject(
+            f"entry {clash[0]!r} is both a file and a folder in the archive; rename one", clash[0]
+        )
 
 
 def _strip_common_root(members: list[Member]) -> str:
@@ -147,6 +194,7 @@ def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int
         raise _reject(
             f"the archive expands {ratio:.0f}× (at most {cfg['UPLOAD_MAX_RATIO']:.0f}×); it looks like an archive bomb"
         )
+    _check_layout(members)
     root = _strip_common_root(members)
 
     upload_id = uuid.uuid4()
@@ -157,6 +205,7 @@ def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int
     try:
         fileobj.seek(0)
         written = _extract(fileobj, is_zip=is_zip, root=root, dest=case, budget=total)
+        _check_templates_are_utf8(case)
         try:
             placeholders = render.find_placeholders(case)
         except render.RenderError as exc:
@@ -212,12 +261,40 @@ def _copy_limited(src: IO[bytes], dst: Path, budget: list[int], name: str) -> in
     return written
 
 
+# what a member's data may raise when the archive is damaged past its headers
+_DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, tarfile.TarError)
+# what writing a member may raise because of the archive's own layout (not the server's state)
+_LAYOUT_ERRNOS = {errno.ENAMETOOLONG, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.EILSEQ}
+
+
 def _extract(fileobj: IO[bytes], *, is_zip: bool, root: str, dest: Path, budget: int) -> int:
+    current = [""]  # the entry being written, for the error message
+    try:
+        return _extract_members(
+            fileobj, is_zip=is_zip, root=root, dest=dest, budget=budget, current=current
+        )
+    except _DAMAGED as exc:
+        raise _reject(
+            f"the archive is damaged at entry {current[0]!r}: {exc}; pack the case again",
+            current[0] or None,
+        ) from exc
+    except OSError as exc:
+        if exc.errno not in _LAYOUT_ERRNOS:
+            raise  # the server's side (disk full, permissions): not the user's archive
+        raise _reject(
+            f"entry {current[0]!r} cannot be unpacked: {exc.strerror}", current[0] or None
+        ) from exc
+
+
+def _extract_members(
+    fileobj: IO[bytes], *, is_zip: bool, root: str, dest: Path, budget: int, current: list[str]
+) -> int:
     remaining = [budget]
     written = 0
     if is_zip:
         with zipfile.ZipFile(fileobj) as archive:
             for info in archive.infolist():
+                current[0] = info.filename
                 target = _target(dest, _check_name(info.filename), root)
                 if target is None:
                     continue
@@ -230,6 +307,7 @@ def _extract(fileobj: IO[bytes], *, is_zip: bool, root: str, dest: Path, budget:
         return written
     with tarfile.open(fileobj=fileobj, mode="r:gz") as tar:
         for info in tar:
+            current[0] = info.name
             target = _target(dest, _check_name(info.name), root)
             if target is None:
                 continue
@@ -244,6 +322,23 @@ def _extract(fileobj: IO[bytes], *, is_zip: bool, root: str, dest: Path, budget:
                 continue
             written += _copy_limited(src, target, remaining, info.name)
     return written
+
+
+def _check_templates_are_utf8(case: Path) -> None:
+    """A text file with `{{ placeholders }}` that is not UTF-8 would be copied as it is, its
+    placeholders never filled: the solver would stop on `{{`. Say so now."""
+    for path, rel in render.walk(case):
+        if not render.is_binary_file(path):
+            continue
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20)
+        if head.startswith(b"\x1f\x8b") or b"\x00" in head or b"{{" not in head:
+            continue  # gzip or binary data: never a template
+        raise _reject(
+            f"{rel} has {{{{ placeholders }}}} but is not UTF-8 text (Latin-1?); save it as "
+            "UTF-8 so its placeholders can be filled",
+            rel,
+        )
 
 
 def upload_delete(*, upload: Upload) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import array
 import binascii
+import difflib
 import itertools
 import math
 import reprlib
@@ -547,10 +548,15 @@ def results_compute(*, run: Simulation, solver_converged: bool) -> None:
     wanted = sorted({spec["series"] for spec in specs.values() if "series" in spec})
     summary = _series_summary(run=run, names=wanted)
     objectives: dict[str, Any] = {}
+    errors: dict[str, str] = {}  # why an objective has no value, for the user
     for name, spec in specs.items():
         if "series" in spec:
             series = summary.get(spec["series"])
             objectives[name] = _finite_or_none(_reduce(series.ys or [], spec)) if series else None
+            if series is None:
+                errors[name] = _missing_series(run, spec["series"])
+            elif objectives[name] is None:
+                errors[name] = f"series {spec['series']} has no finite value"
     pending = {n: s for n, s in specs.items() if "expr" in s}
     scope = {**run.context, **objectives}
     for _ in range(len(pending) + 1):
@@ -560,14 +566,17 @@ def results_compute(*, run: Simulation, solver_converged: bool) -> None:
             except render.RenderError as exc:
                 if "unknown name" in str(exc):
                     continue
-                value = None
-            except (ZeroDivisionError, TypeError, ValueError, OverflowError):
-                value = None
+                value, errors[name] = None, _expr_error(spec["expr"], scope, exc)
+            except (ZeroDivisionError, TypeError, ValueError, OverflowError) as exc:
+                value, errors[name] = None, _expr_error(spec["expr"], scope, exc)
             objectives[name] = _finite_or_none(value) if isinstance(value, int | float) else None
+            if objectives[name] is None and name not in errors:
+                errors[name] = f"{spec['expr']} is {value!r}, not a finite number"
             scope[name] = objectives[name]
             pending.pop(name)
     for name in pending:
         objectives[name] = None
+        errors[name] = "its expression refers to objectives that depend on it"
     residuals = sorted(n for n in summary if n.startswith("residual."))
     # a solver step solves every field at least once: the longest residual series counts them
     steps = max((summary[n] for n in residuals), key=lambda s: s.count, default=None)
@@ -589,6 +598,32 @@ def results_compute(*, run: Simulation, solver_converged: bool) -> None:
         drifts=drifts,
         iterations=run.iterations,
     )
+    if errors:
+        run.trust_detail["objective_errors"] = errors
+
+
+def _missing_series(run: Simulation, name: str) -> str:
+    """Why a series objective has no value: the run has no such series, and what it has."""
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT DISTINCT name FROM {SeriesChunk._meta.db_table}"
+            " WHERE run_id = %s AND attempt = %s ORDER BY name",
+            [str(run.pk), run.attempt],
+        )
+        names = [n for (n,) in cur.fetchall() if not n.startswith(("residual", "cpu.", "memory."))]
+    if not names:
+        return f"no series named {name}: the run sent no function-object series"
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    listed = ", ".join(names[:30]) + (", …" if len(names) > 30 else "")
+    return f"no series named {name}{hint}; this run has: {listed}"
+
+
+def _expr_error(expr: str, scope: Mapping[str, Any], exc: Exception) -> str:
+    missing = sorted(n for n in render.expression_names(expr) if n in scope and scope[n] is None)
+    if missing:
+        return f"{expr}: {', '.join(missing)} {'has' if len(missing) == 1 else 'have'} no value"
+    return f"{expr}: {exc}"
 
 
 def _reduce(values: list[float | None], spec: Mapping[str, Any]) -> float | None:

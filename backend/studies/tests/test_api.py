@@ -76,6 +76,26 @@ def test_draft_is_saved_and_launched_later(api):
             "must be one of",
         ),
         ({"bogus_key": 1}, "bogus_key", "unknown key"),
+        (
+            {"objectives": {"A": {"expr": "B + 1"}, "B": {"expr": "A + 1"}}},
+            "objectives.A.expr",
+            "in a circle (A -> B -> A)",
+        ),
+        ({"derived": {"huge": "1e308 * 10"}}, "derived.huge", "not a finite number"),
+        (
+            {"parameters": {"aoa": {"range": [1e20, 3e20, 1e20]}}},
+            "parameters.aoa",
+            "above its maximum",
+        ),
+        (
+            {
+                "combine": "lhs",
+                "samples": 4,
+                "parameters": {"aoa": {"min": 0, "max": 120}, "speed": 26},
+            },
+            "parameters.aoa",
+            "max: aoa = 120.0 is above its maximum 20",
+        ),
     ],
 )
 def test_bad_specs_answer_400_naming_the_field(api, change, field, needle):
@@ -165,6 +185,54 @@ def test_extend_adds_only_new_points_and_clone_makes_a_draft(api):
     assert clone.status_code == 201 and clone.json()["state"] == "draft"
     assert clone.json()["cloned_from"] == study["id"]
     assert api.delete(f"/api/v1/studies/{clone.json()['id']}/").status_code == 204
+
+
+def test_a_one_run_study_extends_and_its_spec_keeps_every_run_for_a_clone(api):
+    """Only the new values are given; the spec then holds old and new, so a clone has them all."""
+    one = {**AIRFOIL, "parameters": {"aoa": {"values": [0]}, "speed": {"values": [20]}}}
+    study = post(api, "/api/v1/studies/", one).json()
+    r = post(api, f"/api/v1/studies/{study['id']}/extend/", {"parameters": {"aoa": [4]}})
+    assert r.status_code == 200, r.json()
+    assert r.json()["run_count"] == 2
+    assert sorted(
+        Simulation.objects.filter(study_id=study["id"]).values_list("index", flat=True)
+    ) == [0, 1]
+    r = post(
+        api,
+        f"/api/v1/studies/{study['id']}/extend/",
+        {"parameters": {"speed": {"range": [26, 32, 6]}}},
+    )
+    assert r.status_code == 200 and r.json()["run_count"] == 6, r.json()  # {0, 4} x {20, 26, 32}
+    spec = Study.objects.get(pk=study["id"]).spec
+    assert spec["parameters"] == {"aoa": {"values": [0, 4]}, "speed": {"values": [20, 26, 32]}}
+    clone = post(api, f"/api/v1/studies/{study['id']}/clone/", {}).json()
+    assert clone["run_count"] == 6
+
+
+def test_a_zipped_study_extends_by_tuples_and_a_sampled_one_says_how_to_grow(api):
+    zipped = {
+        **AIRFOIL,
+        "combine": "zip",
+        "parameters": {"aoa": [0, 4], "speed": [20, 26]},
+    }
+    study = post(api, "/api/v1/studies/", zipped).json()
+    r = post(
+        api,
+        f"/api/v1/studies/{study['id']}/extend/",
+        {"parameters": {"aoa": [4, 8], "speed": [26, 32]}},
+    )
+    assert r.status_code == 200 and r.json()["run_count"] == 3, r.json()
+    spec = Study.objects.get(pk=study["id"]).spec
+    assert spec["parameters"] == {"aoa": {"values": [0, 4, 8]}, "speed": {"values": [20, 26, 32]}}
+    sampled = {
+        **AIRFOIL,
+        "combine": "lhs",
+        "samples": 3,
+        "parameters": {"aoa": {"min": 0, "max": 8}, "speed": 26},
+    }
+    study = post(api, "/api/v1/studies/", sampled).json()
+    r = post(api, f"/api/v1/studies/{study['id']}/extend/", {"parameters": {"speed": 30}})
+    assert r.status_code == 400 and "clone it with more samples" in r.json()["message"]
 
 
 def test_cancel_of_a_queued_study_ends_every_run(api):

@@ -189,6 +189,9 @@ def test_a_completed_run_gets_objectives_iterations_and_trust_from_all_its_batch
             "high": {"series": "f.a", "reduce": "max"},
             "ratio": {"expr": "high / last"},
             "missing": {"series": "f.never", "reduce": "last"},
+            "typo": {"series": "f.b", "reduce": "last"},
+            "chained": {"expr": "missing * 2"},
+            "zero": {"expr": "last / (high - high)"},
         },
     }
     study = study_create(tenant=tenant, owner=tenant.user, spec=spec, submit=True)
@@ -221,7 +224,17 @@ def test_a_completed_run_gets_objectives_iterations_and_trust_from_all_its_batch
         "high": 9.0,
         "ratio": 3.0,
         "missing": None,
+        "typo": None,
+        "chained": None,
+        "zero": None,
     }
+    # an objective without a value says why
+    errors = run.trust_detail["objective_errors"]
+    assert errors["missing"] == "no series named f.never; this run has: f.a"
+    assert errors["typo"] == "no series named f.b (did you mean f.a?); this run has: f.a"
+    assert errors["chained"] == "missing * 2: missing has no value"
+    assert "division by zero" in errors["zero"]
+    assert set(errors) == {"missing", "typo", "chained", "zero"}
     assert (run.iterations, run.last_time) == (4, 4.0)  # the longest residual series
     assert run.trust_detail["final_residuals"] == {"Ux": None, "p": 1e-6}
     # the drift of an objective over its last points: (max - min) / |mean| of 4, 9, 2, 3

@@ -20,10 +20,39 @@ def test_grid_is_the_cartesian_product_in_parameter_order():
     assert pts[0] == {"a": 1, "b": "x"} and pts[-1] == {"a": 2, "b": "z"}
 
 
-def test_zip_pairs_lists_and_refuses_unequal_lengths():
+def test_zip_pairs_lists_uses_a_single_value_in_every_run_and_refuses_unequal_lengths():
     assert points({"a": [1, 2], "b": [3, 4]}, combine="zip") == [{"a": 1, "b": 3}, {"a": 2, "b": 4}]
+    assert points({"a": [1, 2], "b": 60}, combine="zip") == [{"a": 1, "b": 60}, {"a": 2, "b": 60}]
+    assert points({"a": [1, 2], "b": [7]}, combine="zip") == [{"a": 1, "b": 7}, {"a": 2, "b": 7}]
     with pytest.raises(SpaceError, match="same length"):
-        parse_space({"a": [1, 2], "b": [3]}, combine="zip")
+        parse_space({"a": [1, 2], "b": [3, 4, 5]}, combine="zip")
+
+
+@pytest.mark.parametrize(
+    ("params", "kwargs"),
+    [
+        ({"a": {"range": [1e20, 3e20, 1e20]}}, {}),
+        ({"a": {"linspace": [1e20, 3e20, 3]}}, {}),
+        ({"a": {"min": 1e20, "max": 3e20}}, {"combine": "lhs", "samples": 3}),
+        ({"a": {"values": [1e300, -1e300]}}, {}),
+    ],
+)
+def test_huge_numbers_are_kept_as_they_are(params, kwargs):
+    values = [p["a"] for p in points(params, **kwargs)]
+    assert values and all(abs(v) >= 1e20 for v in values)
+
+
+@pytest.mark.parametrize(
+    ("params", "kwargs", "message"),
+    [
+        ({"a": {"range": [0, 1e300, 1e-300]}}, {}, "more than 1,000,000 values"),
+        ({"a": {"linspace": [-1e308, 1e308, 3]}}, {}, "overflow"),
+        ({"a": {"min": -1e308, "max": 1e308}}, {"combine": "random", "samples": 2}, "overflows"),
+    ],
+)
+def test_spaces_that_overflow_say_so(params, kwargs, message):
+    with pytest.raises(SpaceError, match=message):
+        points(params, **kwargs)
 
 
 def test_linspace_includes_both_ends():

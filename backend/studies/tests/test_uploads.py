@@ -165,3 +165,108 @@ def test_uploads_of_another_tenant_are_invisible(api, make_tenant):
         format="json",
     )
     assert r.status_code == 400 and r.json()["field"] == "case"
+
+
+def _zip(entries: list[tuple[str, bytes]], *, compression=zipfile.ZIP_STORED) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=compression) as z:
+        for name, data in entries:
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def _damaged_crc() -> bytes:
+    """A stored member whose bytes no longer match its CRC (headers intact)."""
+    data = bytearray(_zip([("system/controlDict", CONTROL), ("constant/data", b"A" * 200)]))
+    at = data.index(b"A" * 200)
+    data[at + 10] = ord("B")
+    return bytes(data)
+
+
+def _damaged_deflate() -> bytes:
+    """A deflated member whose compressed stream is garbage (headers intact)."""
+    payload = bytes(range(256)) * 40
+    data = bytearray(
+        _zip(
+            [("system/controlDict", CONTROL), ("constant/data", payload)],
+            compression=zipfile.ZIP_DEFLATED,
+        )
+    )
+    start = data.index(b"constant/data") + len(b"constant/data")  # its local header's name
+    for i in range(start + 5, start + 60):
+        data[i] = 0xFF
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "needle"),
+    [
+        (
+            "clash.tar.gz",
+            tgz(
+                [
+                    ("c/system/controlDict", CONTROL, "file"),
+                    ("c/constant", b"x", "file"),
+                    ("c/constant/transportProperties", b"nu 1;", "file"),
+                ]
+            ),
+            "'c/constant' is both a file and a folder",
+        ),
+        (
+            "clash.zip",
+            _zip(
+                [
+                    ("system/controlDict", CONTROL),
+                    ("constant", b"x"),
+                    ("constant/transportProperties", b"nu 1;"),
+                ]
+            ),
+            "'constant' is both a file and a folder",
+        ),
+        (
+            "twice.tar.gz",
+            tgz(
+                [
+                    ("system/controlDict", CONTROL, "file"),
+                    ("constant/x", b"1", "file"),
+                    ("constant/x", b"2", "file"),
+                ]
+            ),
+            "'constant/x' appears twice",
+        ),
+        (
+            "long.tar.gz",
+            tgz([("system/controlDict", CONTROL, "file"), ("constant/" + "n" * 300, b"x", "file")]),
+            "longer than 255 bytes",
+        ),
+        ("crc.zip", _damaged_crc(), "damaged at entry 'constant/data'"),
+        ("deflate.zip", _damaged_deflate(), "damaged at entry 'constant/data'"),
+        (
+            "latin1.tar.gz",
+            tgz(
+                [
+                    ("system/controlDict", CONTROL, "file"),
+                    ("constant/notes", "viscosité {{ nu }}\n".encode("latin-1"), "file"),
+                ]
+            ),
+            "constant/notes has {{ placeholders }} but is not UTF-8",
+        ),
+    ],
+)
+def test_archives_that_cannot_be_unpacked_as_they_are_are_clear_400s(api, name, data, needle):
+    """Names a file system refuses, a name that is a file and a folder, damaged member data
+    and placeholders in a file that is not UTF-8: a 400 naming the entry, nothing kept."""
+    r = upload(api, name, data)
+    assert r.status_code == 400, (r.status_code, r.content[:300])
+    assert needle in r.json()["message"], r.json()
+    assert Upload.objects.count() == 0
+
+
+def test_a_zip_made_on_windows_is_not_taken_for_special_files(api):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        info = zipfile.ZipInfo("system/controlDict")
+        info.create_system = 0  # MS-DOS: the high bits of external_attr mean nothing
+        info.external_attr = (0o170000 << 16) | 0x20
+        z.writestr(info, CONTROL)
+    assert upload(api, "win.zip", buf.getvalue()).status_code == 201

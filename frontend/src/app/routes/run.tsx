@@ -105,6 +105,10 @@ export function RunPage() {
     );
 
   const started = r.state !== "pending" && r.state !== "admitted";
+  // why an objective has no value (a series the run never sent, a division by zero, …)
+  const objectiveErrors =
+    (r.trust_detail as { objective_errors?: Record<string, string> } | null | undefined)
+      ?.objective_errors ?? {};
   const objectiveSeries = Object.values(
     (study.data?.objectives ?? {}) as Record<string, ObjectiveSpec>,
   )
@@ -200,13 +204,18 @@ export function RunPage() {
               style={{ borderTop: "1px solid var(--mantine-color-gray-2)" }}
             >
               {Object.entries(r.objectives).map(([k, v]) => (
-                <Stack gap={0} key={k}>
+                <Stack gap={0} key={k} maw={320}>
                   <Text size="xs" c="dimmed">
                     {k}
                   </Text>
                   <Text fw={700} size="lg" ff="monospace" data-testid={`objective-${k}`}>
                     {formatNumber(v, 5)}
                   </Text>
+                  {v == null && objectiveErrors[k] && (
+                    <Text size="xs" c="orange.8" lineClamp={3} title={objectiveErrors[k]}>
+                      {objectiveErrors[k]}
+                    </Text>
+                  )}
                 </Stack>
               ))}
             </Group>
