@@ -93,9 +93,7 @@ def study_preview(*, tenant, spec: dict[str, Any], rows: int = 20) -> dict[str, 
         if i >= rows:
             break
         first.append({"index": i, "parameters": params, "context": context})
-    if resolved.run_count <= 10_000:
-        for _ in resolved.points():  # validate every point (bounds, derived values)
-            pass
+    resolved.check()  # every point (bounds, derived values) and the case's placeholders
     return {
         "run_count": resolved.run_count,
         "parameters": [a.name for a in resolved.space.axes],
@@ -188,6 +186,7 @@ def single_run_problem(*, quota: Quota, backend: Backend, resolved: ResolvedSpec
 @transaction.atomic
 def study_create(*, tenant, owner, spec: dict[str, Any], submit: bool = False) -> Study:
     resolved = spec_resolve(tenant=tenant, spec=spec)
+    resolved.check()  # a draft too: saved now, it must be able to run later
     study = Study(tenant=tenant, owner=owner, state=StudyState.DRAFT)
     _apply(study, resolved, spec)
     study.run_count = resolved.run_count
@@ -206,6 +205,7 @@ def study_update(*, study: Study, spec: dict[str, Any]) -> Study:
             code=ErrorCode.STATE,
         )
     resolved = spec_resolve(tenant=study.tenant, spec=spec)
+    resolved.check()
     _apply(study, resolved, spec)
     study.run_count = resolved.run_count
     study.save()
@@ -263,6 +263,8 @@ def study_submit(*, study: Study) -> Study:
     # an image composed from packages is created now and built while the runs wait
     study.image = study_image_ensure(choice=resolved.image, user=study.owner)
     runs = _runs_for(study=study, resolved=resolved, start_index=0)
+    if runs:
+        resolved.check_case(runs[0].context)  # the case may have changed since the draft
     Simulation.objects.bulk_create(runs, batch_size=1000)
     study.run_count = len(runs)
     study.state = StudyState.SUBMITTED
@@ -376,7 +378,14 @@ def study_delete(*, study: Study) -> None:
         raise Conflict(
             "this study still has queued or running runs; cancel it first", code=ErrorCode.STATE
         )
+    run_ids = [str(i) for i in study.runs.values_list("pk", flat=True)]
     study.delete()
+    if run_ids:
+        from studies.tasks import delete_run_files
+
+        # the runs' directories and archives go too (in the worker: thousands of folders)
+        for i in range(0, len(run_ids), 500):
+            enqueue_on_commit(delete_run_files, run_ids[i : i + 500])
 
 
 @transaction.atomic
@@ -385,6 +394,12 @@ def study_cancel(*, study: Study, by) -> int:
     if study.state == StudyState.DRAFT:
         raise Conflict(
             "a draft study has no runs to cancel; delete it instead", code=ErrorCode.STATE
+        )
+    if not study.runs.filter(state__in=(RunState.PENDING, *HOLDING_STATES)).exists():
+        raise Conflict(
+            f"the study is {study.get_state_display().lower()}: no run is queued or running, "
+            "so there is nothing to cancel",
+            code=ErrorCode.STATE,
         )
     count = 0
     for run in study.runs.filter(state__in=(RunState.PENDING, *HOLDING_STATES)):
@@ -516,6 +531,7 @@ def run_cancel(*, run: Simulation, by, refresh_study: bool = True) -> bool:
         run.finished_at = timezone.now()
         run.stop_requested = True
         run.wait_reason = WaitReason.NONE
+        run.wait_detail = ""  # it waits for nothing any more
         run.save(
             update_fields=[
                 "state",
@@ -524,6 +540,7 @@ def run_cancel(*, run: Simulation, by, refresh_study: bool = True) -> bool:
                 "finished_at",
                 "stop_requested",
                 "wait_reason",
+                "wait_detail",
                 "updated_at",
             ]
         )
@@ -1270,6 +1287,8 @@ def run_case_archive(*, run: Simulation, attempt: int) -> Path:
     return target
 
 
-def run_delete_files(*, run: Simulation) -> None:
-    for base in (settings.RUNS_DIR, settings.ARCHIVE_DIR):
-        shutil.rmtree(Path(base) / str(run.pk), ignore_errors=True)
+def run_files_delete(*, run_ids: list[str]) -> None:
+    """The run directories and result archives of deleted runs (ids only: the rows are gone)."""
+    for run_id in run_ids:
+        for base in (settings.RUNS_DIR, settings.ARCHIVE_DIR):
+            shutil.rmtree(Path(base) / str(run_id), ignore_errors=True)

@@ -10,6 +10,7 @@ import dataclasses
 import keyword
 import re
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -164,6 +165,28 @@ class ResolvedSpec:
     @property
     def run_count(self) -> int:
         return self.space.count()
+
+    def check(self) -> None:
+        """Every point checked (bounds, derived values) and the case's templates rendered
+        with the first point's values, in the sandbox: a spec that could not run is refused
+        when it is saved, previewed or submitted, not when its runs fail."""
+        first = None
+        for _, context in self.points():
+            if first is None:
+                first = context
+        if first is not None:
+            self.check_case(first)
+
+    def check_case(self, context: Mapping[str, Any]) -> None:
+        """The case's templates rendered with `context` in the sandbox, or a 400 saying why."""
+        try:
+            render.render_files(Path(self.case_dir), context)
+        except render.RenderError as exc:
+            raise _invalid(
+                f"the case's placeholders cannot be filled (with run 0's values): {exc}",
+                "case" if self.upload else "template",
+                ErrorCode.EXPRESSION,
+            ) from exc
 
     def points(self) -> Iterator[tuple[dict[str, Value], dict[str, Any]]]:
         """(parameters, context) for every run, validated against the parameter definitions."""

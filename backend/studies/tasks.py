@@ -28,3 +28,8 @@ def reap() -> None:
 @shared_task(name="studies.release_run", ignore_result=True)
 def release_run(run_id: str, attempt: int, handle: str) -> None:
     services.run_release(run_id=run_id, attempt=attempt, handle=handle)
+
+
+@shared_task(name="studies.delete_run_files", ignore_result=True)
+def delete_run_files(run_ids: list[str]) -> None:
+    services.run_files_delete(run_ids=run_ids)

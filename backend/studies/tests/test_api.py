@@ -235,6 +235,29 @@ def test_a_zipped_study_extends_by_tuples_and_a_sampled_one_says_how_to_grow(api
     assert r.status_code == 400 and "clone it with more samples" in r.json()["message"]
 
 
+def test_a_draft_is_checked_when_saved_and_edited(api):
+    """Values a run could not take are refused when the draft is saved, not at submission."""
+    r = post(api, "/api/v1/studies/", {**AIRFOIL, "draft": True, "parameters": {"aoa": [45]}})
+    assert r.status_code == 400 and r.json()["field"] == "parameters.aoa", r.json()
+    study = post(api, "/api/v1/studies/", {**AIRFOIL, "draft": True}).json()
+    r = api.put(
+        f"/api/v1/studies/{study['id']}/",
+        {**AIRFOIL, "parameters": {"aoa": [0, 4]}, "derived": {"inv": "1 / (aoa - aoa)"}},
+        format="json",
+    )
+    assert r.status_code == 400 and r.json()["field"] == "derived.inv", r.json()
+    assert Study.objects.get(pk=study["id"]).spec["parameters"] == AIRFOIL["parameters"]
+
+
+def test_a_finished_study_cannot_be_cancelled(api):
+    study = post(api, "/api/v1/studies/", AIRFOIL).json()
+    Simulation.objects.filter(study_id=study["id"]).update(state="completed")
+    Study.objects.filter(pk=study["id"]).update(state="completed")
+    r = post(api, f"/api/v1/studies/{study['id']}/cancel/", {})
+    assert r.status_code == 409 and "nothing to cancel" in r.json()["message"], r.json()
+    assert Study.objects.get(pk=study["id"]).state == "completed"
+
+
 def test_cancel_of_a_queued_study_ends_every_run(api):
     study = post(api, "/api/v1/studies/", AIRFOIL).json()
     r = post(api, f"/api/v1/studies/{study['id']}/cancel/", {})

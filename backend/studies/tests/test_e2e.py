@@ -96,6 +96,15 @@ def test_airfoil_study_lift_grows_with_angle_of_attack_and_csv_matches(live):
         n.endswith("log.simpleFoam") for n in names
     )
 
+    # deleting the study deletes its runs' directories and kept archives too
+    from django.conf import settings
+
+    kept = [Path(settings.RUNS_DIR) / row["run"] for row in rows]
+    kept.append(Path(settings.ARCHIVE_DIR) / run_id)
+    assert all(path.is_dir() for path in kept), kept
+    assert live.delete(f"/api/v1/studies/{study['id']}/").status_code == 204
+    wait_for(lambda: not any(p.exists() for p in kept), timeout=30, what="run files to go")
+
 
 def _cavity_archive() -> bytes:
     buf = io.BytesIO()

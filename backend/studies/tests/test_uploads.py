@@ -152,6 +152,24 @@ def test_a_study_on_an_upload_must_give_every_placeholder_a_value(api):
     assert r.json()["rows"][1]["context"]["dt"] == pytest.approx(0.002)
 
 
+def test_a_placeholder_the_sandbox_refuses_is_a_400_before_anything_runs(api):
+    """Preview, a saved draft and a submission all render the case once: an expression the
+    sandbox refuses is an error now, not a failure of every run later."""
+    control = b"application icoFoam;\nendTime {{ end_time.__class__.__mro__ }};\n"
+    up = upload(api, "c.tar.gz", tgz([("system/controlDict", control, "file")])).json()
+    spec = {"name": "u", "case": up["id"], "solver": "icoFoam", "parameters": {"end_time": 1}}
+    for path, extra in (
+        ("/api/v1/studies/preview/", {}),
+        ("/api/v1/studies/", {"draft": True}),
+        ("/api/v1/studies/", {}),
+    ):
+        r = api.post(path, {**spec, **extra}, format="json")
+        assert r.status_code == 400, (path, r.content)
+        body = r.json()
+        assert body["field"] == "case" and "system/controlDict" in body["message"], body
+        assert "cannot be filled" in body["message"], body
+
+
 def test_uploads_of_another_tenant_are_invisible(api, make_tenant):
     from rest_framework.test import APIClient
 
