@@ -8,8 +8,10 @@ hold resources, and admits queued runs in FIFO order while they fit.
 from __future__ import annotations
 
 import json
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
+from django.db.models import Min
 from django.utils import timezone
 
 from catalog.choices import NODE_HOLDING_KINDS, ImageStatus
@@ -40,6 +42,11 @@ def backend_limit_problem(
 def schedule_tenant(*, tenant_id: int, dispatch: bool = True, publish: bool = True) -> list:
     """Admit the tenant's queued runs that fit; return their ids. Safe to run concurrently.
 
+    A backend is shared by tenants: capacity that frees up is held for the oldest queued
+    run of another tenant that waits for it (a wide run is never starved by a stream of
+    later small ones); a later run takes only what that run does not need. The tenants
+    holding such a reservation are scheduled next.
+
     Every run that ends calls this, so it is plain SQL, a statement per step (the ORM's
     query building was most of a worker's CPU per run)."""
     with transaction.atomic(), connection.cursor() as cur:
@@ -58,10 +65,14 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True, publish: bool = Tr
         backends = {r[0]: _backend(r) for r in cur.fetchall()}
         usage, backend_usage = _usages(cur, tenant_id=tenant_id, backend_ids=list(backends))
         images = _images_not_ready(cur, {i for _, i in keys if i is not None})
+        reserved = _reservations(cur, tenant_id=tenant_id, backends=backends)
+        held_for: set[int] = set()  # tenants whose older runs the capacity is held for
         admitted: list = []
         full_backends: dict[int, tuple[str, str]] = {}
         quota_problem: str | None = None
-        for run_id, bid, processes, memory_gb, nodes, image_id in _pending(cur, tenant_id):
+        for run_id, bid, processes, memory_gb, nodes, image_id, queued_at in _pending(
+            cur, tenant_id
+        ):
             if image_id in images:
                 continue  # its image is still building: not admitted, holds nothing
             if bid in full_backends:
@@ -85,6 +96,20 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True, publish: bool = Tr
             if problem:
                 full_backends[bid] = (WaitReason.BACKEND, f"backend capacity: {problem}")
                 continue
+            older = reserved.get(bid)
+            if older is not None and older.queued_at < queued_at:
+                # this run may only take what the older run of another tenant does not need
+                held = backend_limit_problem(
+                    backend=backend, usage=backend_usage[bid].plus(**older.shape), **shape
+                )
+                if held:
+                    held_for.add(older.tenant_id)
+                    full_backends[bid] = (
+                        WaitReason.BACKEND,
+                        f"backend capacity: {backend.name}: what frees up is held for an "
+                        f"older queued run ({older.describe()}); this run follows it",
+                    )
+                    continue
             cloud = cloud_limit_problem(backend=backend, usage=backend_usage[bid], **shape)
             if cloud:
                 full_backends[bid] = (WaitReason.CLOUD, f"cloud project limit: {cloud}")
@@ -105,7 +130,50 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True, publish: bool = Tr
             publish_runs_changed(admitted)
         if admitted and dispatch:
             transaction.on_commit(lambda: dispatch_admitted(admitted))
+        if held_for:
+            from scheduler.tasks import schedule_tenant as schedule_task
+
+            for other in sorted(held_for):  # their turn: the capacity may be theirs now
+                transaction.on_commit(lambda t=other: schedule_task.delay(t))
     return admitted
+
+
+class _Reservation(NamedTuple):
+    tenant_id: int
+    queued_at: Any
+    shape: dict[str, Any]
+
+    def describe(self) -> str:
+        parts = [f"{self.shape['cores']} core{'s' if self.shape['cores'] != 1 else ''}"]
+        parts.append(f"{self.shape['memory_gb']:g} GB")
+        if self.shape["nodes"]:
+            parts.append(f"{self.shape['nodes']} node{'s' if self.shape['nodes'] != 1 else ''}")
+        return ", ".join(parts)
+
+
+_RESERVED_SQL = f"""
+SELECT DISTINCT ON (r.backend_id) r.backend_id, r.tenant_id, r.queued_at, r.processes,
+       r.memory_gb, r.nodes
+FROM {Simulation._meta.db_table} r
+WHERE r.backend_id = ANY(%s) AND r.state = %s AND r.tenant_id <> %s AND r.wait_reason = %s
+ORDER BY r.backend_id, r.queued_at, r.study_id, r.index
+"""
+
+
+def _reservations(cur, *, tenant_id: int, backends: dict[int, Backend]) -> dict[int, _Reservation]:
+    """Per backend, the oldest queued run of another tenant that waits for its capacity (its
+    own tenant's quota lets it run): what frees up there is held for it."""
+    cur.execute(_RESERVED_SQL, [list(backends), RunState.PENDING, tenant_id, WaitReason.BACKEND])
+    out = {}
+    for bid, other, queued_at, processes, memory_gb, nodes in cur.fetchall():
+        kind = backends[bid].kind
+        shape = {
+            "cores": processes,
+            "memory_gb": memory_gb,
+            "nodes": nodes if kind in NODE_HOLDING_KINDS else 0,
+        }
+        out[bid] = _Reservation(other, queued_at, shape)
+    return out
 
 
 _QUOTA_SQL = (
@@ -136,7 +204,7 @@ WHERE r.state = ANY(%(holding)s) AND r.released_at IS NULL
 GROUP BY r.backend_id
 """
 _PENDING_SQL = (
-    f"SELECT r.id, r.backend_id, r.processes, r.memory_gb, r.nodes, s.image_id"
+    f"SELECT r.id, r.backend_id, r.processes, r.memory_gb, r.nodes, s.image_id, r.queued_at"
     f" FROM {Simulation._meta.db_table} r JOIN {Study._meta.db_table} s ON s.id = r.study_id"
     " WHERE r.tenant_id = %s AND r.state = %s"
     " ORDER BY r.queued_at, r.study_id, r.index LIMIT %s OFFSET %s"
@@ -270,11 +338,14 @@ def _record_wait_reasons(
 
 
 def schedule_all() -> int:
-    """The periodic safety tick: schedule every tenant with queued runs."""
+    """The periodic safety tick: schedule every tenant with queued runs, the tenant with the
+    oldest queued run first (first come, first served across tenants too)."""
     tenant_ids = (
         Simulation.objects.filter(state=RunState.PENDING)
         .order_by()
+        .values("tenant_id")
+        .annotate(oldest=Min("queued_at"))
+        .order_by("oldest", "tenant_id")
         .values_list("tenant_id", flat=True)
-        .distinct()
     )
     return sum(len(schedule_tenant(tenant_id=t)) for t in list(tenant_ids))

@@ -151,3 +151,106 @@ def test_a_run_larger_than_the_quota_is_refused_at_submission(make_tenant, catal
             spec={**SPEC, "resources": {"processes": 4}},
             submit=True,
         )
+
+
+@pytest.fixture
+def scheduled(monkeypatch):
+    """The tenants whose scheduling was enqueued (kept from any running worker: the test
+    schedules by hand)."""
+    from scheduler import tasks
+
+    calls: list[int] = []
+    monkeypatch.setattr(tasks.schedule_tenant, "delay", calls.append)
+    return calls
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wide_run_of_one_tenant_is_not_starved_by_later_small_runs_of_another(
+    make_tenant, catalog, scheduled
+):
+    """A 2-core backend shared by two tenants: tenant B's 2-core run, queued while A's runs
+    hold the cores, gets the cores as they free up, before A's later 1-core runs."""
+    Backend.objects.update_or_create(
+        name="shared", defaults={"kind": "noop", "cores": 2, "memory_gb": 64, "max_nodes": 1}
+    )
+    a = make_tenant("a", cores=8, memory_gb=64, max_runs=8)
+    b = make_tenant("b", cores=8, memory_gb=64, max_runs=8)
+    spec = {"template": "cavity", "backend": "shared"}
+
+    def submit(tenant, name, runs, processes):
+        params = {"lid_velocity": {"linspace": [0.5, 2, runs]}} if runs > 1 else {}
+        study = study_create(
+            tenant=tenant,
+            owner=tenant.user,
+            spec={
+                **spec,
+                "name": name,
+                "parameters": params,
+                "resources": {"processes": processes},
+            },
+            submit=True,
+        )
+        return list(study.runs.order_by("index"))
+
+    first = submit(a, "first", 2, 1)
+    assert len(schedule_tenant(tenant_id=a.id, dispatch=False)) == 2  # A holds both cores
+    (wide,) = submit(b, "wide", 1, 2)
+    assert schedule_tenant(tenant_id=b.id, dispatch=False) == []
+    wide.refresh_from_db()
+    assert wide.wait_reason == "backend_capacity"
+    later = submit(a, "later", 3, 1)
+
+    def end(run):
+        Simulation.objects.filter(pk=run.pk).update(state=RunState.COMPLETED)
+
+    end(first[0])  # one core frees: A's later runs may not take it, it is B's
+    scheduled.clear()
+    assert schedule_tenant(tenant_id=a.id, dispatch=False) == []
+    detail = Simulation.objects.get(pk=later[0].pk).wait_detail
+    assert "held for an older queued run (2 cores" in detail, detail
+    assert scheduled == [b.id]  # B's turn is enqueued: the capacity may be its now
+    assert schedule_tenant(tenant_id=b.id, dispatch=False) == []  # 1 core is not enough
+    end(first[1])
+    assert schedule_tenant(tenant_id=a.id, dispatch=False) == []
+    assert schedule_tenant(tenant_id=b.id, dispatch=False) == [wide.pk]
+    end(wide)
+    assert len(schedule_tenant(tenant_id=a.id, dispatch=False)) == 2  # then A's, in order
+    assert {r.pk for r in later[:2]} == set(
+        Simulation.objects.filter(pk__in=[r.pk for r in later], state="admitted").values_list(
+            "pk", flat=True
+        )
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_later_run_may_take_what_the_older_wide_run_does_not_need(
+    make_tenant, catalog, scheduled
+):
+    """Capacity beyond the held run's needs is not left idle: a 3-core backend, B's 2-core
+    run waits for 2 cores, A's 1-core run may take the third."""
+    Backend.objects.update_or_create(
+        name="shared3", defaults={"kind": "noop", "cores": 3, "memory_gb": 64, "max_nodes": 1}
+    )
+    a = make_tenant("a3", cores=8, memory_gb=64, max_runs=8)
+    b = make_tenant("b3", cores=8, memory_gb=64, max_runs=8)
+    base = {"template": "cavity", "backend": "shared3"}
+    hold = study_create(
+        tenant=a,
+        owner=a.user,
+        spec={**base, "name": "hold", "parameters": {"lid_velocity": [1, 2]}},
+        submit=True,
+    )
+    assert len(schedule_tenant(tenant_id=a.id, dispatch=False)) == 2  # 1 core left
+    study_create(
+        tenant=b,
+        owner=b.user,
+        spec={**base, "name": "wide", "resources": {"processes": 2}},
+        submit=True,
+    )
+    assert schedule_tenant(tenant_id=b.id, dispatch=False) == []
+    Simulation.objects.filter(study=hold, index=0).update(state=RunState.COMPLETED)  # 2 free
+    study_create(tenant=a, owner=a.user, spec={**base, "name": "small"}, submit=True)
+    assert schedule_tenant(tenant_id=a.id, dispatch=False) == []  # 2 free, both held for B
+    Simulation.objects.filter(study=hold, index=1).update(state=RunState.COMPLETED)  # 3 free
+    assert len(schedule_tenant(tenant_id=a.id, dispatch=False)) == 1  # takes the spare one
+    assert len(schedule_tenant(tenant_id=b.id, dispatch=False)) == 1
