@@ -608,6 +608,7 @@ def run_spec(*, run: Simulation, study: Study, token: str) -> RunSpec:
         archive_max_mb=settings.WINDTUNNEL["ARCHIVE_MAX_MB"],
         image=image_reference(image=study.image, backend=run.backend),
         rendered=_prerendered(run=run, study=study),
+        allow_system_operations=settings.WINDTUNNEL["CASE_SYSTEM_OPERATIONS"],
     )
 
 

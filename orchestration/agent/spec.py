@@ -47,6 +47,7 @@ _SPEC_DEFAULTS = {
     "fetch_case": False,  # download the case source from the portal first (VMs)
     "rendered": None,  # Mapping: the portal's rendering of the case's templates
     "archive": "upload",  # "portal": the portal reads the results here, nothing to upload
+    "allow_system_operations": False,  # the case may run commands and compile code
 }
 
 
@@ -183,6 +184,7 @@ def parse_spec(data: Any) -> AgentSpec:
         fetch_case=bool(data.get("fetch_case", False)),
         rendered=_rendered(data.get("rendered")),
         archive=_archive(data.get("archive", "upload")),
+        allow_system_operations=data.get("allow_system_operations") is True,
     )
 
 

@@ -16,6 +16,7 @@ from orchestration.agent.procs import TreeSampler, kill_group, tree_pids
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.spec import AgentSpec, AgentStep
 from orchestration.dat import DatFollower
+from orchestration.environment import step_environment
 from orchestration.logparse import LogParser
 
 __all__ = ["Outcome", "Stale", "StepResult", "Supervisor", "log"]
@@ -154,7 +155,14 @@ class Supervisor:
         self.started = clock()
         self.sampler = TreeSampler()
         self.dat = DatFollower(spec.case_path)
-        self.env = {**os.environ, **spec.env}
+        # the allowlist of the agent's environment, the run configuration's variables and a
+        # HOME of the run's own (no system operations for the case: orchestration/environment)
+        self.env = step_environment(
+            os.environ,
+            spec.env,
+            home=os.path.join(spec.work_dir, "home"),
+            allow_system_operations=spec.allow_system_operations,
+        )
         self._follow_dat = False
 
     # -- steps ----------------------------------------------------------------------------

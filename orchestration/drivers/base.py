@@ -59,6 +59,9 @@ class RunSpec:
     # "upload": the agent builds the result archive and uploads it; "portal": the portal reads
     # the run's directory itself (Driver.results_dir) and archives it when someone asks
     archive: str = "upload"
+    # the case may run shell commands and compile code (OpenFOAM's allowSystemOperations):
+    # only where the portal's users are trusted (orchestration/environment.py)
+    allow_system_operations: bool = False
 
     def to_json(self) -> str:
         data: dict[str, Any] = {
@@ -83,6 +86,8 @@ class RunSpec:
             data["rendered"] = dict(self.rendered)
         if self.archive != "upload":
             data["archive"] = self.archive
+        if self.allow_system_operations:
+            data["allow_system_operations"] = True
         return json.dumps(data, indent=2)
 
 

@@ -26,6 +26,7 @@ from orchestration.drivers.base import (
     RunStatus,
     register,
 )
+from orchestration.environment import agent_environment
 
 __all__ = ["LocalDriver", "format_handle", "parse_handle"]
 
@@ -385,7 +386,9 @@ class LocalDriver:
 
     @staticmethod
     def _agent_env() -> dict[str, str]:
-        env = dict(os.environ)
+        # the worker's environment holds the database URL and the secret keys: agents (and so
+        # the tenants' solvers) get an allowlist of it
+        env = agent_environment(os.environ)
         paths = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env["PYTHONUNBUFFERED"] = "1"

@@ -311,3 +311,39 @@ def test_missing_executable_fails_the_step_with_code_127(
     final = portal.of("state/")[-1].body
     assert final["state"] == "failed" and final["exit_code"] == 127
     assert "no-such-solver-xyz" in final["message"]
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_solver_sees_no_portal_secrets_and_no_system_operations_unless_allowed(
+    portal: FakePortal, cavity: Path, tmp_path: Path, monkeypatch, allowed: bool
+) -> None:
+    """The worker's environment holds the database URL and secret keys: neither the agent
+    nor the tenant's solver gets them. OpenFOAM runs with allowSystemOperations off (no
+    systemCall, no #codeStream) unless the deployment allows it."""
+    monkeypatch.setenv("DATABASE_URL", "postgres://u:hunter2@db/windtunnel")
+    monkeypatch.setenv("WINDTUNNEL_SECRETS_KEY", "fernet-key-hunter2")
+    monkeypatch.setenv("SECRET_KEY", "django-hunter2")
+    monkeypatch.setenv("FOAM_SIGFPE", "1")  # OpenFOAM's own variables pass
+    work = tmp_path / "run"
+    steps = [
+        Step(name="env", argv=("sh", "-c", "env > env.txt"), role="prepare"),
+        *serial_steps(),
+    ]
+    spec = make_spec(
+        portal=portal,
+        case_dir=cavity,
+        work_dir=work,
+        steps=steps,
+        allow_system_operations=allowed,
+    )
+    driver = LocalDriver(fork_server=False)  # the agent starts from this test's environment
+    driver.prepare(spec)
+    assert _finish(driver, driver.start(spec)) == 0
+    seen = (work / "case/env.txt").read_text()
+    assert "hunter2" not in seen, seen
+    assert "FOAM_SIGFPE=1" in seen and "WM_PROJECT_DIR=" in seen
+    header = (work / "case/log.icoFoam").read_text()
+    verdict = "Allowing" if allowed else "Disallowing"
+    assert f"allowSystemOperations : {verdict} user-supplied system call operations" in header
+    own_home = f"HOME={work / 'home'}\n"
+    assert (own_home in seen) is not allowed  # the run's HOME holds the switch

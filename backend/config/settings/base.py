@@ -189,6 +189,9 @@ WINDTUNNEL = {
     # after a cancel or a policy stop, the agent ends cleanly on its next report; the backend
     # kill follows after this many seconds as a safety net
     "STOP_GRACE": env.float("WINDTUNNEL_STOP_GRACE", default=30.0),
+    # cases may run shell commands and compile code (OpenFOAM's allowSystemOperations): only
+    # where every user is trusted with the compute hosts (orchestration/environment.py)
+    "CASE_SYSTEM_OPERATIONS": env.bool("WINDTUNNEL_CASE_SYSTEM_OPERATIONS", default=False),
     "UPLOAD_MAX_BYTES": env.int("WINDTUNNEL_UPLOAD_MAX_BYTES", default=200 * 1024 * 1024),
     "UPLOAD_MAX_ENTRIES": env.int("WINDTUNNEL_UPLOAD_MAX_ENTRIES", default=20_000),
     "UPLOAD_MAX_UNPACKED_BYTES": env.int(
