@@ -70,11 +70,14 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True, publish: bool = Tr
         admitted: list = []
         full_backends: dict[int, tuple[str, str]] = {}
         quota_problem: str | None = None
-        for run_id, bid, processes, memory_gb, nodes, image_id, queued_at in _pending(
+        now = timezone.now()
+        for run_id, bid, processes, memory_gb, nodes, image_id, queued_at, retry_at in _pending(
             cur, tenant_id
         ):
             if image_id in images:
                 continue  # its image is still building: not admitted, holds nothing
+            if retry_at is not None and retry_at > now:
+                continue  # its backend could not take it a moment ago: it waits its turn
             if bid in full_backends:
                 if len(full_backends) == len(backends):
                     break
@@ -118,7 +121,7 @@ def schedule_tenant(*, tenant_id: int, dispatch: bool = True, publish: bool = Tr
             backend_usage[bid] = backend_usage[bid].plus(**shape)
             admitted.append(run_id)
         if admitted:
-            cur.execute(_ADMIT_SQL, [RunState.ADMITTED, timezone.now(), admitted, RunState.PENDING])
+            cur.execute(_ADMIT_SQL, [RunState.ADMITTED, now, admitted, RunState.PENDING])
         _record_wait_reasons(
             cur,
             tenant_id=tenant_id,
@@ -204,14 +207,15 @@ WHERE r.state = ANY(%(holding)s) AND r.released_at IS NULL
 GROUP BY r.backend_id
 """
 _PENDING_SQL = (
-    f"SELECT r.id, r.backend_id, r.processes, r.memory_gb, r.nodes, s.image_id, r.queued_at"
+    f"SELECT r.id, r.backend_id, r.processes, r.memory_gb, r.nodes, s.image_id, r.queued_at,"
+    " r.retry_at"
     f" FROM {Simulation._meta.db_table} r JOIN {Study._meta.db_table} s ON s.id = r.study_id"
     " WHERE r.tenant_id = %s AND r.state = %s"
     " ORDER BY r.queued_at, r.study_id, r.index LIMIT %s OFFSET %s"
 )
 _ADMIT_SQL = (
     f"UPDATE {Simulation._meta.db_table} SET state = %s, admitted_at = %s,"
-    " released_at = NULL,"  # a requeued run holds its resources again
+    " released_at = NULL, retry_at = NULL,"  # a requeued run holds its resources again
     " wait_reason = '', wait_detail = '' WHERE id = ANY(%s) AND state = %s"
 )
 
@@ -306,7 +310,10 @@ def _record_wait_reasons(
 ) -> None:
     """Tell queued runs why they wait. Writes only rows whose reason changed."""
     table, studies = Simulation._meta.db_table, Study._meta.db_table
-    pending = f"UPDATE {table} r SET wait_reason = %s, wait_detail = %s WHERE r.tenant_id = %s AND r.state = %s"
+    pending = (
+        f"UPDATE {table} r SET wait_reason = %s, wait_detail = %s WHERE r.tenant_id = %s"
+        " AND r.state = %s AND (r.retry_at IS NULL OR r.retry_at <= now())"  # keep 'retry'
+    )
     changed = " AND (r.wait_reason <> %s OR r.wait_detail <> %s)"
     for image_id, detail in (images or {}).items():
         cur.execute(

@@ -130,6 +130,16 @@ class Simulation(PublicIdModel):
     results_dir = models.CharField(max_length=500, blank=True)
     # when the agent's final report came in: its files are complete from then on
     results_at = models.DateTimeField(null=True, blank=True)
+    dispatch_failures = models.PositiveIntegerField(
+        default=0,
+        help_text="attempts its backend could not take (unreachable): they do not count "
+        "against the retries",
+    )
+    retry_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="a run its backend could not take waits until then before it is admitted again",
+    )
 
     class Meta:
         ordering = ["study", "index"]

@@ -725,12 +725,15 @@ def _start_group(runs: list[Simulation], tokens: dict) -> int:
     except (DriverError, OSError) as exc:
         retryable = getattr(exc, "retryable", False)
         for run in runs:
-            run_requeue_or_fail(
-                run=run,
-                reason=EndReason.DISPATCH_FAILED,
-                message=f"backend {backend.name} refused to start the run: {exc}",
-                retry=retryable,
-            )
+            if retryable:  # e.g. slurmctld restarting: the run never started anywhere
+                run_dispatch_later(run=run, message=f"{backend.name} could not take the run: {exc}")
+            else:
+                run_requeue_or_fail(
+                    run=run,
+                    reason=EndReason.DISPATCH_FAILED,
+                    message=f"backend {backend.name} refused to start the run: {exc}",
+                    retry=False,
+                )
         return 0
     rows = [
         (str(run.pk), run.attempt, handle, d)
@@ -748,18 +751,62 @@ def _start_group(runs: list[Simulation], tokens: dict) -> int:
     for run, handle in zip(runs, handles, strict=True):
         if str(run.pk) in stored:
             continue
-        # cancelled (or finished) while we were starting it: make sure nothing keeps running
+        # cancelled, finished or given to a new attempt while we were starting it (a slow
+        # backend the reaper gave up on): this attempt must not run on
         Simulation.objects.filter(pk=run.pk, attempt=run.attempt).update(handle=handle)
-        if Simulation.objects.filter(pk=run.pk, state__in=TERMINAL_STATES).exists():
+        try:
             driver.cancel(handle, grace=5.0)
+        except DriverError as exc:
+            log.warning("cannot cancel superseded start %s of run %s: %s", handle, run.pk, exc)
     return len(stored)
 
 
+def run_dispatch_later(*, run: Simulation, message: str) -> str:
+    """Its backend could not take the run (unreachable, restarting): back to the queue until
+    a later time, with backoff (5 s doubling to 60 s), without using up a retry: the run
+    never started. Failed after WINDTUNNEL_DISPATCH_RETRIES such tries."""
+    from scheduler.tasks import schedule_tenant
+
+    tries = run.dispatch_failures + 1
+    if tries > settings.WINDTUNNEL["DISPATCH_RETRIES"]:
+        return run_requeue_or_fail(
+            run=run,
+            reason=EndReason.DISPATCH_FAILED,
+            message=f"{message}\n(tried {tries} times; giving up)",
+            retry=False,
+        )
+    now = timezone.now()
+    delay = min(60, 5 * 2 ** min(tries - 1, 4))
+    retry_at = now + timezone.timedelta(seconds=delay)
+    updated = Simulation.objects.filter(
+        pk=run.pk, attempt=run.attempt, state__in=HOLDING_STATES
+    ).update(
+        state=RunState.PENDING,
+        wait_reason=WaitReason.RETRY,
+        wait_detail=f"{message[:150]}; trying again at {retry_at:%H:%M:%S} UTC",
+        message=f"{message} (try {tries}; trying again in {delay} s)"[:5000],
+        handle="",
+        token_hash="",
+        phase="",
+        dispatch_failures=tries,
+        retry_at=retry_at,
+        updated_at=now,
+    )
+    if not updated:
+        return ""
+    log.info("run %s: backend could not take it (try %s): %s", run.pk, tries, message)
+    publish_runs_changed([run.pk])
+    tenant_id = run.tenant_id
+    transaction.on_commit(lambda: schedule_tenant.apply_async((tenant_id,), countdown=delay))
+    return RunState.PENDING
+
+
 def run_requeue_or_fail(*, run: Simulation, reason: str, message: str, retry: bool = True) -> str:
-    """End this attempt: back to the queue while retries remain, else failed."""
+    """End this attempt: back to the queue while retries remain, else failed. Attempts its
+    backend never took (dispatch_failures) do not count."""
     max_retries = settings.WINDTUNNEL["MAX_RETRIES"]
     fence = Simulation.objects.filter(pk=run.pk, attempt=run.attempt, state__in=HOLDING_STATES)
-    if retry and run.attempt <= max_retries:
+    if retry and run.attempt - run.dispatch_failures <= max_retries:
         updated = fence.update(
             state=RunState.PENDING,
             wait_reason=WaitReason.RETRY,
@@ -840,8 +887,23 @@ def runs_reap() -> dict[str, int]:
                 pk=run.pk, attempt=run.attempt, state=RunState.PROVISIONING
             ).exclude(phase="queued", message=message).update(phase="queued", message=message)
             continue
+        if waiting and phase == RunPhase.EXITED:
+            # the job ended before its agent said a word: at once, with what its log says
+            outcome = _run_ended_before_its_agent(run=run, driver=driver, reason=reason)
+            stats["failed" if outcome == RunState.FAILED else "requeued"] += bool(outcome)
+            continue
         if not stale:
             continue  # started on its backend, and not late
+        if not run.handle and run.state == RunState.PROVISIONING:
+            # its backend never took it (a dispatch that hung, or a worker that stopped in
+            # the middle): dispatched again, without using up a retry
+            seconds = int((now - last).total_seconds()) if last else 0
+            if run_dispatch_later(
+                run=run,
+                message=f"{run.backend.name} did not take the run within {seconds} s",
+            ):
+                stats["requeued"] += 1
+            continue
         if (
             phase == RunPhase.RUNNING
             and last
@@ -888,6 +950,30 @@ def _queued_message(run: Simulation, status: str) -> str:
     elif earlier and run.attempt > 1 and not earlier.startswith("attempt "):
         earlier = f"attempt {run.attempt - 1} ended: {earlier}"
     return f"{status}\n{earlier}"[:5000] if earlier else status[:5000]
+
+
+def _run_ended_before_its_agent(*, run: Simulation, driver, reason: str) -> str:
+    """A job that ended before its agent reported anything: Python or the agent missing on
+    the nodes, a node that failed at start. Failed with the job's own words (retried only
+    where the backend says it ended the job itself, e.g. a node failure)."""
+    ended = _ended_by_backend(driver, run.handle)
+    text = ended[0] if ended else (reason or "it exited")
+    message = f"the job on {run.backend.name} ended before its agent reported: {text}"
+    tail_of = getattr(driver, "startup_log", None)
+    tail = ""
+    if tail_of is not None:
+        work_dir = str(Path(settings.RUNS_DIR) / str(run.pk) / f"attempt-{run.attempt}")
+        try:
+            tail = tail_of(run_id=str(run.pk), attempt=run.attempt, work_dir=work_dir)
+        except DriverError:
+            tail = ""
+    message += f"\nlast lines of agent.log:\n{tail}" if tail else "\n(agent.log is empty)"
+    return run_requeue_or_fail(
+        run=run,
+        reason=EndReason.TERMINATED if ended else EndReason.DISPATCH_FAILED,
+        message=message,
+        retry=bool(ended and ended[1]),
+    )
 
 
 class StaleAttempt(Conflict):
@@ -1050,8 +1136,13 @@ def run_report_state(
     reason: str = "",
     message: str = "",
     solver_converged: bool = False,
+    iterations: int | None = None,
+    last_time: float | None = None,
 ) -> bool:
-    """Apply a state the agent reports. Idempotent for a repeated final state."""
+    """Apply a state the agent reports. Idempotent for a repeated final state.
+
+    `iterations` and `last_time` are the solver's own count (exact even where the agent had
+    to thin out points); without them they are read from the stored residuals."""
     from telemetry.services import results_compute
 
     now = timezone.now()
@@ -1090,6 +1181,8 @@ def run_report_state(
                 run=current,
                 solver_converged=solver_converged
                 or current.trust_detail.get("solver_converged", False),
+                iterations=iterations,
+                last_time=last_time,
             )
             current.results_at = now  # the agent is done with its files
             current.save(update_fields=_RESULT_FIELDS)
@@ -1099,7 +1192,11 @@ def run_report_state(
             raise StaleAttempt()
         if backend_end is not None:  # the backend killed it (e.g. a Slurm time limit)
             text, retry = backend_end
-            if retry and current.attempt <= settings.WINDTUNNEL["MAX_RETRIES"]:
+            if (
+                retry
+                and current.attempt - current.dispatch_failures
+                <= settings.WINDTUNNEL["MAX_RETRIES"]
+            ):
                 run_requeue_or_fail(run=current, reason=EndReason.TERMINATED, message=text)
                 return False
             state, reason = RunState.FAILED, EndReason.TERMINATED
@@ -1125,7 +1222,12 @@ def run_report_state(
             current.end_reason = (
                 reason if reason in EndReason.values and reason else EndReason.EXIT_CODE
             )
-        results_compute(run=current, solver_converged=solver_converged)
+        results_compute(
+            run=current,
+            solver_converged=solver_converged,
+            iterations=iterations,
+            last_time=last_time,
+        )
         current.results_at = now  # the agent is done with its files
         current.save(update_fields=_FINAL_FIELDS)
         _after_run_ended(current)

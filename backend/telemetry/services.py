@@ -541,9 +541,16 @@ def _series_summary(*, run: Simulation, names: list[str]) -> dict[str, _Series]:
         return {name: _Series(int(n), x, y, ys) for name, n, x, y, ys in cur.fetchall()}
 
 
-def results_compute(*, run: Simulation, solver_converged: bool) -> None:
+def results_compute(
+    *,
+    run: Simulation,
+    solver_converged: bool,
+    iterations: int | None = None,
+    last_time: float | None = None,
+) -> None:
     """A finished run's objectives, iterations, last time and trust flag, from its stored
-    telemetry, set on `run` (not saved). One query, whatever the number of series."""
+    telemetry, set on `run` (not saved). One query, whatever the number of series.
+    `iterations` / `last_time`, when the agent counted them, win over the stored points."""
     specs = run.study.objectives or {}
     wanted = sorted({spec["series"] for spec in specs.values() if "series" in spec})
     summary = _series_summary(run=run, names=wanted)
@@ -581,8 +588,8 @@ def results_compute(*, run: Simulation, solver_converged: bool) -> None:
     # a solver step solves every field at least once: the longest residual series counts them
     steps = max((summary[n] for n in residuals), key=lambda s: s.count, default=None)
     run.objectives = objectives
-    run.iterations = steps.count if steps else None
-    run.last_time = steps.last_x if steps else None
+    run.iterations = iterations if iterations is not None else (steps.count if steps else None)
+    run.last_time = last_time if last_time is not None else (steps.last_x if steps else None)
     drifts = {}
     for obj, spec in specs.items():
         series = summary.get(spec.get("series", ""))

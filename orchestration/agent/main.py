@@ -6,6 +6,7 @@ Exit codes: 0 finished (a final state was reported), 2 bad spec, 3 stale attempt
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 import signal
@@ -200,6 +201,10 @@ def _finish(
             "message": outcome.message,
             "solver_converged": outcome.solver_converged,
         }
+        if supervisor.iterations is not None:
+            body["iterations"] = supervisor.iterations
+        if supervisor.last_time is not None and math.isfinite(supervisor.last_time):
+            body["last_time"] = supervisor.last_time
         if upload:
             reporter.flush(deadline=deadline)
             note = _upload_archive(spec, client, deadline=deadline)

@@ -140,10 +140,15 @@ class Reporter:
         self._nudge()
 
     def _nudge(self) -> None:
-        """Wake the sender when a batch is due (it would otherwise notice within 0.1 s)."""
+        """Wake the sender when a batch is due (it would otherwise notice within 0.1 s), or
+        when a full batch is waiting: a fast solver is never held to the pace (its points
+        would pile up and be thinned)."""
         now = self.clock()
-        if now >= self._next_telemetry and now >= self._retry_at:
+        if (now >= self._next_telemetry or self._backlogged()) and now >= self._retry_at:
             self._wakeup.set()
+
+    def _backlogged(self) -> bool:
+        return self._points >= MAX_BATCH_POINTS
 
     def add_log(self, lines: Iterable[str]) -> None:
         lines = list(lines)
@@ -270,7 +275,8 @@ class Reporter:
             now = self.clock()
             if now >= self._retry_at:
                 try:
-                    if now >= self._next_telemetry and self.has_pending():
+                    due = now >= self._next_telemetry or self._backlogged()
+                    if due and self.has_pending():
                         self._next_telemetry = now + self.telemetry_interval
                         self._send_telemetry()
                     elif now - self._last_accepted >= self.heartbeat_interval:

@@ -164,6 +164,8 @@ class Supervisor:
             allow_system_operations=spec.allow_system_operations,
         )
         self._follow_dat = False
+        self.iterations: int | None = None  # time steps of the last solve step, as it counted
+        self.last_time: float | None = None
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -245,6 +247,8 @@ class Supervisor:
         follower.poll(final=True)
         if step.role == "solve":
             self.reporter.add_columns(parser.flush_block())
+            # the solver's own count of time steps: exact even where points were thinned
+            self.iterations, self.last_time = parser.iterations, parser.last_time
         else:
             parser.flush_block()
         self._sample(proc.pid, final=True)

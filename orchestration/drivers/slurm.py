@@ -96,6 +96,48 @@ _RESERVED_DIRECTIVES = {
     "--qos",
     "--time",
 }
+# sbatch options an admin may add (full names): where and how jobs are placed. Output,
+# identity (--uid), arrays, holds, test-only runs and exports stay the driver's.
+_EXTRA_DIRECTIVES = {
+    "--begin",
+    "--clusters",
+    "--comment",
+    "--constraint",
+    "--core-spec",
+    "--cores-per-socket",
+    "--cpu-freq",
+    "--cpus-per-task",
+    "--distribution",
+    "--exclude",
+    "--exclusive",
+    "--gpus",
+    "--gpus-per-node",
+    "--gpus-per-task",
+    "--gres",
+    "--gres-flags",
+    "--hint",
+    "--licenses",
+    "--mail-type",
+    "--mail-user",
+    "--mem-bind",
+    "--network",
+    "--nice",
+    "--nodelist",
+    "--ntasks-per-core",
+    "--ntasks-per-node",
+    "--ntasks-per-socket",
+    "--oversubscribe",
+    "--reservation",
+    "--sockets-per-node",
+    "--spread-job",
+    "--switches",
+    "--thread-spec",
+    "--threads-per-core",
+    "--time-min",
+    "--tmp",
+    "--use-min-nodes",
+    "--wckey",
+}
 _SETTING_KEYS = {
     "transport",
     "host",
@@ -124,6 +166,7 @@ _SETTING_KEYS = {
     "connect_timeout",
     "command_timeout",
     "retries",
+    "submit_retry_seconds",
     "max_connections",
     "max_sessions",
     "job_name_prefix",
@@ -184,6 +227,16 @@ def _list(raw: Mapping[str, Any], key: str) -> list[str]:
     return [v.strip() for v in value if v.strip()]
 
 
+def _abs_path(raw: Mapping[str, Any], key: str, what: str) -> str:
+    """A path on the cluster: absolute, or relative to the cluster user's home; no '..'."""
+    value = _str(raw, key, _PATH, f"{what} (no spaces or quotes)")
+    if value and ".." in value.split("/"):
+        raise SettingsError(
+            key, f"{value!r}: give the {what} without '..' (absolute, or in the user's home)"
+        )
+    return value
+
+
 def validate_settings(raw: Mapping[str, Any], *, strict: bool = False) -> dict[str, Any]:
     """Check and normalise a Slurm backend's settings; SettingsError names what is wrong.
 
@@ -228,13 +281,24 @@ def validate_settings(raw: Mapping[str, Any], *, strict: bool = False) -> dict[s
                 "extra_directives",
                 f"{d!r} is not a plain sbatch option (--name or --name=value, no spaces or quotes)",
             )
-        if d.split("=", 1)[0] in _RESERVED_DIRECTIVES:
+        option = d.split("=", 1)[0]
+        if option in _RESERVED_DIRECTIVES:
             raise SettingsError(
                 "extra_directives",
-                f"{d.split('=', 1)[0]} is set by the driver (use the matching setting instead)",
+                f"{option} is set by the driver (use the matching setting instead)",
+            )
+        if option not in _EXTRA_DIRECTIVES:
+            # sbatch takes any unambiguous prefix (--outp is --output): only full names of
+            # options that shape placement, never output, identity, arrays or holds
+            near = [o for o in sorted(_EXTRA_DIRECTIVES) if o.startswith(option)]
+            hint = f" (write the full name: {', '.join(near)})" if near else ""
+            raise SettingsError(
+                "extra_directives",
+                f"{option} is not an option the portal passes on{hint}; allowed: "
+                + ", ".join(sorted(_EXTRA_DIRECTIVES)),
             )
     out["extra_directives"] = directives
-    out["work_root"] = _str(raw, "work_root", _PATH, "path (no spaces or quotes)")
+    out["work_root"] = _abs_path(raw, "work_root", "path of the runs' folder on the cluster")
     out["python"] = _str(raw, "python", _PATH, "path of a Python 3 interpreter")
     pythonpath = _str(raw, "pythonpath", _PATH, "path") or _str(raw, "agent_path", _PATH, "path")
     out["pythonpath"] = pythonpath
@@ -252,7 +316,7 @@ def validate_settings(raw: Mapping[str, Any], *, strict: bool = False) -> dict[s
         if not isinstance(value, str | int | float) or any(c in str(value) for c in "\0\n\r"):
             raise SettingsError("env", f"{name}: the value must be a one-line string")
     out["env"] = {str(k): str(v) for k, v in env.items()}
-    out["slurm_conf"] = _str(raw, "slurm_conf", _PATH, "path of slurm.conf")
+    out["slurm_conf"] = _abs_path(raw, "slurm_conf", "path of slurm.conf")
     capacity = raw.get("capacity") or "fixed"
     if capacity not in CAPACITY_MODES:
         raise SettingsError("capacity", "must be 'fixed' (cores/memory_gb below) or 'ask' (sinfo)")
@@ -276,11 +340,35 @@ def validate_settings(raw: Mapping[str, Any], *, strict: bool = False) -> dict[s
     out["connect_timeout"] = _num(raw, "connect_timeout", 10.0, 0.5, 300.0)
     out["command_timeout"] = _num(raw, "command_timeout", 60.0, 1.0, 3600.0)
     out["retries"] = _int(raw, "retries", 5, 0, 20)
+    out["submit_retry_seconds"] = _num(raw, "submit_retry_seconds", 60.0, 0.0, 3600.0)
     out["max_connections"] = _int(raw, "max_connections", 2, 1, 16)
     out["max_sessions"] = _int(raw, "max_sessions", 6, 1, 64)
     out["job_name_prefix"] = _str(raw, "job_name_prefix", _NAME, "job name prefix") or "wt"
     out["poll_cache_seconds"] = _num(raw, "poll_cache_seconds", 2.0, 0.0, 600.0)
     return out
+
+
+def _minutes(text: str) -> float | None:
+    """A Slurm time (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in minutes; None for
+    no limit ('infinite', 'UNLIMITED', '0' or nothing)."""
+    text = (text or "").strip()
+    if not text or text.lower() in ("infinite", "unlimited", "0", "n/a"):
+        return None
+    days, _, rest = text.rpartition("-")
+    try:
+        parts = [int(p) for p in rest.split(":")]
+        d = int(days) if days else 0
+    except ValueError:
+        return None
+    if days:  # D-HH[:MM[:SS]]
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+    elif len(parts) == 1:
+        hours, minutes, seconds = 0, parts[0], 0
+    elif len(parts) == 2:
+        hours, minutes, seconds = 0, parts[0], parts[1]
+    else:
+        hours, minutes, seconds = parts[:3]
+    return d * 1440 + hours * 60 + minutes + seconds / 60
 
 
 # --- handles, states and reasons -----------------------------------------------------------
@@ -449,6 +537,15 @@ def _is_transient(result: CommandResult) -> bool:
     return any(marker in text for marker in _TRANSIENT)
 
 
+# what sbatch says when it never reached the controller: nothing was submitted
+_NOT_SUBMITTED = ("Unable to contact slurm controller (connect failure)", "Connection refused")
+
+
+def _not_submitted(result: CommandResult) -> bool:
+    text = result.stderr + result.stdout
+    return any(marker in text for marker in _NOT_SUBMITTED)
+
+
 def _case_signature(case_dir: str) -> str:
     """A digest of a case tree's names, sizes and mtimes (its staged copy is named by it)."""
     root = Path(case_dir)
@@ -509,10 +606,16 @@ class SlurmDriver:
         return {"SLURM_CONF": conf} if conf else {}
 
     def _run(
-        self, argv: Sequence[str], *, input: bytes | None = None, idempotent: bool = True
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        idempotent: bool = True,
+        retries: int | None = None,
     ) -> CommandResult:
         """A Slurm command; while the controller is unreachable, idempotent ones are retried."""
-        delays = backoff_delays(self.settings["retries"] if idempotent else 0, base=0.5, cap=5)
+        tries = self.settings["retries"] if retries is None else retries
+        delays = backoff_delays(tries if idempotent else 0, base=0.5, cap=5)
         while True:
             result = self.transport.run(argv, input=input, env=self._slurm_env())
             if result.ok or not _is_transient(result) or not delays:
@@ -544,21 +647,39 @@ class SlurmDriver:
         return posixpath.join(self._run_dir(spec), "case")
 
     def _run_dir(self, spec: RunSpec) -> str:
-        key = (spec.run_id, spec.attempt)
+        return self._run_dir_of(spec.run_id, spec.attempt, spec.work_dir)
+
+    def _run_dir_of(self, run_id: str, attempt: int, work_dir: str) -> str:
+        key = (run_id, attempt)
         if key not in self._run_dirs:
             root = self._work_root()
             if root:
-                path = posixpath.join(root, "runs", spec.run_id, f"attempt-{spec.attempt}")
+                path = posixpath.join(root, "runs", run_id, f"attempt-{attempt}")
             else:
-                path = spec.work_dir
+                path = work_dir
                 if not path.startswith("/"):
-                    raise DriverError(
-                        f"work_dir {spec.work_dir!r} is relative and no work_root is set"
-                    )
+                    raise DriverError(f"work_dir {work_dir!r} is relative and no work_root is set")
             if not _PATH.match(path):
                 raise DriverError(f"unsafe run directory {path!r}")
             self._run_dirs[key] = path
         return self._run_dirs[key]
+
+    def startup_log(self, *, run_id: str, attempt: int, work_dir: str, lines: int = 12) -> str:
+        """The last lines of a run's agent.log on the cluster ('' when there is none): why a
+        job ended before its agent could report (no Python, no agent on the nodes, …)."""
+        path = posixpath.join(self._run_dir_of(run_id, attempt, work_dir), "agent.log")
+        try:
+            if not self.transport.remote:
+                with open(path, "rb") as fh:
+                    fh.seek(0, os.SEEK_END)
+                    fh.seek(max(0, fh.tell() - 8192))
+                    text = fh.read().decode("utf-8", "replace")
+            else:
+                result = self.transport.run(["tail", "-n", str(lines), path], timeout=20)
+                text = result.stdout if result.ok else ""
+        except (OSError, DriverError):
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
 
     def _python(self) -> str:
         if self.settings["python"]:
@@ -823,7 +944,19 @@ class SlurmDriver:
 
     def _submit(self, batch: Sequence[RunSpec]) -> int:
         script = self._script(batch)
-        result = self._run(["sbatch", "--parsable"], input=script.encode(), idempotent=False)
+        # sbatch is not idempotent: it is tried again only while it could not reach the
+        # controller at all (nothing was submitted), for up to submit_retry_seconds (a
+        # slurmctld restart or fail-over), with backoff
+        deadline = time.monotonic() + self.settings["submit_retry_seconds"]
+        delays = iter(backoff_delays(8, base=0.5, cap=5))
+        while True:
+            result = self._run(["sbatch", "--parsable"], input=script.encode(), idempotent=False)
+            if result.ok or not _not_submitted(result):
+                break
+            delay = next(delays, 5.0)
+            if time.monotonic() + delay > deadline:
+                break
+            time.sleep(delay)
         if not result.ok:
             transient = _is_transient(result)
             raise DriverError(f"sbatch refused the job: {result.error_text()}", retryable=transient)
@@ -1020,9 +1153,11 @@ class SlurmDriver:
     # -- for the admin API's check action -------------------------------------------------
 
     def check(self) -> dict[str, Any]:
-        """Connect, and report the cluster's capacity and health (raises DriverError)."""
+        """Connect, and report the cluster's capacity and health (raises DriverError).
+
+        Asked by an admin who waits for the answer: one try, no backoff."""
         started = time.monotonic()
-        sinfo = self._run(["sinfo", "-h", "-o", "%P|%a|%D|%T|%c|%m|%l"])
+        sinfo = self._run(["sinfo", "-h", "-o", "%P|%a|%D|%T|%c|%m|%l"], retries=0)
         if not sinfo.ok:
             raise DriverError(f"sinfo failed: {sinfo.error_text()}", retryable=True)
         partitions = []
@@ -1043,6 +1178,20 @@ class SlurmDriver:
         wanted = self.settings["partition"].split(",")[0] if self.settings["partition"] else ""
         if wanted and not any(p["partition"].rstrip("*") == wanted for p in partitions):
             raise DriverError(f"partition {wanted!r} does not exist on the cluster")
+        chosen = [
+            p
+            for p in partitions
+            if (p["partition"].rstrip("*") == wanted if wanted else p["partition"].endswith("*"))
+        ]
+        asked = _minutes(self.settings["time_limit"])
+        for p in chosen[:1]:
+            limit = _minutes(p["time_limit"])
+            if asked and limit is not None and asked > limit:
+                raise DriverError(
+                    f"time_limit {self.settings['time_limit']} is longer than partition "
+                    f"{p['partition'].rstrip('*')}'s limit {p['time_limit']}: Slurm would hold "
+                    "every run (PartitionTimeLimit); ask for at most that"
+                )
         caps = self._asked_capacity()
         return {
             "ok": True,

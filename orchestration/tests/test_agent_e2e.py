@@ -78,6 +78,7 @@ def _assert_completed_run(portal: FakePortal, work: Path) -> None:
     assert states[0] == "running" and states[-1] == "completed"
     final = portal.of("state/")[-1].body
     assert final["exit_code"] == 0 and final["attempt"] == 1
+    assert (final["iterations"], final["last_time"]) == (5, 0.025)  # the solver's own count
     series = portal.series()
     assert _increasing(series["residual.Ux"]) and _increasing(series["residual.p"])
     assert series["residual.Ux"][0] == [0.005, 1.0]

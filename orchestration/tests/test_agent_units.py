@@ -104,6 +104,31 @@ def test_log_lines_are_bounded_per_batch_with_a_skip_marker(portal: FakePortal) 
     assert call.body["attempt"] == 1
 
 
+def test_a_fast_solver_is_not_held_to_the_pace_and_loses_no_point(portal: FakePortal) -> None:
+    """Points arriving faster than one batch per interval: full batches go out at once
+    (the interval is 60 s here), none is thinned out."""
+    from orchestration.agent.reporter import MAX_BATCH_POINTS, MAX_BUFFERED_POINTS
+
+    reporter = _reporter(portal)
+    reporter.start()
+    try:
+        total = MAX_BUFFERED_POINTS + 3 * MAX_BATCH_POINTS  # more than the buffer holds
+        for start in range(0, total, 5_000):
+            xs = [float(x) for x in range(start, start + 5_000)]
+            reporter.add_columns({"residual.p": (xs, [1.0] * len(xs))})
+            time.sleep(0.002)
+        assert portal.wait_for(
+            lambda: len(portal.series().get("residual.p", [])) >= total - MAX_BATCH_POINTS,
+            timeout=60,
+        )
+    finally:
+        reporter.close()
+    assert reporter.flush(deadline=time.monotonic() + 30)
+    xs = [x for x, _ in portal.series()["residual.p"]]
+    assert xs == [float(x) for x in range(total)]  # every point, in order
+    assert not any("dropped" in line for line in portal.log_lines())
+
+
 def test_failed_batches_are_kept_and_resent(portal: FakePortal) -> None:
     failures = iter([True, True])
     portal.responder = lambda call: (503, {}) if next(failures, False) else None

@@ -89,17 +89,33 @@ def fingerprint(key: paramiko.PKey) -> str:
 
 
 def _known_hosts(text: str) -> paramiko.HostKeys:
+    """The host keys an admin pasted (ssh-keyscan's lines). A line that is not one is refused
+    naming its number and host field only: what was pasted may be a private key."""
+    if "PRIVATE KEY" in (text or ""):
+        raise TransportError(
+            "known_hosts holds a private key: put the login node's host keys there (the "
+            "output of ssh-keyscan -p PORT HOST), and the private key in private_key",
+            retryable=False,
+        )
     keys = paramiko.HostKeys()
-    for line in (text or "").splitlines():
+    for number, line in enumerate((text or "").splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
+        where = f"known_hosts line {number} (host {line.split()[0][:60]!r})"
         try:
             entry = paramiko.hostkeys.HostKeyEntry.from_line(line)
-        except (paramiko.SSHException, ValueError, IndexError) as exc:
-            raise TransportError(f"bad known_hosts line {line[:60]!r}: {exc}") from exc
+        except Exception as exc:  # paramiko's InvalidHostKey is a bare Exception; binascii too
+            raise TransportError(
+                f"{where} is not a host key line ({type(exc).__name__}); paste the output of "
+                "ssh-keyscan -p PORT HOST",
+                retryable=False,
+            ) from exc
         if entry is None:
-            raise TransportError(f"bad known_hosts line {line[:60]!r}")
+            raise TransportError(
+                f"{where} is not 'HOST KEYTYPE BASE64KEY'; paste the output of ssh-keyscan",
+                retryable=False,
+            )
         for name in entry.hostnames:
             keys.add(name, entry.key.get_name(), entry.key)
     return keys

@@ -131,6 +131,36 @@ def test_bad_settings_are_clear_400s(staff, db, change, field, words):
     assert not Backend.objects.filter(name="cluster").exists()
 
 
+@pytest.mark.parametrize(
+    ("known_hosts", "words"),
+    [
+        (
+            "[127.0.0.1]:43193 ssh-ed25519 AAAAC",
+            "line 1 (host '[127.0.0.1]:43193') is not a host key",
+        ),
+        ("# scanned\nlogin.example.org ssh-rsa", "line 2 (host 'login.example.org') is not"),
+        (None, "known_hosts holds a private key"),
+    ],
+)
+def test_a_bad_known_hosts_is_a_400_that_echoes_no_key(staff, db, known_hosts, words):
+    """A damaged line, or the private key pasted in the wrong box: a 400 on
+    secrets.known_hosts naming the line, and no key material in the answer (create and
+    PATCH alike)."""
+    key = _key()
+    body = _ssh_body(secrets={"private_key": key, "known_hosts": known_hosts or key})
+    r = staff.post(URL, body, format="json")
+    assert r.status_code == 400, r.content
+    assert r.json()["field"] == "secrets.known_hosts" and words in r.json()["message"], r.json()
+    secret_lines = [line for line in key.splitlines() if line and "-----" not in line]
+    assert not any(line[:20] in r.content.decode() for line in secret_lines)
+    assert staff.post(URL, _ssh_body(), format="json").status_code == 201
+    r = staff.patch(
+        f"{URL}cluster/", {"secrets": {"known_hosts": known_hosts or key}}, format="json"
+    )
+    assert r.status_code == 400 and r.json()["field"] == "secrets.known_hosts", r.content
+    assert not any(line[:20] in r.content.decode() for line in secret_lines)
+
+
 def test_ssh_needs_a_known_host_key(staff, db):
     body = _ssh_body(secrets={"private_key": _key()})
     r = staff.post(URL, body, format="json")

@@ -189,6 +189,9 @@ WINDTUNNEL = {
     # after a cancel or a policy stop, the agent ends cleanly on its next report; the backend
     # kill follows after this many seconds as a safety net
     "STOP_GRACE": env.float("WINDTUNNEL_STOP_GRACE", default=30.0),
+    # a backend that cannot take a run (unreachable) gets it again after 5, 10, … 60 s; this
+    # many times before the run fails (30: about 25 minutes)
+    "DISPATCH_RETRIES": env.int("WINDTUNNEL_DISPATCH_RETRIES", default=30),
     # cases may run shell commands and compile code (OpenFOAM's allowSystemOperations): only
     # where every user is trusted with the compute hosts (orchestration/environment.py)
     "CASE_SYSTEM_OPERATIONS": env.bool("WINDTUNNEL_CASE_SYSTEM_OPERATIONS", default=False),
@@ -216,5 +219,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # once, through our handler (Django's default config adds a console handler of its own)
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # paramiko logs the known_hosts lines it rejects: pasted in by mistake, that could be
+        # a private key
+        "paramiko.hostkeys": {"level": "CRITICAL"},
+    },
 }

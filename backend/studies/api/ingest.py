@@ -130,6 +130,12 @@ class StateSerializer(AttemptSerializer):
     reason = serializers.CharField(required=False, allow_blank=True, max_length=40)
     message = serializers.CharField(required=False, allow_blank=True, max_length=20000)
     solver_converged = serializers.BooleanField(required=False, default=False)
+    iterations = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, help_text="the solver's time steps"
+    )
+    last_time = serializers.FloatField(
+        required=False, allow_null=True, help_text="the solver's last time (or iteration)"
+    )
     # a final state may carry the attempt's last telemetry batch (one request less per run)
     series = serializers.DictField(
         required=False, default=dict, help_text="with a final state: the last telemetry batch"
@@ -209,6 +215,8 @@ class IngestStateView(_IngestView):
             reason=data.get("reason", ""),
             message=data.get("message", ""),
             solver_converged=data.get("solver_converged", False),
+            iterations=data.get("iterations"),
+            last_time=data.get("last_time"),
         )
         if data["state"] == RunState.RUNNING:
             return Response({"stop": bool(stop), "interval": telemetry_interval(run.pk)})

@@ -540,3 +540,20 @@ def test_a_retried_run_waiting_in_its_backends_queue_still_says_how_the_last_att
     assert _post(client, run.pk, "state", {"attempt": 2, "state": "running"}).status_code == 200
     fresh = Simulation.objects.get(pk=run.pk)
     assert (fresh.phase, fresh.message) == ("", "attempt 1 ended: Slurm: NODE_FAIL (node failure)")
+
+
+def test_the_solvers_own_count_of_steps_wins_over_the_points_stored(running):
+    """An agent that had to thin out points of a very fast solver still knows how many steps
+    it ran: the run's iterations and last time are the solver's, not the points'."""
+    run, client = running
+    r = _final(
+        client,
+        run.pk,
+        series={"residual.p": [[1, 0.5], [2, 0.25]]},
+        iterations=100_000,
+        last_time=50.0,
+    )
+    assert r.status_code == 200, r.content
+    run.refresh_from_db()
+    assert (run.iterations, run.last_time) == (100_000, 50.0)
+    assert _final(client, run.pk, iterations=-1).status_code == 400  # a count is ≥ 0

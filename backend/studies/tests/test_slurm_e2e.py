@@ -279,6 +279,65 @@ def test_slurmctld_restarted_mid_study_loses_nothing(cluster_live):
     assert len({r.handle for r in runs}) == 6
 
 
+def test_a_study_submitted_while_slurmctld_is_down_waits_and_runs_once_it_is_back(
+    cluster_live,
+):
+    """sbatch cannot reach the controller: the runs go back to the queue with backoff
+    (wait reason 'retry', saying when), without using up a retry, and run once the
+    controller is back: every run completes, no retry counted."""
+    # no retries in the driver: the portal's own (with backoff, counted apart) take over
+    _backend("slurm-quick", slurm_settings(submit_retry_seconds=0, retries=0))
+    pidfile = ROOT / ".data/slurm/run/slurmctld.pid"
+    pid = int(pidfile.read_text())
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not _alive(pid), timeout=30, what="slurmctld to stop")
+    try:
+        spec = {
+            "name": "outage",
+            "template": "cavity",
+            "backend": "slurm-quick",
+            "parameters": {"cells": 10, "end_time": {"values": [0.2, 0.3]}},
+        }
+        study = _submit(cluster_live, spec)
+        runs = Simulation.objects.filter(study_id=study["id"])
+        waiting = wait_for(
+            lambda: (r := runs.filter(dispatch_failures__gte=1, state="pending").first()) and r,
+            timeout=90,
+            what="a run to wait for the controller",
+        )
+        assert waiting.wait_reason == "retry", waiting.wait_reason
+        # sbatch's own words, or (a Slurm command waits 9 s for a controller that is down,
+        # longer than the tests' dispatch timeout) the reaper's
+        detail = waiting.wait_detail
+        assert "Unable to contact slurm controller" in detail or "did not take the run" in detail
+        assert "trying again at" in detail, detail
+    finally:
+        out = subprocess.run(
+            [str(ROOT / "scripts/start-slurm")], capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stderr
+    body = _finished(cluster_live, study["id"], timeout=240)
+    done = list(runs)
+    assert body["state"] == "completed", [(r.state, r.message) for r in done]
+    assert all(r.attempt - r.dispatch_failures == 1 for r in done)  # no retry used up
+    assert any(r.dispatch_failures >= 1 for r in done)
+
+
+def test_a_job_that_ends_before_its_agent_reports_fails_at_once_with_its_log(cluster_live):
+    """No agent on the nodes (here: a Python that does not exist): the job fails at once;
+    the run says so with the last lines of agent.log, and is not retried (it would fail the
+    same way), instead of waiting for the heartbeat timeout."""
+    _backend("slurm-broken", slurm_settings(python="/opt/nowhere/bin/python3"))
+    spec = {"name": "broken", "template": "cavity", "backend": "slurm-broken"}
+    study = _submit(cluster_live, spec)
+    body = _finished(cluster_live, study["id"], timeout=120)
+    (run,) = Simulation.objects.filter(study_id=study["id"])
+    assert body["state"] == "completed_with_failures" and run.state == "failed", run.message
+    assert "ended before its agent reported" in run.message, run.message
+    assert "/opt/nowhere/bin/python3" in run.message, run.message  # the shell's own words
+    assert run.attempt == 1 and run.end_reason == "dispatch_failed"
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
