@@ -133,6 +133,14 @@ def study_results(*, study: Study) -> list[dict[str, Any]]:
     return rows
 
 
+def _cell(value):
+    """A text value as a spreadsheet will not run it as a formula (CSV injection): one that
+    starts like a formula gets a leading apostrophe. Numbers stay numbers."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def study_results_csv(*, study: Study) -> str:
     rows = study_results(study=study)
     params = list((study.spec.get("parameters") or {}).keys())
@@ -162,7 +170,7 @@ def study_results_csv(*, study: Study) -> str:
             [
                 row["run"],
                 row["index"],
-                *[row["parameters"].get(p, "") for p in params],
+                *[_cell(row["parameters"].get(p, "")) for p in params],
                 row["state"],
                 row["trust"],
                 *[

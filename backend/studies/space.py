@@ -160,8 +160,24 @@ def _empty(where: str) -> Axis:
     raise SpaceError(f"{where}: the list of values is empty; give at least one value", field=where)
 
 
+_UNSAFE_TEXT = frozenset('"#$;{}\\') | {chr(c) for c in range(32)} | {"\x7f"}
+
+
 def _scalar(value: Any, where: str) -> Value:
-    if isinstance(value, bool | int | str):
+    if isinstance(value, str):
+        # a text value is written into the case's dictionaries: nothing that could end a
+        # string or an entry, or start a directive (#include) or a $variable
+        bad = sorted({c for c in value if c in _UNSAFE_TEXT})
+        if bad or len(value) > 200:
+            shown = " ".join(repr(c) for c in bad)
+            raise SpaceError(
+                f"{where}: text values are at most 200 characters, without quotes, #, $, ;, "
+                f"braces, backslashes or control characters (they would change the case's "
+                f"syntax); {value[:40]!r} has {shown or 'too many characters'}",
+                field=where,
+            )
+        return value
+    if isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):

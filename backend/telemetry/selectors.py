@@ -86,7 +86,19 @@ def downsample(
         for i in sorted({i_min, i_max}):
             out_x.append(xs[i])
             out_y.append(ys[i])
-    return out_x, out_y
+    return _with_ends(out_x, out_y, (xs[0], ys[0]), (xs[-1], ys[-1]))
+
+
+def _with_ends(
+    xs: list[float], ys: list[float | None], first: tuple, last: tuple
+) -> tuple[list[float], list[float | None]]:
+    """The series' first and last points kept in a downsampled one: a plot starts and ends
+    where the run did (the last value is what a `last` objective reads)."""
+    if xs and last[0] > xs[-1]:
+        xs, ys = [*xs, last[0]], [*ys, last[1]]
+    if xs and first[0] < xs[0]:
+        xs, ys = [first[0], *xs], [first[1], *ys]
+    return xs, ys
 
 
 def series_read(
@@ -139,7 +151,9 @@ def _summary_downsample(
     if 2 * n_chunks < buckets:  # too few chunks for half the asked resolution: read points
         return None
     length = Func("xs", 1, function="array_length", output_field=IntegerField())
-    rows = list(chunks.order_by("seq").values_list("low_x", "low_y", "high_x", "high_y", length))
+    rows = list(
+        chunks.order_by("seq").values_list("low_x", "low_y", "high_x", "high_y", length, "seq")
+    )
     per = -(-len(rows) // buckets)
     xs: list[float] = []
     ys: list[float | None] = []
@@ -156,6 +170,13 @@ def _summary_downsample(
         for x, y in sorted({low, high}):
             xs.append(x)
             ys.append(y)
+    if rows:
+        seqs = [rows[0][5], rows[-1][5]]
+        ends = {
+            seq: (x, y) for seq, x, y in chunks.filter(seq__in=seqs).values_list("seq", "xs", "ys")
+        }
+        (fx, fy), (lx, ly) = ends[seqs[0]], ends[seqs[1]]
+        xs, ys = _with_ends(xs, ys, (fx[0], fy[0]), (lx[-1], ly[-1]))
     return {"x": xs, "y": ys, "points": total, "returned": len(xs)}
 
 

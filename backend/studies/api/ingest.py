@@ -8,7 +8,6 @@ from __future__ import annotations
 import hmac
 
 import orjson
-from django.http import FileResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ParseError
@@ -18,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.exceptions import ApplicationError, ErrorCode, NotFound
+from core.http import file_download
 from studies import services
 from studies.choices import RunState
 from studies.models import Simulation
@@ -310,6 +310,4 @@ class IngestCaseView(_IngestView):
         path = services.run_case_archive(run=run, attempt=attempt)
         handle = path.open("rb")
         path.unlink()  # the open handle keeps the data until the response is sent
-        return FileResponse(
-            handle, content_type="application/gzip", as_attachment=True, filename="case.tar.gz"
-        )
+        return file_download(handle, filename="case.tar.gz", content_type="application/gzip")

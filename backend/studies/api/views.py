@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import django_filters
-from django.http import FileResponse, HttpResponse
+from django.http import HttpResponse
+from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -10,6 +11,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from core.exceptions import ApplicationError, NotFound
+from core.http import file_download
 from studies import selectors, services, uploads
 from studies.api import serializers as s
 from studies.choices import RunState, StudyState
@@ -183,7 +185,8 @@ class StudyViewSet(viewsets.GenericViewSet):
             selectors.study_results_csv(study=study), content_type="text/csv; charset=utf-8"
         )
         safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in study.name)[:60] or "study"
-        response["Content-Disposition"] = f'attachment; filename="{safe}-results.csv"'
+        # any Unicode name, as RFC 6266's filename* (a raw UTF-8 header is garbled by browsers)
+        response["Content-Disposition"] = content_disposition_header(True, f"{safe}-results.csv")
         return response
 
 
@@ -299,12 +302,7 @@ class RunViewSet(viewsets.GenericViewSet):
         if path is None:
             raise NotFound("This run has no result archive yet; it is made when the run ends.")
         name = f"{run.study.name}-run{run.index:04d}.tar.gz".replace("/", "-").replace(" ", "-")
-        return FileResponse(
-            path.open("rb"),
-            as_attachment=True,
-            filename=name,
-            content_type="application/gzip",
-        )
+        return file_download(path.open("rb"), filename=name, content_type="application/gzip")
 
 
 def _int_param(request, name: str, default: int, *, low: int, high: int) -> int:

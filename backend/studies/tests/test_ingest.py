@@ -5,6 +5,7 @@ apart why a report was refused; both are checked here through HTTP, on real Post
 """
 
 import json
+import math
 import secrets
 
 import pytest
@@ -557,3 +558,25 @@ def test_the_solvers_own_count_of_steps_wins_over_the_points_stored(running):
     run.refresh_from_db()
     assert (run.iterations, run.last_time) == (100_000, 50.0)
     assert _final(client, run.pk, iterations=-1).status_code == 400  # a count is ≥ 0
+
+
+@pytest.mark.parametrize("batches", [1, 30])
+def test_a_downsampled_series_starts_and_ends_where_the_run_did(running, batches):
+    """However few points are asked for, through the points (one chunk) or the chunks'
+    extremes (many), the first and the last point are in the answer."""
+    from telemetry.selectors import series_read
+
+    run, client = running
+    xs = [i * 0.01 for i in range(1, 61)]
+    ys = [math.sin(x * 40) for x in xs]  # extremes inside, never at the ends
+    per = len(xs) // batches
+    for b in range(batches):
+        part = list(zip(xs[b * per : (b + 1) * per], ys[b * per : (b + 1) * per], strict=True))
+        assert (
+            _telemetry(client, run.pk, series={"f.s": [list(p) for p in part]}).status_code == 200
+        )
+    got = series_read(run=Simulation.objects.get(pk=run.pk), attempt=2, names=["f.s"], max_points=4)
+    series = got["f.s"]
+    assert series["x"][0] == pytest.approx(xs[0]) and series["x"][-1] == pytest.approx(xs[-1])
+    assert series["y"][-1] == pytest.approx(ys[-1])
+    assert series["x"] == sorted(series["x"]) and series["points"] == 60

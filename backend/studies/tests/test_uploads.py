@@ -288,3 +288,26 @@ def test_a_zip_made_on_windows_is_not_taken_for_special_files(api):
         info.external_attr = (0o170000 << 16) | 0x20
         z.writestr(info, CONTROL)
     assert upload(api, "win.zip", buf.getvalue()).status_code == 201
+
+
+def test_text_parameters_cannot_change_the_case_syntax_and_csv_cells_run_no_formula(api):
+    """A text value is rendered into a dictionary: quotes, #, $ and the like are refused. A
+    value a spreadsheet would run as a formula is quoted in results.csv, whose file name
+    keeps a non-Latin study name (RFC 6266 filename*)."""
+    control = b"application icoFoam;\nmodel {{ model }};\nendTime 1;\n"
+    up = upload(api, "c.tar.gz", tgz([("system/controlDict", control, "file")])).json()
+    spec = {"name": "翼型 study", "case": up["id"], "solver": "icoFoam"}
+    for bad in ['kEpsilon"; #include "/etc/passwd', "a$HOME", "x\ny", "a;b"]:
+        r = api.post(
+            "/api/v1/studies/preview/", {**spec, "parameters": {"model": [bad]}}, format="json"
+        )
+        assert r.status_code == 400 and r.json()["field"] == "parameters.model", (bad, r.json())
+    r = api.post(
+        "/api/v1/studies/", {**spec, "parameters": {"model": ["=1+2", "kOmegaSST"]}}, format="json"
+    )
+    assert r.status_code == 201, r.json()
+    r = api.get(f"/api/v1/studies/{r.json()['id']}/results-csv/")
+    assert r.status_code == 200
+    text = b"".join(r.streaming_content).decode() if r.streaming else r.content.decode()
+    assert "'=1+2" in text and ",kOmegaSST," in text
+    assert "filename*=utf-8''%E7%BF%BC%E5%9E%8B-study-results.csv" in r["Content-Disposition"]
