@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import os
+import re
 import shutil
 import stat
 import tarfile
@@ -206,6 +208,7 @@ def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int
         fileobj.seek(0)
         written = _extract(fileobj, is_zip=is_zip, root=root, dest=case, budget=total)
         _check_templates_are_utf8(case)
+        _check_includes(case)
         try:
             placeholders = render.find_placeholders(case)
         except render.RenderError as exc:
@@ -322,6 +325,72 @@ def _extract_members(
                 continue
             written += _copy_limited(src, target, remaining, info.name)
     return written
+
+
+_INCLUDE = re.compile(
+    r"^[ \t]*#(includeIfPresent|includeEtc|include|sinclude)\b[ \t]*(\S[^\n]*)?$", re.MULTILINE
+)
+_CASE_PREFIXES = ("$FOAM_CASE/", "${FOAM_CASE}/", "<case>/", "<system>/", "<constant>/")
+
+
+def _include_target(arg: str) -> str:
+    """The path of an #include-like directive: its quoted string, or its first word."""
+    arg = arg.strip()
+    if arg.startswith('"'):
+        end = arg.find('"', 1)
+        return arg[1:end] if end > 0 else arg[1:]
+    return arg.split()[0].rstrip(";")
+
+
+def _check_includes(case: Path) -> None:
+    """A case may include its own files only: an #include of a path outside it (/etc/…,
+    ../../…, ~, $HOME) would read the portal host's files into a tenant's run, and its
+    error messages would show them. Checked on every text file of the upload."""
+    root = case.resolve()
+    for path, rel in render.walk(case):
+        if render.is_binary_file(path) or os.path.getsize(path) > 16 * 1024 * 1024:
+            continue
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        if "#" not in text:
+            continue
+        for match in _INCLUDE.finditer(text):
+            directive, arg = match.group(1), match.group(2) or ""
+            target = _include_target(arg)
+            line = text.count("\n", 0, match.start()) + 1
+            where = f"{rel} line {line}: #{directive} {target!r}"
+            if "{{" in arg or "{%" in arg:
+                raise _reject(f"{where}: an include path cannot be a placeholder", rel)
+            if directive == "includeEtc":
+                bad = target.startswith(("/", "~", "$", "<")) or ".." in target.split("/")
+                if bad:
+                    raise _reject(
+                        f"{where}: #includeEtc takes a path inside OpenFOAM's etc folder "
+                        "(e.g. caseDicts/setConstraintTypes)",
+                        rel,
+                    )
+                continue
+            base = Path(path).parent
+            for prefix in _CASE_PREFIXES:
+                if target.startswith(prefix):
+                    sub = (
+                        "system"
+                        if prefix == "<system>/"
+                        else "constant"
+                        if prefix == "<constant>/"
+                        else ""
+                    )
+                    base, target = root / sub, target[len(prefix) :]
+                    break
+            escapes = target.startswith(("/", "~", "$", "<")) or not (
+                (base / target).resolve() == root or root in (base / target).resolve().parents
+            )
+            if escapes:
+                raise _reject(
+                    f"{where} reads a file outside the case; a case may include its own files "
+                    "only (a path relative to the file, or $FOAM_CASE/…)",
+                    rel,
+                )
 
 
 def _check_templates_are_utf8(case: Path) -> None:

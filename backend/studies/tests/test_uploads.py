@@ -311,3 +311,39 @@ def test_text_parameters_cannot_change_the_case_syntax_and_csv_cells_run_no_form
     text = b"".join(r.streaming_content).decode() if r.streaming else r.content.decode()
     assert "'=1+2" in text and ",kOmegaSST," in text
     assert "filename*=utf-8''%E7%BF%BC%E5%9E%8B-study-results.csv" in r["Content-Disposition"]
+
+
+@pytest.mark.parametrize(
+    ("directive", "ok"),
+    [
+        ('#include "include/initialConditions"', True),
+        ('#include "$FOAM_CASE/constant/extra"', True),
+        ('#includeEtc "caseDicts/setConstraintTypes"', True),
+        ('#include "../constant/extra"', True),  # from system/: still inside the case
+        ('#include "/etc/passwd"', False),
+        ('#includeIfPresent "../../../../etc/passwd"', False),
+        ('#sinclude "$HOME/.ssh/id_rsa"', False),
+        ('#include "~/secret"', False),
+        ('#include "$FOAM_CASE/../other-tenant/case/constant/x"', False),
+        ('#includeEtc "../../../etc/shadow"', False),
+        ('  #include "{{ where }}"', False),
+    ],
+)
+def test_a_case_may_include_its_own_files_only(api, directive, ok):
+    """An #include outside the case would read the portal host's files into a tenant's run
+    (and its error messages would show them): refused at upload, naming file and line."""
+    control = f"application icoFoam;\nendTime 1;\n{directive}\n".encode()
+    data = tgz(
+        [
+            ("system/controlDict", control, "file"),
+            ("system/include/initialConditions", b"x 1;\n", "file"),
+            ("constant/extra", b"y 2;\n", "file"),
+        ]
+    )
+    r = upload(api, "inc.tar.gz", data)
+    if ok:
+        assert r.status_code == 201, r.json()
+    else:
+        assert r.status_code == 400, r.json()
+        assert "system/controlDict line 3" in r.json()["message"], r.json()
+        assert Upload.objects.count() == 0
