@@ -403,3 +403,33 @@ def test_the_agent_starts_without_the_heavy_modules() -> None:
     code = f"import sys, orchestration.agent.main; print(sorted(set({heavy!r}) & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_module_the_agent_imports_is_shipped_in_its_package() -> None:
+    """Images and VMs get the agent from packages/windtunnel-agent: a module it imports that
+    the package's file list leaves out fails every run in a container (as environment.py
+    did once)."""
+    import fnmatch
+    import subprocess
+    import sys
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    manifest = yaml.safe_load((root / "packages/windtunnel-agent/package.yaml").read_text())
+    (files,) = manifest["install"]["files"]
+    code = (
+        "import sys, pkgutil, importlib, orchestration.agent\n"
+        "for m in pkgutil.iter_modules(orchestration.agent.__path__):\n"
+        "    if m.name != '__main__':  # that one runs the agent\n"
+        "        importlib.import_module('orchestration.agent.' + m.name)\n"
+        "print('\\n'.join(sorted(n for n in sys.modules if n.startswith('orchestration'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    for module in out.stdout.split():
+        rel = module.split(".", 1)[1].replace(".", "/") if "." in module else ""
+        path = f"{rel}/__init__.py" if (root / "orchestration" / rel).is_dir() else f"{rel}.py"
+        path = path.lstrip("/")
+        assert any(fnmatch.fnmatch(path, pattern) for pattern in files["include"]), (
+            f"{module} ({path}) is imported by the agent but not in the agent package"
+        )

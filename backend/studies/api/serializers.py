@@ -165,9 +165,15 @@ class RunSerializer(serializers.ModelSerializer):
 
 class RunDetailSerializer(RunSerializer):
     context = serializers.JSONField(read_only=True)
+    backend_handle = serializers.CharField(
+        source="handle",
+        read_only=True,
+        help_text="this attempt's id on its backend: a Slurm job id (with its array task), a "
+        "server id, a process id; empty before it started",
+    )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "context"]
+        fields = [*RunSerializer.Meta.fields, "context", "backend_handle"]
 
 
 class UploadSerializer(serializers.ModelSerializer):

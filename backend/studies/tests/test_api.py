@@ -330,14 +330,14 @@ def test_a_run_whose_files_the_portal_reads_is_archived_on_its_first_download(
     assert body["archive_available"] is True and body["archive_bytes"] is None
     r = api.get(f"/api/v1/runs/{run.pk}/archive/")
     assert r.status_code == 200
-    data = b"".join(r.streaming_content)
+    data = b"".join(r)  # streamed (asynchronously under ASGI)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         names = sorted(tar.getnames())
         assert tar.extractfile("0.5/U").read() == b"internalField uniform (1 0 0);\n"
     assert names == ["0.5/U", "log.icoFoam", "system/controlDict"]
     assert api.get(f"/api/v1/runs/{run.pk}/").json()["archive_bytes"] == len(data)
     (case / "0.5/U").write_text("changed afterwards\n")  # the kept archive is served again
-    again = b"".join(api.get(f"/api/v1/runs/{run.pk}/archive/").streaming_content)
+    again = b"".join(api.get(f"/api/v1/runs/{run.pk}/archive/"))
     assert again == data
     stranger = make_tenant()
     from rest_framework.test import APIClient

@@ -115,6 +115,8 @@ def test_airfoil_study_through_slurm_equals_the_local_backend(cluster_live):
     assert all(parse_handle(r.handle) for r in runs)  # Slurm job ids (array tasks or jobs)
     assert all(r.attempt == 1 for r in runs)
     run = runs[0]
+    detail = cluster_live.get(f"/api/v1/runs/{run.id}/").json()
+    assert detail["backend_handle"] == run.handle  # the job id to look for in squeue/sacct
     tele = cluster_live.get(f"/api/v1/runs/{run.id}/telemetry/").json()
     assert "forceCoeffs.Cl" in tele["available"] and "residual.p" in tele["available"]
     assert cluster_live.get(f"/api/v1/runs/{run.id}/archive/").status_code == 200

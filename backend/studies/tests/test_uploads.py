@@ -308,7 +308,7 @@ def test_text_parameters_cannot_change_the_case_syntax_and_csv_cells_run_no_form
     assert r.status_code == 201, r.json()
     r = api.get(f"/api/v1/studies/{r.json()['id']}/results-csv/")
     assert r.status_code == 200
-    text = b"".join(r.streaming_content).decode() if r.streaming else r.content.decode()
+    text = r.content.decode()
     assert "'=1+2" in text and ",kOmegaSST," in text
     assert "filename*=utf-8''%E7%BF%BC%E5%9E%8B-study-results.csv" in r["Content-Disposition"]
 

@@ -1289,6 +1289,8 @@ export interface components {
             /** @description fence: the current attempt number */
             attempt?: number;
             readonly backend: string;
+            /** @description this attempt's id on its backend: a Slurm job id (with its array task), a server id, a process id; empty before it started */
+            readonly backend_handle: string;
             readonly context: unknown;
             /** Format: double */
             cpu_percent?: number | null;
@@ -1363,8 +1365,20 @@ export interface components {
         StateRequest: {
             attempt: number;
             exit_code?: number | null;
+            /** @description the solver's time steps */
+            iterations?: number | null;
+            /**
+             * Format: double
+             * @description the solver's last time (or iteration)
+             */
+            last_time?: number | null;
+            log?: string[];
             message?: string;
             reason?: string;
+            /** @description with a final state: the last telemetry batch */
+            series?: {
+                [key: string]: unknown;
+            };
             /** @default false */
             solver_converged: boolean;
             state: components["schemas"]["StateStateEnum"];
