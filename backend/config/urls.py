@@ -46,6 +46,26 @@ def healthz(request):
     return JsonResponse({"status": "ok" if ok else "degraded", **checks}, status=200 if ok else 503)
 
 
+def api_not_found(request, exception=None):
+    """An unknown path under /api/ answers like the API does (JSON with a code); the rest of
+    the site keeps Django's page."""
+    from django.views.defaults import page_not_found
+
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            {
+                "code": "not_found",
+                "message": f"no API endpoint at {request.path}; see /api/docs/ for the list",
+                "field": None,
+                "details": None,
+            },
+            status=404,
+        )
+    return page_not_found(request, exception)
+
+
+handler404 = api_not_found
+
 ingest_urls = [
     path("runs/<str:run_id>/state/", ingest.IngestStateView.as_view()),
     path("runs/<str:run_id>/heartbeat/", ingest.IngestHeartbeatView.as_view()),

@@ -114,6 +114,9 @@ def test_errors_are_json_with_code_and_message_for_malformed_input(api):
     assert r.status_code == 404 and r.json()["code"] == "not_found"
     r = api.get("/api/v1/runs/00000000-0000-0000-0000-000000000000/telemetry/?max_points=abc")
     assert r.status_code == 404
+    r = api.get("/api/v1/no-such-thing/")  # an unknown endpoint answers JSON too
+    assert r.status_code == 404 and r.json()["code"] == "not_found", r.content[:200]
+    assert "/api/docs/" in r.json()["message"]
 
 
 def test_another_tenants_objects_answer_404(api, make_tenant):
