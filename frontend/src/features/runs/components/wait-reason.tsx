@@ -17,6 +17,9 @@ export function WaitReason({ run }: { run: RunDetail }) {
   if (run.state !== "pending" && run.state !== "admitted" && run.state !== "provisioning")
     return null;
   const admitted = run.state !== "pending";
+  // a job waiting in its backend's own queue (Slurm): the first line of its message says why
+  const backendQueue = run.state === "provisioning" && run.phase === "queued";
+  const backendReason = backendQueue ? (run.message ?? "").split("\n")[0] : "";
   return (
     <Alert
       variant="light"
@@ -26,7 +29,9 @@ export function WaitReason({ run }: { run: RunDetail }) {
         admitted
           ? run.state === "admitted"
             ? "Admitted: starting on its backend"
-            : "Provisioning: preparing the case"
+            : backendQueue
+              ? `Queued on ${run.backend}: waiting for the cluster's scheduler`
+              : "Provisioning: preparing the case"
           : run.queue_position
             ? `Queued: number ${run.queue_position} in your tenant's queue`
             : "Queued"
@@ -39,7 +44,14 @@ export function WaitReason({ run }: { run: RunDetail }) {
           {run.wait_detail ? ` (${run.wait_detail})` : ""}
         </Text>
       )}
-      {admitted && <Text size="sm">Resources are reserved; the solver starts shortly.</Text>}
+      {admitted && !backendQueue && (
+        <Text size="sm">Resources are reserved; the solver starts shortly.</Text>
+      )}
+      {backendQueue && (
+        <Text size="sm" data-testid="backend-queue-reason">
+          The job was submitted and waits in the cluster's own queue: {backendReason}
+        </Text>
+      )}
     </Alert>
   );
 }

@@ -1,0 +1,62 @@
+import { render, screen } from "@testing-library/react";
+import { MantineProvider } from "@mantine/core";
+import { describe, expect, it } from "vitest";
+import type { RunDetail } from "@/lib/types";
+import { WaitReason } from "./wait-reason";
+
+function run(fields: Partial<RunDetail>): RunDetail {
+  return {
+    state: "pending",
+    phase: "",
+    backend: "hpc",
+    message: "",
+    wait_reason: "",
+    wait_detail: "",
+    queue_position: null,
+    ...fields,
+  } as RunDetail;
+}
+
+function show(r: RunDetail) {
+  render(
+    <MantineProvider>
+      <WaitReason run={r} />
+    </MantineProvider>,
+  );
+}
+
+describe("WaitReason", () => {
+  it("says why a queued run waits and where it stands", () => {
+    show(
+      run({
+        wait_reason: "backend_capacity",
+        wait_detail: "backend capacity: hpc: cores (2+2 > 2)",
+        queue_position: 3,
+      }),
+    );
+    expect(screen.getByTestId("wait-reason")).toHaveTextContent(
+      "Queued: number 3 in your tenant's queue",
+    );
+    expect(screen.getByTestId("wait-reason")).toHaveTextContent("cores (2+2 > 2)");
+  });
+
+  it("says why a submitted job waits in the cluster's own queue, not the earlier attempt", () => {
+    show(
+      run({
+        state: "provisioning",
+        phase: "queued",
+        message:
+          "queued on hpc: Resources (waiting for free CPUs, memory or nodes)\nattempt 1 ended: Slurm: NODE_FAIL",
+      }),
+    );
+    expect(screen.getByTestId("wait-reason")).toHaveTextContent("Queued on hpc");
+    const reason = screen.getByTestId("backend-queue-reason");
+    expect(reason).toHaveTextContent("Resources (waiting for free CPUs, memory or nodes)");
+    expect(reason).not.toHaveTextContent("NODE_FAIL");
+  });
+
+  it("says nothing for a run that is running", () => {
+    show(run({ state: "running" }));
+    expect(screen.queryByTestId("wait-reason")).toBeNull();
+  });
+});
