@@ -50,7 +50,7 @@ from studies.choices import (
     WaitReason,
 )
 from studies.models import Simulation, Study
-from studies.space import point_key
+from studies.space import parse_space, point_key
 from studies.spec import ResolvedSpec, spec_resolve
 from telemetry.events import publish_runs_changed, publish_study
 
@@ -186,7 +186,8 @@ def single_run_problem(*, quota: Quota, backend: Backend, resolved: ResolvedSpec
 @transaction.atomic
 def study_create(*, tenant, owner, spec: dict[str, Any], submit: bool = False) -> Study:
     resolved = spec_resolve(tenant=tenant, spec=spec)
-    resolved.check()  # a draft too: saved now, it must be able to run later
+    if not submit:  # a draft too: saved now, it must be able to run later (submit checks)
+        resolved.check()
     study = Study(tenant=tenant, owner=owner, state=StudyState.DRAFT)
     _apply(study, resolved, spec)
     study.run_count = resolved.run_count
@@ -337,8 +338,6 @@ def _merged_parameters(old: dict, added: dict, *, combine: str) -> dict:
     """The study's parameters after an extension, as explicit values: for a grid each
     extended parameter holds its old values and the new ones (the grid of those is the old
     points plus the new); for zip, the old tuples followed by the new ones not there yet."""
-    from studies.space import parse_space
-
     before = parse_space(old, combine=combine)
     after = parse_space({**old, **added}, combine=combine)
     if combine == "zip":

@@ -227,7 +227,7 @@ def _list(raw: Mapping[str, Any], key: str) -> list[str]:
     return [v.strip() for v in value if v.strip()]
 
 
-def _abs_path(raw: Mapping[str, Any], key: str, what: str) -> str:
+def _cluster_path(raw: Mapping[str, Any], key: str, what: str) -> str:
     """A path on the cluster: absolute, or relative to the cluster user's home; no '..'."""
     value = _str(raw, key, _PATH, f"{what} (no spaces or quotes)")
     if value and ".." in value.split("/"):
@@ -298,7 +298,7 @@ def validate_settings(raw: Mapping[str, Any], *, strict: bool = False) -> dict[s
                 + ", ".join(sorted(_EXTRA_DIRECTIVES)),
             )
     out["extra_directives"] = directives
-    out["work_root"] = _abs_path(raw, "work_root", "path of the runs' folder on the cluster")
+    out["work_root"] = _cluster_path(raw, "work_root", "path of the runs' folder on the cluster")
     out["python"] = _str(raw, "python", _PATH, "path of a Python 3 interpreter")
     pythonpath = _str(raw, "pythonpath", _PATH, "path") or _str(raw, "agent_path", _PATH, "path")
     out["pythonpath"] = pythonpath
@@ -316,7 +316,7 @@ def validate_settings(raw: Mapping[str, Any], *, strict: bool = False) -> dict[s
         if not isinstance(value, str | int | float) or any(c in str(value) for c in "\0\n\r"):
             raise SettingsError("env", f"{name}: the value must be a one-line string")
     out["env"] = {str(k): str(v) for k, v in env.items()}
-    out["slurm_conf"] = _abs_path(raw, "slurm_conf", "path of slurm.conf")
+    out["slurm_conf"] = _cluster_path(raw, "slurm_conf", "path of slurm.conf")
     capacity = raw.get("capacity") or "fixed"
     if capacity not in CAPACITY_MODES:
         raise SettingsError("capacity", "must be 'fixed' (cores/memory_gb below) or 'ask' (sinfo)")
