@@ -1,5 +1,5 @@
 # One entry point. See README.md.
-.PHONY: run test lint bench stop bootstrap schema
+.PHONY: run test lint bench stop bootstrap schema backup restore
 SHELL := /bin/bash
 
 run:        ## start the portal with the demo study (installs what is missing)
@@ -8,16 +8,17 @@ run:        ## start the portal with the demo study (installs what is missing)
 test:       ## the whole test suite on real PostgreSQL, Redis, Celery and OpenFOAM
 	scripts/test
 
-lint:       ## ruff, Django checks, migrations up to date, web UI (generated client fresh, tsc, eslint)
-	scripts/bootstrap
-	.venv/bin/ruff check .
-	.venv/bin/ruff format --check backend orchestration bench
-	set -a; . .data/env; set +a; .venv/bin/python manage.py check
-	set -a; . .data/env; set +a; .venv/bin/python manage.py makemigrations --check --dry-run
-	scripts/check-generated && scripts/lint-frontend
+lint:       ## ruff, formatting, Django checks, migrations, import contracts, mypy, docs tables, generated client, web UI
+	scripts/lint
 
-bench:      ## benchmarks (make bench NAME=overhead for one)
-	scripts/bench $(NAME)
+bench:      ## benchmarks (make bench NAME=overhead for one; SMOKE=1: each once, small, as CI does)
+	WT_BENCH_SMOKE=$(SMOKE) scripts/bench $(NAME)
+
+backup:     ## database and data directory in one archive (make backup DEST=file.tar; docs/backups.md)
+	scripts/backup $(DEST)
+
+restore:    ## put a backup back (make restore ARCHIVE=file.tar [FORCE=1]; stop the portal first)
+	scripts/restore $(ARCHIVE) $(if $(FORCE),--force)
 
 stop:       ## stop the private PostgreSQL and Redis
 	scripts/stop

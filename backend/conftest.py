@@ -4,15 +4,49 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import httpx
 import pytest
+import redis
 from django.conf import settings
 from django.core.management import call_command
+from django.db import connection
 
+from catalog.models import Backend
+from catalog.services import catalog_sync
+from core import jobs
+from core.jobs import Job
 from core.stack import Stack
+from orchestration.drivers.base import build_driver
+from quotas.services import tenant_provision
+from studies import events
+from studies.models import Run
+from tenancy import throttle
+from tenancy.services import api_token_create
+from tenancy.testing import LiveClient, TenantAPIClient
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """Tests on the live stack (uvicorn + a Celery worker with beat, session-scoped, started
+    by the first test that needs it) run last: a ticking scheduler and reaper would break
+    the expectations of tests that drive admission and the reaper themselves."""
+    live = [i for i in items if "stack" in getattr(i, "fixturenames", ())]
+    if live:
+        items[:] = [*(i for i in items if "stack" not in getattr(i, "fixturenames", ())), *live]
+
+
+@pytest.fixture(autouse=True)
+def sign_in_limits_reset() -> None:
+    """Every test starts with no sign-in attempts counted (tenancy.throttle keeps them in the
+    cache for up to a day: tests signing in as the same username would lock it)."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    keys = list(client.scan_iter(match=f"*{throttle.KEY_PREFIX}*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
 
 
 @pytest.fixture(scope="session")
@@ -20,26 +54,20 @@ def django_db_setup(django_db_blocker):
     """Use the bootstrap's test database as it is (other processes must see the same one)."""
     with django_db_blocker.unblock():
         call_command("migrate", verbosity=0)
-        from django.db import connection
-
         with connection.cursor() as cur:  # start clean even after an aborted session
             cur.execute(
-                "TRUNCATE studies_simulation, studies_study, studies_upload, telemetry_serieschunk, "
+                "TRUNCATE studies_run, studies_study, studies_upload, telemetry_serieschunk, "
                 "telemetry_logchunk CASCADE"
             )
 
 
 @pytest.fixture
 def catalog(db):
-    from catalog.services import catalog_sync
-
     catalog_sync()
 
 
 @pytest.fixture
 def make_tenant(db):
-    from tenancy.services import tenant_create_or_update
-
     counter = iter(range(1, 10_000))
 
     def make(
@@ -51,7 +79,7 @@ def make_tenant(db):
         max_nodes: int = 4,
     ):
         name = name or f"t{next(counter)}"
-        tenant = tenant_create_or_update(
+        tenant = tenant_provision(
             name=name,
             username=f"{name}-user",
             password="pw-" + name,
@@ -62,7 +90,8 @@ def make_tenant(db):
                 "max_nodes": max_nodes,
             },
         )
-        tenant.user = tenant.memberships.get().user
+        # tests read the tenant's one member as `tenant.user` (set here: not a field of Tenant)
+        setattr(tenant, "user", tenant.memberships.get().user)  # noqa: B010
         return tenant
 
     return make
@@ -71,10 +100,8 @@ def make_tenant(db):
 @pytest.fixture
 def api(make_tenant, catalog):
     """An API client signed in as a member of a fresh tenant (`api.tenant`)."""
-    from rest_framework.test import APIClient
-
     tenant = make_tenant()
-    client = APIClient()
+    client = TenantAPIClient()
     client.force_authenticate(tenant.user)
     client.tenant = tenant
     return client
@@ -82,8 +109,6 @@ def api(make_tenant, catalog):
 
 @pytest.fixture(scope="session")
 def stack(django_db_setup) -> Iterator[Stack]:
-    import redis
-
     redis.Redis.from_url(settings.REDIS_URL).flushdb()  # no stale tasks from an aborted session
     s = Stack()
     s.start_web()
@@ -95,13 +120,9 @@ def stack(django_db_setup) -> Iterator[Stack]:
 @pytest.fixture
 def live(stack, transactional_db, catalog, make_tenant):
     """The running stack plus an HTTP client with a fresh tenant's API token."""
-    from tenancy.services import api_token_create
-
     tenant = make_tenant(cores=2, memory_gb=4, max_runs=2)
     token = api_token_create(user=tenant.user)
-    client = httpx.Client(
-        base_url=stack.url, headers={"Authorization": f"Token {token}"}, timeout=30
-    )
+    client = LiveClient(base_url=stack.url, headers={"Authorization": f"Token {token}"}, timeout=30)
     client.tenant = tenant
     client.stack = stack
     yield client
@@ -114,12 +135,96 @@ def _cancel_leftovers() -> None:
     are still finishing), and let the worker go idle, so the next test starts clean."""
     import time
 
-    from orchestration.drivers.base import get_driver
-    from studies.models import Simulation
-
-    for run in Simulation.objects.exclude(handle="").filter(backend__kind="local"):
+    for run in Run.objects.exclude(handle="").filter(backend__kind="local"):
         try:
-            get_driver("local", {}).cancel(run.handle, grace=2)
+            build_driver("local", {}).cancel(run.handle, grace=2)
         except Exception:  # noqa: BLE001
             pass
     time.sleep(0.5)  # in-flight reports of the killed agents settle before tables are emptied
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Image builds recorded instead of enqueued (the real builds run in e2e/test_images.py):
+    the (image id, force) of each build that would start after commit."""
+    calls: list[tuple] = []
+    real = jobs.enqueue
+
+    def record(job, *args, **kwargs):
+        if job == Job.BUILD_IMAGE:
+            calls.append(args)
+        else:
+            real(job, *args, **kwargs)
+
+    monkeypatch.setattr(jobs, "enqueue", record)
+    return calls
+
+
+@pytest.fixture
+def containers(db):
+    """A container backend (podman on this machine)."""
+    backend, _ = Backend.objects.get_or_create(
+        name="containers-test",
+        defaults={"kind": "container", "cores": 2, "memory_gb": 4, "settings": {}},
+    )
+    return backend
+
+
+@pytest.fixture
+def staff(api):
+    """The `api` client's user made an operator (is_staff)."""
+    api.tenant.user.is_staff = True
+    api.tenant.user.save(update_fields=["is_staff"])
+    return api
+
+
+class Live:
+    """What went out to the live courier and to the worker (after commit) while a test ran.
+
+    The test's transaction never commits: its on-commit callbacks run when the test reads
+    what was published, in the order they were registered (and those they register)."""
+
+    def __init__(self) -> None:
+        self._messages: list[tuple[str, dict[str, Any]]] = []
+        self._jobs: list[tuple[Job, tuple[Any, ...], dict[str, Any]]] = []
+        self._start = len(connection.run_on_commit)
+
+    def flush(self) -> None:
+        while self._start < len(connection.run_on_commit):
+            callback = connection.run_on_commit[self._start][1]  # (savepoints, func, robust)
+            self._start += 1
+            callback()
+
+    @property
+    def messages(self) -> list[tuple[str, dict[str, Any]]]:
+        self.flush()
+        return self._messages
+
+    @property
+    def jobs(self) -> list[tuple[Job, tuple[Any, ...], dict[str, Any]]]:
+        self.flush()
+        return self._jobs
+
+    def states(self, run: Any) -> list[tuple[str, int]]:
+        """(state, seq) of each `state` event of the run."""
+        return [
+            (m["run"]["state"], m["seq"])
+            for _, m in self.messages
+            if m["type"] == "state" and m["id"] == str(run.pk)
+        ]
+
+    def job_names(self) -> list[Job]:
+        """The jobs handed to the worker, in order."""
+        return [job for job, _, _ in self.jobs]
+
+
+@pytest.fixture
+def published(monkeypatch, db) -> Live:
+    """Live events and worker jobs, recorded instead of sent."""
+    seen = Live()
+    monkeypatch.setattr(events, "send_many", lambda messages: seen._messages.extend(messages))
+    monkeypatch.setattr(
+        events, "send", lambda group, message: seen._messages.append((group, message))
+    )
+    monkeypatch.setattr(jobs, "send", lambda job, *a, **kw: seen._jobs.append((job, a, kw)))
+    return seen

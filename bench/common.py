@@ -6,16 +6,40 @@ shared and noisy: ratios hold, absolute times do not).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+# `make bench SMOKE=1` (CI runs every benchmark once this way): the same code paths on a few
+# runs, to keep the benchmarks from rotting; its figures say nothing and are marked (smoke)
+SMOKE = os.environ.get("WT_BENCH_SMOKE", "") not in ("", "0")
+
+
+def sized(full: int, smoke: int) -> int:
+    """A benchmark's size: `full` for a measurement, `smoke` in smoke mode."""
+    return smoke if SMOKE else full
+
+
+@contextlib.contextmanager
+def started(service: str) -> Iterator[None]:
+    """A heavy test service the benchmark needs (`slurm`, `openstack`), started with a lease
+    on this process (scripts/start-<service> --lease) and stopped after unless another
+    session still holds it. A service that fails to start ends the benchmark with its error."""
+    lease = str(os.getpid())  # a lease counts while its process lives
+    subprocess.run([str(ROOT / f"scripts/start-{service}"), "--lease", lease], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run([str(ROOT / f"scripts/stop-{service}"), "--lease", lease], check=False)
 
 
 def setup_django() -> None:
@@ -48,19 +72,19 @@ def noop_study(*, name: str, parameters: dict, submit: bool = True):
     """A fresh tenant with room to spare and a submitted study on the no-op backend (nothing
     runs: the benchmark drives the runs' reports itself)."""
     from catalog.models import Backend
-    from studies.models import Simulation
+    from quotas.services import tenant_provision
+    from studies.models import Run
     from studies.services import study_create
-    from tenancy.services import tenant_create_or_update
 
     Backend.objects.update_or_create(
         name="noop", defaults={"kind": "noop", "cores": 10_000, "memory_gb": 1e6, "max_nodes": 1}
     )
-    tenant = tenant_create_or_update(
+    tenant = tenant_provision(
         name=f"bench-{name}",
         username=f"bench-{name}",
-        quota={"cores": 10_000, "memory_gb": 1e6, "max_runs": 10_000},
+        quota={"cores": 10_000, "memory_gb": 1e6, "max_runs": 10_000, "max_queued_runs": 10_000},
     )
-    Simulation.objects.filter(tenant=tenant).delete()
+    Run.objects.filter(tenant=tenant).delete()
     spec = {"name": name, "template": "cavity", "backend": "noop", "parameters": parameters}
     return study_create(
         tenant=tenant, owner=tenant.memberships.get().user, spec=spec, submit=submit
@@ -74,14 +98,14 @@ def started_runs(study, *, state: str = "running") -> dict[str, str]:
 
     from django.utils import timezone
 
-    from studies.models import Simulation
-    from studies.services import hash_run_token
+    from studies.models import Run
+    from studies.transitions import hash_run_token
 
     tokens = {}
     now = timezone.now()
-    for run_id in Simulation.objects.filter(study=study).values_list("pk", flat=True):
+    for run_id in Run.objects.filter(study=study).values_list("pk", flat=True):
         token = tokens[str(run_id)] = secrets.token_urlsafe(16)
-        Simulation.objects.filter(pk=run_id).update(
+        Run.objects.filter(pk=run_id).update(
             state=state,
             attempt=1,
             token_hash=hash_run_token(token),
@@ -103,7 +127,12 @@ def emit(name: str, value: float, unit: str, context: str, **extra: Any) -> None
         "machine": f"{platform.node()} {os.cpu_count()} cores {platform.machine()}",
         **extra,
     }
-    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2, default=str))
+    if SMOKE:  # a smoke run measures nothing: it never replaces a real result
+        record["context"] = context = f"{context} (smoke)"
+        (RESULTS / "smoke").mkdir(exist_ok=True)
+        (RESULTS / "smoke" / f"{name}.json").write_text(json.dumps(record, indent=2, default=str))
+    else:
+        (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2, default=str))
     print(f"BENCH {name} {value:.4g} {unit} {context}", flush=True)
 
 

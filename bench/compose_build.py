@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import ROOT, emit, progress
+from bench.common import ROOT, emit, progress, sized
 from orchestration.composer import BaseSpec, Buildah, compose, load_catalog
 from orchestration.composer.testing import ensure_shared_image, image_tools_missing
 from orchestration.drivers.base import Step
@@ -32,8 +32,8 @@ from orchestration.drivers.local import LocalDriver
 
 # a base of its own: its digest differs from the default base's, so nothing of it is cached
 BENCH_BASE = BaseSpec(include=("procps",))
-CACHED_REPEATS = 5
-START_REPEATS = 3
+CACHED_REPEATS = sized(5, 1)
+START_REPEATS = sized(3, 1)
 
 
 def _compose(packages, base=None):

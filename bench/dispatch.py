@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import time
 
-from bench.common import emit, fresh_stack, progress, setup_django
+from bench.common import emit, fresh_stack, progress, setup_django, sized
 
-RUNS = 2000
+RUNS = sized(2000, 60)
 
 
 def main() -> None:
@@ -22,20 +22,20 @@ def main() -> None:
     from django.db import connection
 
     from catalog.models import Backend
-    from studies.models import Simulation
+    from quotas.services import tenant_provision
+    from studies.models import Run
     from studies.services import study_create
-    from tenancy.services import tenant_create_or_update
 
     Backend.objects.update_or_create(
         name="noop", defaults={"kind": "noop", "cores": 1_000_000, "memory_gb": 1e6, "max_nodes": 1}
     )
-    tenant = tenant_create_or_update(
+    tenant = tenant_provision(
         name="bench-dispatch",
         username="bench-dispatch",
-        quota={"cores": 100_000, "memory_gb": 1e6, "max_runs": 100_000},
+        quota={"cores": 100_000, "memory_gb": 1e6, "max_runs": 100_000, "max_queued_runs": 100_000},
     )
     user = tenant.memberships.get().user
-    Simulation.objects.filter(tenant=tenant).delete()
+    Run.objects.filter(tenant=tenant).delete()
 
     stack = fresh_stack()
     stack.start_worker()
@@ -53,7 +53,7 @@ def main() -> None:
         t_submit = time.perf_counter() - t0
         samples = []
         while True:
-            n = Simulation.objects.filter(study=study, attempt__gte=1).count()
+            n = Run.objects.filter(study=study, attempt__gte=1).count()
             samples.append((round(time.perf_counter() - t0, 3), n))
             if n >= RUNS:
                 break

@@ -16,10 +16,18 @@ import time
 
 import httpx
 
-from bench.common import emit, fresh_stack, noop_study, progress, setup_django, started_runs
+from bench.common import (
+    emit,
+    fresh_stack,
+    noop_study,
+    progress,
+    setup_django,
+    sized,
+    started_runs,
+)
 
-RUNS, SERIES, POINTS, BATCHES = 20, 8, 50, 40
-SUSTAINED_POINTS = 5_000  # per series and agent: 20 × 8 × 5,000 = 800,000 points
+RUNS, SERIES, POINTS, BATCHES = sized(20, 2), 8, 50, sized(40, 4)
+SUSTAINED_POINTS = sized(5_000, 200)  # per series and agent: 20 × 8 × 5,000 = 800,000 points
 
 
 def sustained(stack, tokens: dict[str, str]) -> float:

@@ -11,16 +11,15 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import websockets
 
-from bench.common import ROOT, emit, fresh_stack, progress, setup_django
+from bench.common import ROOT, emit, fresh_stack, progress, setup_django, sized
 
-RUNS, CLIENTS, STEPS, PERIOD = 20, 50, 200, 0.05
+RUNS, CLIENTS, STEPS, PERIOD = sized(20, 2), sized(50, 3), sized(200, 20), 0.05
 
 
 async def client(url: str, run_id: str, seen: list, done: asyncio.Event) -> None:
@@ -62,19 +61,20 @@ def main() -> None:
     from django.conf import settings
 
     from catalog.models import Backend
+    from quotas.services import tenant_provision
     from studies.choices import TERMINAL_STATES
-    from studies.models import Simulation, Study
+    from studies.models import Run, Study
     from studies.services import study_create
-    from tenancy.services import api_token_create, tenant_create_or_update
+    from tenancy.services import api_token_create
 
     Backend.objects.filter(name="local").update(cores=RUNS * 2, memory_gb=256)
-    tenant = tenant_create_or_update(
+    tenant = tenant_provision(
         name="bench-live",
         username="bench-live",
         quota={"cores": RUNS, "memory_gb": 256, "max_runs": RUNS},
     )
     user = tenant.memberships.get().user
-    Simulation.objects.filter(tenant=tenant).delete()
+    Run.objects.filter(tenant=tenant).delete()
     token = api_token_create(user=user)
     study = study_create(
         tenant=tenant,
@@ -98,9 +98,12 @@ def main() -> None:
             steps=[
                 {
                     "name": "fakeFoam",
+                    # the system's python3 and the script's text: the case's sandbox shows
+                    # the system read-only, not the portal's folders or its virtualenv
                     "argv": [
-                        sys.executable,
-                        str(ROOT / "bench" / "fake_solver.py"),
+                        "python3",
+                        "-c",
+                        (ROOT / "bench" / "fake_solver.py").read_text(),
                         str(STEPS),
                         str(PERIOD),
                     ],
@@ -110,9 +113,7 @@ def main() -> None:
         )
         run_ids = [
             str(r)
-            for r in Simulation.objects.filter(study=study)
-            .order_by("index")
-            .values_list("id", flat=True)
+            for r in Run.objects.filter(study=study).order_by("index").values_list("id", flat=True)
         ]
         base = stack.url.replace("http://", "ws://")
         urls = [
@@ -121,11 +122,7 @@ def main() -> None:
         ]
 
         def finished() -> bool:
-            return (
-                not Simulation.objects.filter(study=study)
-                .exclude(state__in=TERMINAL_STATES)
-                .exists()
-            )
+            return not Run.objects.filter(study=study).exclude(state__in=TERMINAL_STATES).exists()
 
         result: dict = {}
         watcher = threading.Thread(
@@ -138,14 +135,14 @@ def main() -> None:
         stack.start_worker()
         watcher.join()
         seen = result["seen"]
-        states = set(Simulation.objects.filter(study=study).values_list("state", flat=True))
+        states = set(Run.objects.filter(study=study).values_list("state", flat=True))
         if states != {"completed"}:
             raise SystemExit(f"runs ended as {states}")
     finally:
         stack.stop()
 
     stamps: dict[tuple[str, int], float] = {}
-    attempts = dict(Simulation.objects.filter(study=study).values_list("id", "attempt"))
+    attempts = dict(Run.objects.filter(study=study).values_list("id", "attempt"))
     for run_id in run_ids:
         attempt = attempts[uuid.UUID(run_id)]
         path = Path(settings.RUNS_DIR) / run_id / f"attempt-{attempt}" / "case" / "stamps.txt"

@@ -10,9 +10,9 @@ import time
 
 import psutil
 
-from bench.common import emit, fresh_stack, progress, setup_django
+from bench.common import emit, fresh_stack, progress, setup_django, sized
 
-RUNS = 50
+RUNS = sized(50, 4)
 
 
 def rss(procs: list[psutil.Popen]) -> float:
@@ -48,12 +48,12 @@ def rss(procs: list[psutil.Popen]) -> float:
 
 def main() -> None:
     setup_django()
+    from quotas.services import tenant_provision
     from studies.choices import TERMINAL_STATES
-    from studies.models import Simulation
+    from studies.models import Run
     from studies.services import study_create
-    from tenancy.services import tenant_create_or_update
 
-    tenant = tenant_create_or_update(
+    tenant = tenant_provision(
         name="bench-memory",
         username="bench-memory",
         quota={"cores": 2, "memory_gb": 8, "max_runs": 2},
@@ -77,7 +77,7 @@ def main() -> None:
         }
         study = study_create(tenant=tenant, owner=user, spec=spec, submit=True)
         samples = []
-        while Simulation.objects.filter(study=study).exclude(state__in=TERMINAL_STATES).exists():
+        while Run.objects.filter(study=study).exclude(state__in=TERMINAL_STATES).exists():
             samples.append(rss(procs))
             time.sleep(0.5)
     finally:

@@ -1,4 +1,4 @@
-"""OpenStack backend benchmarks against the loopback control plane (scripts/start-openstack).
+"""OpenStack backend benchmarks against the loopback control plane (started here, with a lease).
 
 openstack_active_latency_s: admission → server ACTIVE for 20 runs through the portal (stack,
 scheduler, Celery dispatch, the driver, Nova with the fake compute driver), one run in flight
@@ -23,15 +23,13 @@ import time
 
 import psutil
 
-from bench.common import ROOT, emit, fresh_stack, progress, setup_django
+from bench.common import ROOT, emit, fresh_stack, progress, setup_django, sized, started
 
 CLOUD_JSON = ROOT / ".data" / "openstack" / "cloud.json"
-RUNS, CYCLES = 20, 100
+RUNS, CYCLES = sized(20, 2), sized(100, 3)
 
 
 def _cloud() -> dict:
-    if not CLOUD_JSON.is_file():
-        raise SystemExit("no OpenStack control plane: run scripts/start-openstack first")
     return json.loads(CLOUD_JSON.read_text())
 
 
@@ -62,9 +60,10 @@ def _freeze_nova(seconds: float, delay: float = 0.0) -> None:
 
 def active_latency(in_flight: int) -> list[float]:
     from catalog.models import Backend
-    from studies.models import Simulation
-    from studies.services import run_cancel, study_create
-    from tenancy.services import tenant_create_or_update
+    from quotas.services import tenant_provision
+    from studies.models import Run
+    from studies.services import study_create
+    from studies.transitions import run_cancel
 
     backend, _ = Backend.objects.update_or_create(
         name="bench-openstack",
@@ -77,12 +76,12 @@ def active_latency(in_flight: int) -> list[float]:
             "enabled": True,
         },
     )
-    tenant = tenant_create_or_update(
+    tenant = tenant_provision(
         name=f"bench-os-{in_flight}",
         username=f"bench-os-{in_flight}",
         quota={"cores": in_flight, "memory_gb": 100, "max_runs": in_flight, "max_nodes": 50},
     )
-    Simulation.objects.filter(tenant=tenant).delete()
+    Run.objects.filter(tenant=tenant).delete()
     user = tenant.memberships.get().user
     from catalog.choices import ImageKind, ImageStatus
     from catalog.images import image_compose
@@ -105,15 +104,13 @@ def active_latency(in_flight: int) -> list[float]:
         },
         submit=True,
     )
-    from orchestration.drivers.base import get_driver
+    from orchestration.drivers.base import build_driver
 
-    conn = get_driver("openstack", backend.settings).conn
+    conn = build_driver("openstack", backend.settings).conn
     latencies: dict[str, float] = {}
     deadline = time.monotonic() + 600
     while len(latencies) < RUNS and time.monotonic() < deadline:
-        for run in (
-            Simulation.objects.filter(study=study).exclude(handle="").exclude(id__in=[*latencies])
-        ):
+        for run in Run.objects.filter(study=study).exclude(handle="").exclude(id__in=[*latencies]):
             server = conn.compute.get_server(run.handle.partition(":")[2])
             if server.status == "ACTIVE":
                 latencies[str(run.id)] = time.time() - run.admitted_at.timestamp()
@@ -124,9 +121,9 @@ def active_latency(in_flight: int) -> list[float]:
 
 
 def leaked_servers() -> tuple[int, int, int]:
-    from catalog import cloud as catalog_cloud
     from catalog.models import Backend
-    from orchestration.drivers.base import DriverError, RunSpec, Step, get_driver
+    from dispatch.leaks import leaks_reap
+    from orchestration.drivers.base import DriverError, RunSpec, Step, build_driver
 
     settings = _settings(api_timeout=1)
     Backend.objects.update_or_create(
@@ -140,7 +137,7 @@ def leaked_servers() -> tuple[int, int, int]:
             "enabled": True,
         },
     )
-    driver = get_driver("openstack", settings)
+    driver = build_driver("openstack", settings)
     errors = 0
     retries = 0
     real_sleep = driver.sleep
@@ -194,7 +191,7 @@ def leaked_servers() -> tuple[int, int, int]:
         )
 
     before = ours()
-    catalog_cloud.leaks_reap()  # the portal's reaper: nothing of these runs is tracked
+    leaks_reap()  # the portal's reaper: nothing of these runs is tracked
     deadline = time.monotonic() + 60
     while ours() and time.monotonic() < deadline:
         time.sleep(1)
@@ -202,6 +199,11 @@ def leaked_servers() -> tuple[int, int, int]:
 
 
 def main() -> None:
+    with started("openstack"):  # the loopback control plane, for this benchmark's length
+        _main()
+
+
+def _main() -> None:
     setup_django()
     stack = fresh_stack()
     stack.start_web()

@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import ROOT, CpuMeter, emit, fresh_stack, progress, setup_django
+from bench.common import ROOT, CpuMeter, emit, fresh_stack, progress, setup_django, sized
 
-RUNS = 16
-REPEATS = int(os.environ.get("WT_BENCH_REPEATS", "5"))
+RUNS = sized(16, 2)
+REPEATS = sized(int(os.environ.get("WT_BENCH_REPEATS", "5")), 1)
 PARAMS = {"lid_velocity": {"linspace": [0.5, 2.0, RUNS]}, "cells": 40, "end_time": 0.5}
 
 
@@ -53,13 +53,13 @@ def bare(contexts: list[dict], workdir: Path) -> float:
 
 def main() -> None:
     setup_django()
+    from quotas.services import tenant_provision
     from studies.choices import TERMINAL_STATES
-    from studies.models import Simulation
+    from studies.models import Run
     from studies.services import study_create
     from studies.spec import spec_resolve
-    from tenancy.services import tenant_create_or_update
 
-    tenant = tenant_create_or_update(
+    tenant = tenant_provision(
         name="bench-overhead",
         username="bench-overhead",
         quota={"cores": 2, "memory_gb": 8, "max_runs": 2},
@@ -90,7 +90,7 @@ def main() -> None:
         t0 = time.time()
         meter.start()
         study = study_create(tenant=tenant, owner=user, spec=spec, submit=True)
-        runs = Simulation.objects.filter(study=study)
+        runs = Run.objects.filter(study=study)
         while runs.exclude(state__in=TERMINAL_STATES).exists():
             time.sleep(0.5)
         cpu["portal"].append(meter.stop())  # includes up to 0.5 s of an idle portal

@@ -25,11 +25,12 @@ from bench.common import (
     noop_study,
     progress,
     setup_django,
+    sized,
     started_runs,
 )
 
-RUNS = int(os.environ.get("WT_BENCH_RUNS", "72"))
-WARM_UP = 8
+RUNS = sized(int(os.environ.get("WT_BENCH_RUNS", "72")), 8)
+WARM_UP = sized(8, 2)
 
 
 def _cpu(pids: list[int]) -> float:
@@ -76,7 +77,7 @@ def main() -> None:
     from orchestration.agent.client import PortalClient
     from orchestration.agent.reporter import Reporter
     from orchestration.logparse import LogParser
-    from studies.models import Simulation
+    from studies.models import Run
 
     study = noop_study(name="request-cpu", parameters={"lid_velocity": {"linspace": [1, 2, RUNS]}})
     with tempfile.TemporaryDirectory() as tmp:
@@ -132,7 +133,7 @@ def main() -> None:
             )
     finally:
         stack.stop()
-    states = set(Simulation.objects.filter(study=study).values_list("state", flat=True))
+    states = set(Run.objects.filter(study=study).values_list("state", flat=True))
     assert states == {"completed"}, states
     total = sum(w + p for w, p in results.values())
     emit(
@@ -152,13 +153,13 @@ def fixed_cost() -> None:
     from django.utils import timezone
 
     from orchestration.agent.client import PortalClient
-    from studies.models import Simulation
-    from studies.services import hash_run_token
+    from studies.models import Run
+    from studies.transitions import hash_run_token
 
     study = noop_study(name="request-cpu", parameters={"lid_velocity": {"linspace": [1, 2, 2]}})
-    run = Simulation.objects.filter(study=study).first()
+    run = Run.objects.filter(study=study).first()
     token = secrets.token_urlsafe(16)
-    Simulation.objects.filter(pk=run.pk).update(
+    Run.objects.filter(pk=run.pk).update(
         state="running", attempt=1, token_hash=hash_run_token(token), heartbeat_at=timezone.now()
     )
     stack = fresh_stack()

@@ -3,8 +3,9 @@ local commands vs SSH to a login node — on the private test cluster (scripts/s
 
 Each variant stages 500 run.json files and submits them as the portal does: single jobs
 from 8 threads at once (several Celery workers), arrays in batches of 50 (what one dispatch
-task hands the driver). Jobs are submitted held (`--hold`), so nothing runs; all are
-cancelled at the end. Baseline in the same run: a bare `sbatch --hold --wrap true` loop.
+task hands the driver). Jobs are submitted to begin in an hour (`--begin=now+1hour`, an
+allowed extra directive), so nothing runs; all are cancelled at the end. Baseline in the
+same run: a bare `sbatch --begin=now+1hour --wrap true` loop.
 The SSH variants also record how many connections and concurrent channels the burst used.
 """
 
@@ -18,11 +19,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench.common import ROOT, emit, progress
+from bench.common import ROOT, emit, progress, sized
 
-RUNS = 500
+RUNS = sized(500, 20)
 THREADS = 8
-BATCH = 50
+BATCH = sized(50, 10)
 
 
 def _specs(case: Path, tag: str):
@@ -45,9 +46,9 @@ def _specs(case: Path, tag: str):
 
 
 def _variant(name: str, settings: dict, case: Path, *, array: bool, tag: str) -> dict:
-    from orchestration.drivers.base import get_driver
+    from orchestration.drivers.base import build_driver
 
-    driver = get_driver("slurm", {**settings, "array": array})
+    driver = build_driver("slurm", {**settings, "array": array})
     specs = _specs(case, tag)
     driver.check()  # connect (SSH) and read the config first: not part of the rate
     t0 = time.perf_counter()
@@ -61,7 +62,7 @@ def _variant(name: str, settings: dict, case: Path, *, array: bool, tag: str) ->
     else:
 
         def one(spec):
-            d = get_driver("slurm", {**settings, "array": array})  # a driver per call
+            d = build_driver("slurm", {**settings, "array": array})  # a driver per call
             d.prepare(spec)
             return d.start(spec)
 
@@ -82,7 +83,7 @@ def _variant(name: str, settings: dict, case: Path, *, array: bool, tag: str) ->
         result["ssh_peak_channels"] = pool.peak_sessions
         result["ssh_channels_refused_and_retried"] = pool.channels_refused
     for i in range(0, len(jobs), 200):
-        driver._scancel(jobs[i : i + 200])
+        driver.cluster.scancel(jobs[i : i + 200])
     progress(f"{name}: {result}")
     return result
 
@@ -96,7 +97,7 @@ def _bare_loop(conf: str, workdir: Path) -> dict:
             [
                 "sbatch",
                 "--parsable",
-                "--hold",
+                "--begin=now+1hour",
                 "--mem=100M",
                 f"--chdir={workdir}",
                 "--output=/dev/null",
@@ -147,13 +148,15 @@ def _main() -> None:
         (case / "system").mkdir(parents=True)
         (case / "system" / "controlDict").write_text("application icoFoam;\n")
         os.chmod(tmp, 0o755)
-        local = slurm_settings(work_root=f"{tmp}/work", extra_directives=["--hold"])
+        local = slurm_settings(work_root=f"{tmp}/work", extra_directives=["--begin=now+1hour"])
         results = [_bare_loop(local["slurm_conf"], Path(tmp))]
         results.append(_variant("single jobs, local", local, case, array=False, tag="8001"))
         results.append(_variant("arrays of 50, local", local, case, array=True, tag="8002"))
         if not ssh_unavailable():
             remote = {
-                **ssh_settings(work_root="windtunnel-bench", extra_directives=["--hold"]),
+                **ssh_settings(
+                    work_root="windtunnel-bench", extra_directives=["--begin=now+1hour"]
+                ),
                 "secrets": ssh_secrets(),
             }
             results.append(_variant("single jobs, SSH", remote, case, array=False, tag="8003"))

@@ -12,6 +12,10 @@ from __future__ import annotations
 import os
 import stat
 
+TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 __all__ = [
     "MAX_TEMPLATE_BYTES",
     "RenderError",
@@ -29,7 +33,7 @@ class RenderError(ValueError):
     """A template or expression could not be parsed or evaluated; the message says where."""
 
 
-def is_binary_file(path) -> bool:
+def is_binary_file(path: str | os.PathLike[str]) -> bool:
     """True for gzip files and files with NUL bytes or invalid UTF-8 in their first 8 KiB."""
     with open(path, "rb") as fh:
         head = fh.read(8192)
@@ -42,7 +46,7 @@ def is_binary_file(path) -> bool:
     return False
 
 
-def read_template(path) -> str | None:
+def read_template(path: str | os.PathLike[str]) -> str | None:
     """The text of `path` if it is a renderable text file containing `{{`, else None."""
     if os.stat(path).st_size > MAX_TEMPLATE_BYTES or is_binary_file(path):
         return None
@@ -54,7 +58,7 @@ def read_template(path) -> str | None:
     return text if "{{" in text else None
 
 
-def walk(root) -> list[tuple[str, str]]:
+def walk(root: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """Every regular file under `root` as (path, posix relative path); symlinks are an error."""
     root = os.fspath(root)
     found: list[tuple[str, str]] = []
@@ -74,7 +78,11 @@ def walk(root) -> list[tuple[str, str]]:
     return found
 
 
-def copy_case(src, dst, text_of) -> list[str]:
+def copy_case(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    text_of: Callable[[str, str], str | None],
+) -> list[str]:
     """Copy the case tree `src` to `dst`; a file for which `text_of(path, rel)` gives a text
     is written as that text (its template rendered), the others are copied as they are.
     Return the written texts' relative paths. Files keep their mode and times.

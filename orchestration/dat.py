@@ -28,7 +28,8 @@ def split_columns(line: str) -> list[str]:
     if "(" not in line:  # most lines: plain numbers
         return line.split()
     columns: list[str] = []
-    depth, current = 0, []
+    depth = 0
+    current: list[str] = []
     for char in line:
         if char.isspace() and depth == 0:
             if current:
@@ -91,7 +92,7 @@ class _File:
 class DatFollower:
     """Tail every ``.dat`` file under ``<case_dir>/postProcessing``, in start-time order."""
 
-    def __init__(self, case_dir) -> None:
+    def __init__(self, case_dir: str | os.PathLike[str]) -> None:
         self.root = os.path.join(case_dir, "postProcessing")
         self._files: dict[str, _File] = {}
         self._order: list[_File] = []

@@ -18,9 +18,12 @@ Stdlib + jinja2 only: this module ships with the agent onto cluster nodes.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import numbers
 import os
+import re
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,8 @@ from typing import Any
 import jinja2
 import jinja2.meta
 from jinja2 import nodes
-from jinja2.sandbox import SandboxedEnvironment, SecurityError
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import SandboxedEnvironment
 
 from orchestration.casefiles import (
     MAX_TEMPLATE_BYTES,
@@ -56,8 +60,13 @@ __all__ = [
 ]
 
 MAX_EXPRESSION_LENGTH = 500
+MAX_DERIVED = 200  # derived values of one study
 _MAX_MAGNITUDE_DIGITS = 300  # results of ** above ~1e300 are refused
 _MAX_SEQUENCE = 100_000  # longest string/list a `*` may build
+_MAX_BUILT = 1_000_000  # items all the `*`s and `string`s of one render or expression may make
+_MAX_NESTING = 50  # brackets inside brackets of one expression
+# text ending in '#' and a partial directive name, right before a placeholder
+_DIRECTIVE_START = re.compile(r"#[A-Za-z_]*\Z")
 
 # Delimiters nobody writes in a text file (control characters): only {{ }} stays live.
 _BLOCK_START, _BLOCK_END = "\x02\x02%", "%\x03\x03"
@@ -76,11 +85,51 @@ def _safe_pow(base: Any, exponent: Any) -> Any:
         raise RenderError(f"power {base!r} ** {exponent!r} overflows") from exc
 
 
+class _Budget(threading.local):
+    """What one render (or evaluation) may still build, per thread: repetition and `string`
+    of sequences spend it, so a template of many small repetitions cannot add up to
+    gigabytes."""
+
+    left = _MAX_BUILT
+
+
+_BUDGET = _Budget()
+
+
+def _spend(items: int) -> None:
+    _BUDGET.left -= items
+    if _BUDGET.left < 0:
+        raise RenderError(
+            f"the placeholders build more than {_MAX_BUILT:,} items in all; simplify them"
+        )
+
+
 def _check_sequence_mul(left: Any, right: Any) -> None:
     for seq, count in ((left, right), (right, left)):
         if isinstance(seq, str | list | tuple) and isinstance(count, int):
             if len(seq) * max(count, 0) > _MAX_SEQUENCE:
                 raise RenderError("repetition result too long")
+            _spend(_size(seq) * max(count, 0))
+
+
+def _size(value: Any, budget: int = _MAX_BUILT) -> int:
+    """Items in `value`, nested lists counted through (up to `budget` + 1)."""
+    if isinstance(value, str):
+        return len(value)
+    if not isinstance(value, list | tuple):
+        return 1
+    total = 0
+    for item in value:
+        total += _size(item, budget - total) if isinstance(item, list | tuple) else 1
+        if total > budget:
+            break
+    return total
+
+
+def _string(value: Any) -> str:
+    """The `string` filter, its cost counted first (`[[1]*10000]*1000|string` is 10⁷)."""
+    _spend(_size(value))
+    return str(value)
 
 
 FUNCTIONS: dict[str, Any] = {
@@ -129,7 +178,18 @@ class _Environment(SandboxedEnvironment):
 
 
 def _format_value(value: Any) -> Any:
-    """Render values the way OpenFOAM reads them."""
+    """Render values the way OpenFOAM reads them; a value may not write a `#` (a directive
+    such as #include or #codeStream that the upload's checks never saw)."""
+    out = _formatted(value)
+    if isinstance(out, str) and "#" in out:
+        raise RenderError(
+            f"a placeholder's value cannot contain '#' (OpenFOAM would read a directive such "
+            f"as #include): {out[:60]!r}"
+        )
+    return out
+
+
+def _formatted(value: Any) -> Any:
     if isinstance(value, jinja2.Undefined):
         return value
     if isinstance(value, bool):
@@ -142,7 +202,7 @@ def _format_value(value: Any) -> Any:
             raise RenderError(f"value {number!r} cannot be written into a case file")
         return repr(number)
     if isinstance(value, list | tuple):
-        return "(" + " ".join(str(_format_value(v)) for v in value) + ")"
+        return "(" + " ".join(str(_formatted(v)) for v in value) + ")"
     return value
 
 
@@ -162,6 +222,7 @@ def _build_environment() -> _Environment:
     env.globals.clear()
     env.globals.update(FUNCTIONS)
     env.filters = {name: env.filters[name] for name in _ALLOWED_FILTERS}
+    env.filters["string"] = _string
     env.tests = {name: env.tests[name] for name in ("defined", "undefined", "number", "string")}
     return env
 
@@ -181,6 +242,7 @@ def _parse_expression(expr: str) -> nodes.Expr:
         raise RenderError(
             f"expression is {len(expr)} characters long; the limit is {MAX_EXPRESSION_LENGTH}"
         )
+    _check_nesting(expr, f"expression {expr!r}")
     try:
         parser = jinja2.parser.Parser(_ENV, expr, state="variable")
         node = parser.parse_expression()
@@ -193,6 +255,42 @@ def _parse_expression(expr: str) -> nodes.Expr:
     except jinja2.TemplateSyntaxError as exc:
         raise RenderError(f"syntax error in expression {expr!r}: {exc.message}") from exc
     return node
+
+
+def _check_nesting(text: str, what: str) -> None:
+    """Brackets nested deeper than _MAX_NESTING would exhaust the parser's recursion."""
+    depth = deepest = 0
+    for char in text:
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+    if deepest > _MAX_NESTING:
+        raise RenderError(f"{what} nests brackets {deepest} deep; at most {_MAX_NESTING}")
+
+
+def _only_placeholders(tree: nodes.Template, filename: str) -> None:
+    """Only {{ … }} is template syntax: a block statement (a loop, a macro, an assignment)
+    written with the internal delimiters is refused, not run."""
+    for node in tree.body:
+        if not isinstance(node, nodes.Output):
+            where = _where(filename, node.lineno)
+            raise RenderError(
+                f"{where}: only {{{{ … }}}} placeholders are template syntax "
+                f"({type(node).__name__.lower()} statements are not allowed)"
+            )
+        # `#{{ 'include' }}`, `#inc{{ x }}`: a placeholder may not finish a directive's name
+        for before, after in itertools.pairwise(node.nodes):
+            if (
+                isinstance(before, nodes.TemplateData)
+                and not isinstance(after, nodes.TemplateData)
+                and _DIRECTIVE_START.search(before.data)
+            ):
+                raise RenderError(
+                    f"{_where(filename, after.lineno)}: a placeholder cannot follow '#': "
+                    "OpenFOAM directives (#include, #codeStream, …) are written out in full"
+                )
 
 
 def _names_in(node: nodes.Node) -> set[str]:
@@ -223,8 +321,11 @@ def evaluate(expr: str, names: Mapping[str, Any]) -> Any:
         raise RenderError(
             f"unknown name {unknown[0]!r} in expression {expr!r}; known names: {_known(names)}"
         )
+    _BUDGET.left = _MAX_BUILT
     try:
         result = _compiled(expr)(**names)
+    except (RecursionError, MemoryError, SyntaxError) as exc:
+        raise RenderError(f"expression {expr!r} is too complex ({exc})") from exc
     except jinja2.TemplateSyntaxError as exc:
         raise RenderError(f"invalid expression {expr!r}: {exc.message}") from exc
     except RenderError as exc:
@@ -246,6 +347,8 @@ def evaluate_derived(derived: Mapping[str, str], values: Mapping[str, Any]) -> d
     A derived expression may use parameters (`values`) and other derived values. A derived
     name takes precedence over a parameter of the same name. Cycles raise RenderError.
     """
+    if len(derived) > MAX_DERIVED:
+        raise RenderError(f"{len(derived)} derived values; at most {MAX_DERIVED}")
     deps = {name: expression_names(expr) & derived.keys() for name, expr in derived.items()}
     order: list[str] = []
     state: dict[str, int] = {}  # 1 visiting, 2 done
@@ -298,10 +401,13 @@ def _parse_template(text: str, filename: str) -> nodes.Template:
     """Parse and compile-check `text` (unknown filters are found at compile time)."""
     try:
         tree = _ENV.parse(text)
+        _only_placeholders(tree, filename)
         _ENV.compile(tree)
     except jinja2.TemplateSyntaxError as exc:
         where = _where(filename, exc.lineno)
         raise RenderError(f"{where}: template syntax error: {exc.message}") from None
+    except (RecursionError, MemoryError, SyntaxError) as exc:
+        raise RenderError(f"{_where(filename, None)}: placeholders too complex ({exc})") from None
     return tree
 
 
@@ -313,6 +419,7 @@ def _template(text: str, crlf: bool) -> tuple[jinja2.Template, tuple[tuple[str, 
     """The compiled template and the names it loads (with their lines), in order."""
     env = _ENV_CRLF if crlf else _ENV
     tree = env.parse(text)
+    _only_placeholders(tree, "")
     names = tuple(
         (node.name, node.lineno) for node in tree.find_all(nodes.Name) if node.ctx == "load"
     )
@@ -330,11 +437,16 @@ def render_text(text: str, context: Mapping[str, Any], *, filename: str = "") ->
     except jinja2.TemplateSyntaxError as exc:
         where = _where(filename, exc.lineno)
         raise RenderError(f"{where}: template syntax error: {exc.message}") from None
+    except RenderError as exc:
+        raise RenderError(str(exc).replace("<template>", filename or "<template>", 1)) from None
+    except (RecursionError, MemoryError, SyntaxError) as exc:
+        raise RenderError(f"{_where(filename, None)}: placeholders too complex ({exc})") from None
     for name, lineno in names:
         if name not in context and name not in FUNCTIONS:
             raise RenderError(
                 f"{_where(filename, lineno)}: unknown name {name!r}; known names: {_known(context)}"
             )
+    _BUDGET.left = _MAX_BUILT
     try:
         return template.render(**context)
     except RenderError as exc:
@@ -359,7 +471,9 @@ def find_placeholders(case_dir: Path) -> dict[str, list[str]]:
     return result
 
 
-def render_case(src: Path, dst: Path, context: Mapping[str, Any]) -> list[str]:
+def render_case(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], context: Mapping[str, Any]
+) -> list[str]:
     """Copy the case tree `src` to `dst` rendering text files with `{{`; return those paths.
 
     `dst` must not exist or be empty. Symbolic links and special files in `src` are errors.
@@ -380,14 +494,15 @@ def render_files(src: Path, context: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-_TEMPLATES_CACHE: dict[tuple, dict[str, str]] = {}
+# by the case tree: its path, then (relative path, size, mtime) of each of its files
+_TEMPLATES_CACHE: dict[tuple[str | tuple[str, int, int], ...], dict[str, str]] = {}
 
 
 def _case_templates(src: Path) -> dict[str, str]:
     """The template files of a case tree, read once per version of the tree: every run of a
     study renders the same case (the key is every file's path, size and mtime)."""
     files = walk(Path(src))
-    key = (
+    key: tuple[str | tuple[str, int, int], ...] = (
         str(src),
         *((rel, st.st_size, st.st_mtime_ns) for path, rel in files for st in [os.stat(path)]),
     )

@@ -1,6 +1,6 @@
 """What an operator sees: every tenant's quota and usage, backends with load and health.
 
-Usage comes from `quotas.selectors` (the one place that derives it from the runs holding
+Usage comes from `studies.usage` (the one place that derives it from the runs holding
 resources), two queries per tenant or backend: a portal has tens of tenants, not thousands,
 and one definition of usage beats a faster second copy that could drift.
 """
@@ -16,9 +16,9 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from catalog.models import Backend, Image, Package
-from quotas import selectors as quota_selectors
+from studies import usage as quota_usage
 from studies.choices import EndReason, RunState
-from studies.models import Simulation, Study
+from studies.models import Run, Study
 from tenancy.models import Tenant
 
 # A backend that failed to start or lost this many runs in the last hour is "degraded".
@@ -39,8 +39,8 @@ def tenant_overview_list() -> list[dict[str, Any]]:
     out = []
     for t in tenants:
         quota = getattr(t, "quota", None)
-        usage = quota_selectors.usage_for_tenant(tenant_id=t.id)
-        queued = quota_selectors.queued_demand_for_tenant(tenant_id=t.id)
+        usage = quota_usage.usage_for_tenant(tenant_id=t.id)
+        queued = quota_usage.queued_demand_for_tenant(tenant_id=t.id)
         out.append(
             {
                 "name": t.name,
@@ -54,6 +54,7 @@ def tenant_overview_list() -> list[dict[str, Any]]:
                     "memory_gb": quota.memory_gb,
                     "nodes": quota.max_nodes,
                     "runs": quota.max_runs,
+                    "queued_runs": quota.max_queued_runs,
                     "storage_gb": quota.storage_gb,
                     "core_hours_budget": quota.core_hours_budget,
                 },
@@ -82,7 +83,7 @@ def backend_overview_list() -> list[dict[str, Any]]:
     backends = list(Backend.objects.prefetch_related("tenants").order_by("name"))
     since = timezone.now() - HEALTH_WINDOW
     failures = dict(
-        Simulation.objects.filter(
+        Run.objects.filter(
             finished_at__gte=since,
             end_reason__in=[EndReason.DISPATCH_FAILED, EndReason.AGENT_LOST],
         )
@@ -96,12 +97,8 @@ def backend_overview_list() -> list[dict[str, Any]]:
             "kind": b.kind,
             "enabled": b.enabled,
             "capacity": {"cores": b.cores, "memory_gb": b.memory_gb, "nodes": b.max_nodes},
-            "usage": dataclasses.asdict(quota_selectors.usage_for_backend(backend_id=b.id)),
-            "queued": dataclasses.asdict(
-                quota_selectors._aggregate(
-                    Simulation.objects.filter(backend_id=b.id, state=RunState.PENDING)
-                )
-            ),
+            "usage": dataclasses.asdict(quota_usage.usage_for_backend(backend_id=b.id)),
+            "queued": dataclasses.asdict(quota_usage.queued_demand_for_backend(backend_id=b.id)),
             "tenants": [t.name for t in b.tenants.all()],
             "health": _backend_health(b, failures.get(b.id, 0)),
         }
@@ -130,7 +127,7 @@ def image_list() -> list[dict[str, Any]]:
 
 def portal_overview() -> dict[str, Any]:
     """Totals for the admin dashboard, plus backends, packages and images."""
-    runs = Simulation.objects.aggregate(
+    runs = Run.objects.aggregate(
         **{state.value: Count("id", filter=Q(state=state)) for state in RunState},
     )
     studies = Study.objects.aggregate(total=Count("id"))

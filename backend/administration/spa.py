@@ -7,11 +7,12 @@ Without a build, a small page says so and links the API docs instead of failing.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_safe
 
-from config.env import ROOT_DIR
+from core.csp import HEADER, spa_policy
 
 # Paths the SPA never answers: config/urls.py matches real routes first, and this keeps a
 # mistyped /api/… URL a 404 instead of the app's HTML.
@@ -41,7 +42,7 @@ NOT_BUILT = """<!doctype html>
 @require_safe
 @ensure_csrf_cookie
 def spa_index(request: HttpRequest, path: str = "") -> HttpResponse:
-    index = ROOT_DIR / "frontend" / "dist" / "index.html"
+    index = settings.ROOT_DIR / "frontend" / "dist" / "index.html"
     try:
         html = index.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -50,4 +51,5 @@ def spa_index(request: HttpRequest, path: str = "") -> HttpResponse:
         response = HttpResponse(html, content_type="text/html; charset=utf-8")
     # The page names the hashed assets of the current build: never cache it.
     response["Cache-Control"] = "no-cache"
+    response[HEADER] = spa_policy(request)  # Plotly's WebGL plots need eval (core.csp)
     return response

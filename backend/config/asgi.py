@@ -1,11 +1,14 @@
 """ASGI entry point: HTTP through Django, websockets through Channels."""
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import django
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
@@ -19,6 +22,9 @@ class OneHopASGIHandler(ASGIHandler):
     """
 
     IDLE_THREADS = 32  # request threads kept for reuse; more are made while a burst lasts
+    # set by load_middleware (Django's BaseHandler; not in its stubs): the request's response,
+    # or an awaitable of it once wrapped for async
+    _middleware_chain: Callable[[HttpRequest], Any]
 
     def __init__(self):
         super().__init__()

@@ -1,6 +1,6 @@
 import os
 
-from celery import Celery, signals
+from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
@@ -16,27 +16,12 @@ def _beat_schedule(sender: Celery, **_: object) -> None:
 
     tick = settings.CELERY_BEAT_TICK
     sender.conf.beat_schedule = {
-        "scheduler-tick": {"task": "scheduler.tick", "schedule": tick},
-        "runs-reap": {"task": "studies.reap", "schedule": tick},
+        "scheduler-tick": {"task": "dispatch.tick", "schedule": tick},
+        "runs-reap": {"task": "dispatch.reap", "schedule": tick},
         "cloud-limits": {
-            "task": "catalog.cloud_limits",
+            "task": "compute.cloud_limits",
             "schedule": settings.CLOUD_REFRESH_SECONDS,
         },
-        "cloud-leaks": {"task": "catalog.reap_leaks", "schedule": settings.CLOUD_REFRESH_SECONDS},
-        "stack-events": {"task": "catalog.stack_events", "schedule": tick},
+        "cloud-leaks": {"task": "dispatch.reap_leaks", "schedule": settings.CLOUD_REFRESH_SECONDS},
+        "backend-events": {"task": "dispatch.backend_events", "schedule": tick},
     }
-
-
-@signals.worker_ready.connect
-def _worker_ready(**_: object) -> None:
-    from pathlib import Path
-
-    from django.conf import settings
-
-    from catalog.models import Backend
-    from core.runtime import tune_gc
-    from orchestration.drivers.local import warm_up_launcher
-
-    if Backend.objects.filter(kind="local", enabled=True).exists():
-        warm_up_launcher(log_dir=Path(settings.RUNS_DIR))  # the first local run starts at once
-    tune_gc()

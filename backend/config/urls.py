@@ -1,19 +1,26 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.db import connection
 from django.http import JsonResponse
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
+from administration.api.backends import (
+    AdminBackendCheckView,
+    AdminBackendDetailView,
+    AdminBackendListView,
+)
 from administration.spa import SPA_PATH_REGEX, spa_index
-from catalog.api.admin import AdminBackendCheckView, AdminBackendDetailView, AdminBackendListView
-from catalog.api.images import ImageViewSet
 from catalog.api.views import BackendViewSet, PackageViewSet, TemplateViewSet
-from catalog.api.vm import AdminImageRegisterView, AdminImageUploadView
-from quotas.api.views import QuotaView
-from studies.api import ingest
-from studies.api.views import RunViewSet, StudyViewSet, UploadViewSet
+from images.api.views import ImageViewSet
+from images.api.vm import AdminImageRegisterView, AdminImageUploadView
+from ingest.api import views as ingest
+from runs.api.views import RunViewSet
+from studies.api.quota import QuotaView
+from studies.api.views import StudyViewSet, UploadViewSet
 from tenancy.api.views import CsrfView, LoginView, LogoutView, MeView, TokenView
+from tenancy.throttle import login_throttled
 
 router = DefaultRouter()
 router.register("templates", TemplateViewSet, basename="template")
@@ -76,9 +83,17 @@ ingest_urls = [
 
 urlpatterns = [
     path("healthz", healthz),
+    # the login forms of the admin and of the browsable API, under the sign-in limits of the
+    # API's own sign-in (tenancy.throttle); matched before the includes that also name them
+    path("admin/login/", login_throttled(admin.site.login)),
+    path(
+        "api-auth/login/",
+        login_throttled(auth_views.LoginView.as_view(template_name="rest_framework/login.html")),
+    ),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    # Swagger UI with its start script as a file of its own: no inline script (core.csp)
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/auth/token/", TokenView.as_view()),
     path("api/v1/auth/csrf/", CsrfView.as_view()),
     path("api/v1/auth/login/", LoginView.as_view()),

@@ -14,6 +14,7 @@ import contextlib
 import struct
 import sys
 from collections.abc import Iterator, Sequence
+from typing import cast
 
 import psycopg
 from django.db import connection
@@ -54,8 +55,8 @@ class Float8Array:
         """The binary value, or None when `values` holds a None (a NULL element)."""
         if isinstance(values, array.array):
             return cls(values)
-        try:
-            return cls(array.array("d", values))
+        try:  # array() refuses a None with a TypeError: the check, done in C
+            return cls(array.array("d", cast("Sequence[float]", values)))
         except TypeError:
             return None
 
@@ -75,10 +76,12 @@ def bound_cursor() -> Iterator:
     connection.ensure_connection()
     raw = psycopg.Cursor(connection.connection)
     raw.adapters.register_dumper(Float8Array, _Float8ArrayDumper)
+    # django-stubs type make_*cursor's argument as a CursorWrapper; Django passes (and wraps)
+    # the driver's own cursor, as here
     cursor = (
-        connection.make_debug_cursor(raw)
+        connection.make_debug_cursor(raw)  # type: ignore[arg-type]
         if connection.queries_logged
-        else connection.make_cursor(raw)
+        else connection.make_cursor(raw)  # type: ignore[arg-type]
     )
     try:
         yield cursor

@@ -17,6 +17,12 @@ class Quota(TimeStamped):
     max_runs = models.PositiveIntegerField(
         default=4, validators=[MinValueValidator(1)], help_text="concurrent runs"
     )
+    max_queued_runs = models.PositiveIntegerField(
+        default=1000,
+        validators=[MinValueValidator(1)],
+        help_text="runs submitted and not yet ended (queued or running) at once; a submission "
+        "or extension past it is refused",
+    )
     storage_gb = models.FloatField(default=50.0, validators=[MinValueValidator(0.0)])
     core_hours_budget = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(0.0)]

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from studies.models import Simulation, Study, Upload
+from studies.models import Run, Study, Upload
 
 
 @admin.register(Study)
@@ -11,8 +11,8 @@ class StudyAdmin(admin.ModelAdmin):
     readonly_fields = ["id", "created_at", "submitted_at", "finished_at"]
 
 
-@admin.register(Simulation)
-class SimulationAdmin(admin.ModelAdmin):
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
     list_display = [
         "__str__",
         "tenant",

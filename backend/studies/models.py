@@ -67,7 +67,7 @@ class Study(PublicIdModel):
         return self.name
 
 
-class Simulation(PublicIdModel):
+class Run(PublicIdModel):
     """One run of a study: a point of its parameter space."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="runs")

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, QuerySet
 
 from core.exceptions import NotFound
+from core.ids import parse_uuid
 from studies.choices import RunState
-from studies.models import Simulation, Study, Upload
+from studies.models import Run, Study, Upload
 from tenancy.selectors import tenant_for_user
 
 
@@ -25,36 +23,49 @@ def _tenant(user):
 
 
 def study_list_visible_to(*, user) -> QuerySet[Study]:
-    counts = {f"n_{s.value}": Count("runs", filter=Q(runs__state=s.value)) for s in RunState}
+    """The tenant's studies, newest first. Their runs are not counted here (a count joined
+    into the list would count every run of every study before the page is cut): count the
+    page's with `studies_count_runs`."""
     return (
         Study.objects.filter(tenant=_tenant(user))
         .select_related("template", "backend", "owner", "upload")
-        .annotate(**counts)
         .order_by("-created_at")
     )
 
 
-def _uuid(value) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        return None
+def studies_count_runs(*, studies: Iterable[Study]) -> None:
+    """Count the runs of these studies by state in one grouped query on the (study, state)
+    index, kept on each study for `study_progress` (as `n_<state>`)."""
+    studies = list(studies)
+    counts: dict[Any, dict[str, int]] = {s.pk: {} for s in studies}
+    if studies:
+        rows = (
+            Run.objects.filter(study_id__in=list(counts))
+            .order_by()
+            .values_list("study_id", "state")
+            .annotate(n=Count("id"))
+        )
+        for study_id, state, n in rows:
+            counts[study_id][state] = n
+    for study in studies:
+        for state in RunState:
+            setattr(study, f"n_{state.value}", counts[study.pk].get(state.value, 0))
 
 
 def study_get(*, user, study_id) -> Study:
-    pk = _uuid(study_id)
+    pk = parse_uuid(study_id)
     study = study_list_visible_to(user=user).filter(pk=pk).first() if pk else None
     if study is None:
         raise NotFound("No study with that id in your tenant.")
     return study
 
 
-def run_list_visible_to(*, user) -> QuerySet[Simulation]:
-    return Simulation.objects.filter(tenant=_tenant(user)).select_related("study", "backend")
+def run_list_visible_to(*, user) -> QuerySet[Run]:
+    return Run.objects.filter(tenant=_tenant(user)).select_related("study", "backend")
 
 
-def run_get(*, user, run_id) -> Simulation:
-    pk = _uuid(run_id)
+def run_get(*, user, run_id) -> Run:
+    pk = parse_uuid(run_id)
     run = run_list_visible_to(user=user).filter(pk=pk).first() if pk else None
     if run is None:
         raise NotFound("No run with that id in your tenant.")
@@ -70,7 +81,7 @@ def queue_positions(*, tenant_id: int, run_ids: Iterable) -> dict[str, int]:
     ids = [str(i) for i in run_ids]
     if not ids:
         return {}
-    table = Simulation._meta.db_table
+    table = Run._meta.db_table
     with connection.cursor() as cur:
         cur.execute(
             f"""
@@ -84,10 +95,23 @@ def queue_positions(*, tenant_id: int, run_ids: Iterable) -> dict[str, int]:
         return {str(r[0]): int(r[1]) for r in cur.fetchall()}
 
 
+def _annotated_counts(study: Study) -> dict[str, int] | None:
+    """The study's runs counted by state, if a selector annotated them (`n_<state>`)."""
+    counts: dict[str, int] = {}
+    for state in RunState:
+        n = getattr(study, f"n_{state.value}", None)
+        if n is None:
+            return None
+        counts[state.value] = n
+    return counts
+
+
 def study_progress(study: Study) -> dict[str, Any]:
-    counts = {s.value: getattr(study, f"n_{s.value}", None) for s in RunState}
-    if any(v is None for v in counts.values()):
-        rows = study.runs.values_list("state").annotate(n=Count("id"))
+    """The study's runs counted: ended (`done`: completed, failed or cancelled — not
+    success), each of those apart, still active, and by state."""
+    counts = _annotated_counts(study)
+    if counts is None:  # one grouped query on the (study, state) index
+        rows = study.runs.order_by().values_list("state").annotate(n=Count("id"))
         counts = {s.value: 0 for s in RunState}
         counts.update(dict(rows))
     total = sum(counts.values())
@@ -96,90 +120,9 @@ def study_progress(study: Study) -> dict[str, Any]:
         "total": total,
         "done": done,
         "percent": round(100 * done / total, 1) if total else 0.0,
+        "completed": counts["completed"],
+        "failed": counts["failed"],
+        "cancelled": counts["cancelled"],
+        "active": total - done,
         "by_state": counts,
     }
-
-
-def study_results(*, study: Study) -> list[dict[str, Any]]:
-    rows = []
-    for run in study.runs.order_by("index").only(
-        "id",
-        "index",
-        "parameters",
-        "state",
-        "objectives",
-        "iterations",
-        "started_at",
-        "finished_at",
-        "end_reason",
-        "message",
-        "attempt",
-        "trust",
-    ):
-        rows.append(
-            {
-                "run": str(run.id),
-                "index": run.index,
-                "parameters": run.parameters,
-                "state": run.state,
-                "objectives": run.objectives or {},
-                "iterations": run.iterations,
-                "wall_seconds": run.wall_seconds,
-                "end_reason": run.end_reason,
-                "attempts": run.attempt,
-                "trust": run.trust,
-            }
-        )
-    return rows
-
-
-def _cell(value):
-    """A text value as a spreadsheet will not run it as a formula (CSV injection): one that
-    starts like a formula gets a leading apostrophe. Numbers stay numbers."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
-def study_results_csv(*, study: Study) -> str:
-    rows = study_results(study=study)
-    params = list((study.spec.get("parameters") or {}).keys())
-    for row in rows:
-        for name in row["parameters"]:
-            if name not in params:
-                params.append(name)
-    objectives = list((study.objectives or {}).keys())
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(
-        [
-            "run",
-            "index",
-            *params,
-            "state",
-            "trust",
-            *objectives,
-            # a parameter may itself be called `iterations` (the airfoil template's is)
-            "solver_iterations" if "iterations" in params else "iterations",
-            "wall_seconds",
-            "end_reason",
-        ]
-    )
-    for row in rows:
-        writer.writerow(
-            [
-                row["run"],
-                row["index"],
-                *[_cell(row["parameters"].get(p, "")) for p in params],
-                row["state"],
-                row["trust"],
-                *[
-                    "" if row["objectives"].get(o) is None else repr(row["objectives"][o])
-                    for o in objectives
-                ],
-                "" if row["iterations"] is None else row["iterations"],
-                "" if row["wall_seconds"] is None else f"{row['wall_seconds']:.3f}",
-                row["end_reason"],
-            ]
-        )
-    return out.getvalue()

@@ -216,7 +216,7 @@ class Space:
     def _sample(self) -> Iterator[dict[str, Value]]:
         rng = random.Random(self.seed)
         n = self.samples
-        columns: dict[str, list[Value]] = {}
+        columns: dict[str, Sequence[Value]] = {}
         for axis in self.axes:
             if not axis.sampled:
                 columns[axis.name] = [axis.values[0]] * n

@@ -17,79 +17,23 @@ from django.conf import settings
 
 from catalog.images import study_image_resolve
 from catalog.models import Backend, CaseTemplate, Package
+from compute.drivers import traits_of
 from core.exceptions import ApplicationError, ErrorCode
+from core.schemas import validate
 from orchestration import render
 from orchestration.composer import IMPLICIT_PACKAGES
-from studies.choices import Reduce
 from studies.models import Upload
+from studies.objectives import objectives_resolve
+from studies.policy import policy_normalize
 from studies.space import Space, SpaceError, Value, parse_space
-from telemetry.convergence import policy_validate
+from studies.steps import known_solvers, prepare_commands, run_steps, solver_package
+from studies.uploads import check_directives
+from studies.usage import backends_visible_to
 
+SPEC_SCHEMA = Path(__file__).resolve().parent / "schemas" / "study-spec.json"
+# what a template's template.yaml gives as defaults of a spec's keys
+TEMPLATE_DEFAULTS = ("resources", "derived", "objectives", "convergence", "prepare", "solver")
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-TOP_LEVEL_KEYS = {
-    "name",
-    "description",
-    "template",
-    "case",
-    "solver",
-    "backend",
-    "resources",
-    "parameters",
-    "combine",
-    "samples",
-    "seed",
-    "derived",
-    "objectives",
-    "prepare",
-    "image",
-    "packages",
-    "convergence",
-}
-# Utilities a spec may run before the solver (argv only, never a shell).
-PREPARE_UTILITIES = {
-    "blockMesh",
-    "snappyHexMesh",
-    "surfaceFeatureExtract",
-    "surfaceFeatures",
-    "extrudeMesh",
-    "setFields",
-    "topoSet",
-    "createPatch",
-    "checkMesh",
-    "renumberMesh",
-    "refineMesh",
-    "transformPoints",
-    "mirrorMesh",
-    "createBaffles",
-    "potentialFoam",
-    "mapFields",
-    "changeDictionary",
-}
-DEFAULT_RUN_CONFIGURATIONS = {
-    "serial": {"argv": ["{solver}"]},
-    "mpi": {
-        "steps": [
-            {"name": "decomposePar", "argv": ["decomposePar", "-force"], "role": "decompose"},
-            {
-                "name": "{solver}",
-                "argv": [
-                    "mpirun",
-                    "--oversubscribe",
-                    "-np",
-                    "{processes}",
-                    "{solver}",
-                    "-parallel",
-                ],
-                "role": "solve",
-            },
-            {
-                "name": "reconstructPar",
-                "argv": ["reconstructPar", "-latestTime"],
-                "role": "reconstruct",
-            },
-        ]
-    },
-}
 
 
 def _invalid(
@@ -180,13 +124,17 @@ class ResolvedSpec:
     def check_case(self, context: Mapping[str, Any]) -> None:
         """The case's templates rendered with `context` in the sandbox, or a 400 saying why."""
         try:
-            render.render_files(Path(self.case_dir), context)
+            texts = render.render_files(Path(self.case_dir), context)
         except render.RenderError as exc:
             raise _invalid(
                 f"the case's placeholders cannot be filled (with run 0's values): {exc}",
                 "case" if self.upload else "template",
                 ErrorCode.EXPRESSION,
             ) from exc
+        root = Path(self.case_dir).resolve()
+        for rel, text in texts.items():  # a placeholder may not write an #include either
+            if "#" in text:
+                check_directives(text, rel=rel, base=(root / rel).parent, root=root)
 
     def points(self) -> Iterator[tuple[dict[str, Value], dict[str, Any]]]:
         """(parameters, context) for every run, validated against the parameter definitions."""
@@ -230,15 +178,8 @@ def _definitions(template: CaseTemplate | None) -> dict[str, ParameterDef]:
     return out
 
 
-def _int(value: Any, field: str, *, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-        raise _invalid(f"{field} must be a whole number, got {value!r}", field)
-    if not low <= value <= high:
-        raise _invalid(f"{field} must be between {low} and {high}, got {value}", field)
-    return int(value)
-
-
-def _case_source(*, tenant, spec: Mapping[str, Any]) -> tuple[CaseTemplate | None, Upload | None]:
+def _case_source(*, tenant, spec: Mapping[str, Any]) -> CaseTemplate | Upload:
+    """The case the spec names: a template, or one of the tenant's uploads."""
     has_template, has_case = bool(spec.get("template")), bool(spec.get("case"))
     if has_template == has_case:
         raise _invalid(
@@ -252,7 +193,7 @@ def _case_source(*, tenant, spec: Mapping[str, Any]) -> tuple[CaseTemplate | Non
                 CaseTemplate.objects.filter(retired=False).values_list("name", flat=True)
             )
             raise _invalid(f"unknown template {name!r}; available: {known or 'none'}", "template")
-        return template, None
+        return template
     upload = None
     try:
         upload = Upload.objects.filter(tenant=tenant, id=str(spec["case"])).first()
@@ -263,21 +204,19 @@ def _case_source(*, tenant, spec: Mapping[str, Any]) -> tuple[CaseTemplate | Non
             f"no upload with id {spec['case']!r} in your tenant; upload a case first (POST /api/v1/uploads/)",
             "case",
         )
-    return None, upload
+    return upload
 
 
 def _backend(*, tenant, name: Any) -> Backend:
-    qs = Backend.objects.filter(enabled=True)
-    visible = [
-        b
-        for b in qs.prefetch_related("tenants")
-        if not b.tenants.all() or tenant in b.tenants.all()
-    ]
+    visible = backends_visible_to(tenant=tenant)
     if name in (None, ""):
         if not visible:
             raise _invalid("no compute backend is enabled for your tenant; ask an admin", "backend")
-        local = [b for b in visible if b.kind == "local"]
-        return (local or visible)[0]
+        # the default: this machine with the OpenFOAM installed on it, when the tenant has it
+        here = [
+            b for b in visible if traits_of(b).on_portal_host and traits_of(b).image_kind is None
+        ]
+        return (here or visible)[0]
     for b in visible:
         if b.name == name:
             return b
@@ -285,179 +224,25 @@ def _backend(*, tenant, name: Any) -> Backend:
     raise _invalid(f"unknown backend {name!r}; available to you: {names}", "backend")
 
 
-def _solver_package(solver: str, among: tuple[str, ...] | None = None) -> Package | None:
-    packages = Package.objects.filter(retired=False)
-    if among is not None:  # the study's image: its closure's run configurations
-        packages = packages.filter(name__in=among)
-    for package in packages.order_by("name"):
-        if solver in package.solvers:
-            return package
-    return None
+def spec_validate(spec: Any) -> None:
+    """The spec's shape, types, bounds and allow-lists, by its JSON Schema
+    (studies/schemas/study-spec.json); a 400 naming the field."""
+    validate(SPEC_SCHEMA, spec, what="the study spec")
 
 
-def known_solvers() -> list[str]:
-    names: set[str] = set()
-    for package in Package.objects.filter(retired=False):
-        names.update(package.solvers)
-    return sorted(names)
+def spec_resolve(*, tenant: Any, spec: Any) -> ResolvedSpec:
+    """What a spec means against the catalog: its case, solver, backend, resources, points,
+    commands, objectives and image; a 400 naming the field when it cannot run."""
+    spec_validate(spec)
+    name = spec["name"]
 
-
-def _steps(
-    *, solver: str, processes: int, prepare: list[list[str]], package: Package | None
-) -> list[dict[str, Any]]:
-    configs = (package.run_configurations if package else None) or DEFAULT_RUN_CONFIGURATIONS
-    fmt = {"solver": solver, "processes": str(processes), "np": str(processes)}
-
-    def expand(argv: list[str], config: dict | None = None) -> list[str]:
-        declared = (config or {}).get("parameters") or {}  # package-declared, with defaults
-        values = {k: (v or {}).get("default") for k, v in declared.items()}
-        return [str(a).format(**{**values, **fmt}) for a in argv]
-
-    steps = [{"name": argv[0], "argv": list(argv), "role": "prepare"} for argv in prepare]
-    if processes == 1:
-        serial = configs.get("serial") or DEFAULT_RUN_CONFIGURATIONS["serial"]
-        steps.append({"name": solver, "argv": expand(serial["argv"], serial), "role": "solve"})
-    else:
-        mpi = configs.get("mpi") or DEFAULT_RUN_CONFIGURATIONS["mpi"]
-        for step in mpi["steps"]:
-            steps.append(
-                {
-                    "name": str(step["name"]).format(**fmt),
-                    "argv": expand(step["argv"], mpi),
-                    "role": step.get("role", "other"),
-                }
-            )
-    return steps
-
-
-def _prepare(raw: Any, *, template: CaseTemplate | None, upload: Upload | None) -> list[list[str]]:
-    if raw is None:
-        if template is not None:
-            return [list(map(str, a)) for a in template.spec.get("prepare") or []]
-        if upload is not None and not upload.has_mesh and upload.has_block_mesh_dict:
-            return [["blockMesh"]]
-        return []
-    if not isinstance(raw, list) or not all(
-        isinstance(a, list) and a and all(isinstance(x, str) for x in a) for a in raw
-    ):
-        raise _invalid(
-            "prepare must be a list of commands, each a list of strings, e.g. [[blockMesh]]",
-            "prepare",
-        )
-    for i, argv in enumerate(raw):
-        if argv[0] not in PREPARE_UTILITIES:
-            raise _invalid(
-                f"prepare[{i}]: {argv[0]!r} is not an allowed utility; allowed: {', '.join(sorted(PREPARE_UTILITIES))}",
-                f"prepare[{i}]",
-            )
-    return raw
-
-
-def _objectives(raw: Any, *, names_in_scope: set[str]) -> dict[str, dict[str, Any]]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise _invalid(
-            "objectives must be a mapping of name → {series, reduce} or {expr}", "objectives"
-        )
-    out: dict[str, dict[str, Any]] = {}
-    for name, obj in raw.items():
-        where = f"objectives.{name}"
-        if not NAME_RE.match(str(name)) or keyword.iskeyword(str(name)):
-            raise _invalid(f"{where}: objective names are identifiers (letters, digits, _)", where)
-        if not isinstance(obj, Mapping):
-            raise _invalid(
-                f"{where} must be {{series: NAME, reduce: last|mean_last|min|max}} or {{expr: ...}}",
-                where,
-            )
-        if "expr" in obj:
-            out[name] = {"expr": str(obj["expr"])}
-            continue
-        series = obj.get("series")
-        if not isinstance(series, str) or not series:
-            raise _invalid(f"{where}: give series (e.g. forceCoeffs.Cl) or expr", where)
-        reduce = obj.get("reduce", "last")
-        if reduce not in Reduce.values:
-            raise _invalid(
-                f"{where}.reduce must be one of {', '.join(Reduce.values)}, got {reduce!r}",
-                f"{where}.reduce",
-            )
-        entry: dict[str, Any] = {"series": series, "reduce": reduce}
-        if reduce == Reduce.MEAN_LAST:
-            entry["n"] = _int(obj.get("n", 20), f"{where}.n", low=1, high=1_000_000)
-        out[name] = entry
-    scope = names_in_scope | set(out)
-    for name, obj in out.items():
-        if "expr" in obj:
-            try:
-                used = render.expression_names(obj["expr"])
-            except render.RenderError as exc:
-                raise _invalid(
-                    f"objectives.{name}.expr: {exc}",
-                    f"objectives.{name}.expr",
-                    ErrorCode.EXPRESSION,
-                ) from exc
-            unknown = sorted(used - scope)
-            if unknown:
-                raise _invalid(
-                    f"objectives.{name}.expr uses unknown name(s) {', '.join(unknown)}; known: {', '.join(sorted(scope))}",
-                    f"objectives.{name}.expr",
-                    ErrorCode.EXPRESSION,
-                )
-            if name in used:
-                raise _invalid(
-                    f"objectives.{name}.expr refers to itself",
-                    f"objectives.{name}.expr",
-                    ErrorCode.EXPRESSION,
-                )
-    _check_objective_cycles(out)
-    return out
-
-
-def _check_objective_cycles(objectives: Mapping[str, Mapping[str, Any]]) -> None:
-    """Expression objectives that depend on each other in a circle can never be computed."""
-    deps = {
-        name: render.expression_names(obj["expr"]) & objectives.keys()
-        for name, obj in objectives.items()
-        if "expr" in obj
-    }
-    state: dict[str, int] = {}  # 1 visiting, 2 done
-
-    def visit(name: str, path: list[str]) -> None:
-        if state.get(name) == 2 or name not in deps:
-            return
-        if state.get(name) == 1:
-            cycle = " -> ".join([*path[path.index(name) :], name])
-            raise _invalid(
-                f"objectives.{name}.expr: the objectives depend on each other in a circle "
-                f"({cycle}); one of them must come from a series",
-                f"objectives.{name}.expr",
-                ErrorCode.EXPRESSION,
-            )
-        state[name] = 1
-        for dep in sorted(deps[name]):
-            visit(dep, [*path, name])
-        state[name] = 2
-
-    for name in sorted(deps):
-        visit(name, [])
-
-
-def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
-    if not isinstance(spec, Mapping):
-        raise _invalid("the study spec must be a JSON object (see docs/study-spec.md)")
-    unknown = set(spec) - TOP_LEVEL_KEYS
-    if unknown:
-        raise _invalid(
-            f"unknown key(s) in the study spec: {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(TOP_LEVEL_KEYS))}",
-            sorted(unknown)[0],
-        )
-    name = spec.get("name")
-    if not isinstance(name, str) or not name.strip() or len(name) > 200:
-        raise _invalid("name is required: a short text up to 200 characters", "name")
-
-    template, upload = _case_source(tenant=tenant, spec=spec)
+    case = _case_source(tenant=tenant, spec=spec)
+    template = case if isinstance(case, CaseTemplate) else None
+    upload = case if isinstance(case, Upload) else None
     tspec = template.spec if template else {}
+    if template is not None:  # its defaults are spec parts too: checked the same way
+        defaults = {k: tspec[k] for k in TEMPLATE_DEFAULTS if tspec.get(k) is not None}
+        validate(SPEC_SCHEMA, {"name": template.name, **defaults}, what=f"template {template.name}")
     definitions = _definitions(template)
 
     solver = spec.get("solver") or tspec.get("solver")
@@ -472,31 +257,10 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
         )
 
     backend = _backend(tenant=tenant, name=spec.get("backend"))
-    resources = spec.get("resources") or {}
-    if not isinstance(resources, Mapping):
-        raise _invalid("resources must be {processes, nodes, memory_gb}", "resources")
-    extra = set(resources) - {"processes", "nodes", "memory_gb"}
-    if extra:
-        raise _invalid(
-            f"resources: unknown key(s) {', '.join(sorted(extra))}; use processes, nodes, memory_gb",
-            "resources",
-        )
-    defaults = tspec.get("resources") or {}
-    processes = _int(
-        resources.get("processes", defaults.get("processes", 1)),
-        "resources.processes",
-        low=1,
-        high=4096,
-    )
-    nodes = _int(
-        resources.get("nodes", defaults.get("nodes", 1)), "resources.nodes", low=1, high=256
-    )
-    memory = resources.get("memory_gb", defaults.get("memory_gb", 1))
-    if isinstance(memory, bool) or not isinstance(memory, int | float) or not 0 < memory <= 65536:
-        raise _invalid(
-            f"resources.memory_gb must be a number of GB above 0, got {memory!r}",
-            "resources.memory_gb",
-        )
+    resources = {**(tspec.get("resources") or {}), **(spec.get("resources") or {})}
+    processes = int(resources.get("processes", 1))
+    nodes = int(resources.get("nodes", 1))
+    memory = float(resources.get("memory_gb", 1))
     if nodes > processes:
         raise _invalid(
             f"resources.nodes ({nodes}) cannot exceed resources.processes ({processes})",
@@ -518,21 +282,19 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
             str(exc), exc.field, ErrorCode.EMPTY_SPACE if "empty" in str(exc) else ErrorCode.INVALID
         ) from exc
     for axis in space.axes:
-        if (
-            not NAME_RE.match(axis.name)
-            or keyword.iskeyword(axis.name)
-            or axis.name in render.FUNCTIONS
-        ):
+        if keyword.iskeyword(axis.name) or axis.name in render.FUNCTIONS:
             raise _invalid(
                 f"parameters.{axis.name}: parameter names are identifiers and not a function name",
                 f"parameters.{axis.name}",
             )
         if definitions and axis.name not in definitions:
+            assert template is not None  # definitions are a template's
             raise _invalid(
                 f"parameters.{axis.name}: template {template.name} has no parameter {axis.name!r}; it has: {', '.join(definitions)}",
                 f"parameters.{axis.name}",
             )
         if axis.sampled and axis.name in definitions:
+            assert axis.low is not None and axis.high is not None  # sampled: both bounds
             # the bounds the user gave, checked as given (not a sample drawn between them)
             where = f"parameters.{axis.name}"
             for label, bound in (("min", axis.low), ("max", axis.high)):
@@ -560,6 +322,7 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
     for pname, definition in definitions.items():
         if pname not in varied:
             if definition.default is None:
+                assert template is not None  # definitions are a template's
                 raise _invalid(
                     f"parameters.{pname}: template {template.name} needs a value for {pname}",
                     f"parameters.{pname}",
@@ -568,8 +331,6 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
 
     derived = dict(tspec.get("derived") or {})
     user_derived = spec.get("derived") or {}
-    if not isinstance(user_derived, Mapping):
-        raise _invalid("derived must be a mapping of name → expression", "derived")
     derived.update({str(k): str(v) for k, v in user_derived.items()})
     names = varied | set(constants)
     for dname, expr in derived.items():
@@ -592,7 +353,7 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
             )
 
     context_names = names | set(derived)
-    placeholders = (template.placeholders if template else upload.placeholders) or {}
+    placeholders = case.placeholders or {}
     for path, used in sorted(placeholders.items()):
         missing = sorted(set(used) - context_names - set(render.FUNCTIONS))
         if missing:
@@ -602,15 +363,21 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
             )
 
     objectives_raw = spec.get("objectives")
-    objectives = _objectives(
+    objectives = objectives_resolve(
         tspec.get("objectives") if objectives_raw is None else objectives_raw,
         names_in_scope=context_names,
     )
 
-    prepare = _prepare(spec.get("prepare"), template=template, upload=upload)
-    image = study_image_resolve(spec=spec, backend=backend, solver=solver, prepare=prepare)
-    package = _solver_package(solver, image.package_names if image else None)
-    steps = _steps(solver=solver, processes=processes, prepare=prepare, package=package)
+    prepare = prepare_commands(spec.get("prepare"), template=template, upload=upload)
+    image = study_image_resolve(
+        spec=spec,
+        backend=backend,
+        image_kind=traits_of(backend).image_kind,
+        solver=solver,
+        prepare=prepare,
+    )
+    package = solver_package(solver, image.package_names if image else None)
+    steps = run_steps(solver=solver, processes=processes, prepare=prepare, package=package)
     decompose = None
     if processes > 1:
         decompose = {
@@ -629,7 +396,7 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
         description=str(spec.get("description") or ""),
         template=template,
         upload=upload,
-        case_dir=template.path if template else upload.path,
+        case_dir=case.path,
         solver=solver,
         backend=backend,
         processes=processes,
@@ -643,7 +410,7 @@ def spec_resolve(*, tenant, spec: Any) -> ResolvedSpec:
         steps=steps,
         decompose=decompose,
         env=env,
-        convergence=policy_validate(
+        convergence=policy_normalize(
             spec["convergence"] if spec.get("convergence") is not None else tspec.get("convergence")
         ),
         image=image,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import errno
-import os
+import gzip
 import re
 import shutil
 import stat
@@ -19,8 +19,8 @@ from typing import IO
 from django.conf import settings
 
 from core.exceptions import ApplicationError, ErrorCode
-from orchestration import render
-from studies.models import Upload
+from orchestration import casefiles, render
+from studies.models import Study, Upload
 
 SUFFIXES = (".tar.gz", ".tgz", ".zip")
 MAX_NAME_BYTES = 255  # one file or folder name (the file systems' limit)
@@ -57,7 +57,7 @@ def _tar_members(fh: IO[bytes]) -> list[Member]:
         tar = tarfile.open(fileobj=fh, mode="r:gz")
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise _reject(f"not a readable .tar.gz archive: {exc}") from exc
-    out = []
+    out: list[Member] = []
     limit = settings.WINDTUNNEL["UPLOAD_MAX_ENTRIES"]
     with tar:
         try:
@@ -86,7 +86,7 @@ def _zip_members(fh: IO[bytes]) -> list[Member]:
         archive = zipfile.ZipFile(fh)
     except (zipfile.BadZipFile, OSError) as exc:
         raise _reject(f"not a readable .zip archive: {exc}") from exc
-    out = []
+    out: list[Member] = []
     limit = settings.WINDTUNNEL["UPLOAD_MAX_ENTRIES"]
     with archive:
         infos = archive.infolist()
@@ -209,6 +209,7 @@ def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int
         written = _extract(fileobj, is_zip=is_zip, root=root, dest=case, budget=total)
         _check_templates_are_utf8(case)
         _check_includes(case)
+        _check_native_code(case)
         try:
             placeholders = render.find_placeholders(case)
         except render.RenderError as exc:
@@ -309,27 +310,31 @@ def _extract_members(
                     written += _copy_limited(src, target, remaining, info.filename)
         return written
     with tarfile.open(fileobj=fileobj, mode="r:gz") as tar:
-        for info in tar:
-            current[0] = info.name
-            target = _target(dest, _check_name(info.name), root)
+        for member in tar:
+            current[0] = member.name
+            target = _target(dest, _check_name(member.name), root)
             if target is None:
                 continue
-            if info.isdir():
+            if member.isdir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
-            if not info.isreg():
-                raise _reject(f"entry {info.name!r} is not a regular file", info.name)
+            if not member.isreg():
+                raise _reject(f"entry {member.name!r} is not a regular file", member.name)
             target.parent.mkdir(parents=True, exist_ok=True)
-            src = tar.extractfile(info)
-            if src is None:
+            data = tar.extractfile(member)
+            if data is None:
                 continue
-            written += _copy_limited(src, target, remaining, info.name)
+            written += _copy_limited(data, target, remaining, member.name)
     return written
 
 
-_INCLUDE = re.compile(
-    r"^[ \t]*#(includeIfPresent|includeEtc|include|sinclude)\b[ \t]*(\S[^\n]*)?$", re.MULTILINE
-)
+# anywhere on a line (after another statement or a comment too: OpenFOAM's parser finds it
+# wherever a token may start)
+_INCLUDE = re.compile(r"#(includeIfPresent|includeEtc|include|sinclude)\b[ \t]*([^\n]*)")
+# `libs (...)`: the shared libraries OpenFOAM loads for a case (controlDict, function objects)
+_LIBS = re.compile(r"\blibs\s*\(([^)]*)\)")
+_ELF = b"\x7fELF"
+_TEXT_MAX = 16 * 1024 * 1024
 _CASE_PREFIXES = ("$FOAM_CASE/", "${FOAM_CASE}/", "<case>/", "<system>/", "<constant>/")
 
 
@@ -342,61 +347,106 @@ def _include_target(arg: str) -> str:
     return arg.split()[0].rstrip(";")
 
 
+def _case_text(path: str) -> str | None:
+    """A case file as OpenFOAM reads it: gzipped files unpacked, any encoding (bytes that are
+    not UTF-8 read as Latin-1: OpenFOAM does not care); None for binary data."""
+    with open(path, "rb") as fh:
+        data = fh.read(_TEXT_MAX + 1)
+    if data.startswith(b"\x1f\x8b"):
+        try:
+            with gzip.open(path, "rb") as fh:
+                data = fh.read(_TEXT_MAX + 1)
+        except (OSError, EOFError, zlib.error):
+            return None
+    if b"\x00" in data[:8192]:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _check_native_code(case: Path) -> None:
+    """A case brings no compiled code: no ELF file (a program or a shared library), and no
+    `libs` entry naming a path (a library of the case's own; OpenFOAM would load it and run
+    its code). Libraries by name (`libs (fieldFunctionObjects);`) come from the backend."""
+    for path, rel in casefiles.walk(case):
+        with open(path, "rb") as fh:
+            if fh.read(4) == _ELF:
+                raise _reject(
+                    f"{rel} is a compiled program or library (ELF); a case may not bring native "
+                    "code: remove it (solvers and libraries come from the backend's OpenFOAM "
+                    "or the study's image)",
+                    rel,
+                )
+        text = _case_text(path)
+        if text is None or "libs" not in text:
+            continue
+        for match in _LIBS.finditer(text):
+            for entry in re.findall(r'"([^"]*)"|([^\s"]+)', match.group(1)):
+                name = entry[0] or entry[1]
+                if "/" in name or name.startswith(("$", "~", "<", ".")) or "{" in name:
+                    line = text.count("\n", 0, match.start()) + 1
+                    raise _reject(
+                        f"{rel} line {line}: libs names {name!r}, a library file of the case; "
+                        "a case may load the backend's libraries by name only "
+                        '(e.g. libs ("libfieldFunctionObjects.so");)',
+                        rel,
+                    )
+
+
 def _check_includes(case: Path) -> None:
     """A case may include its own files only: an #include of a path outside it (/etc/…,
     ../../…, ~, $HOME) would read the portal host's files into a tenant's run, and its
-    error messages would show them. Checked on every text file of the upload."""
+    error messages would show them. Checked on every file OpenFOAM could read as a
+    dictionary: any encoding, gzipped or not, a directive anywhere on a line."""
     root = case.resolve()
-    for path, rel in render.walk(case):
-        if render.is_binary_file(path) or os.path.getsize(path) > 16 * 1024 * 1024:
-            continue
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-        if "#" not in text:
-            continue
-        for match in _INCLUDE.finditer(text):
-            directive, arg = match.group(1), match.group(2) or ""
-            target = _include_target(arg)
-            line = text.count("\n", 0, match.start()) + 1
-            where = f"{rel} line {line}: #{directive} {target!r}"
-            if "{{" in arg or "{%" in arg:
-                raise _reject(f"{where}: an include path cannot be a placeholder", rel)
-            if directive == "includeEtc":
-                bad = target.startswith(("/", "~", "$", "<")) or ".." in target.split("/")
-                if bad:
-                    raise _reject(
-                        f"{where}: #includeEtc takes a path inside OpenFOAM's etc folder "
-                        "(e.g. caseDicts/setConstraintTypes)",
-                        rel,
-                    )
-                continue
-            base = Path(path).parent
-            for prefix in _CASE_PREFIXES:
-                if target.startswith(prefix):
-                    sub = (
-                        "system"
-                        if prefix == "<system>/"
-                        else "constant"
-                        if prefix == "<constant>/"
-                        else ""
-                    )
-                    base, target = root / sub, target[len(prefix) :]
-                    break
-            escapes = target.startswith(("/", "~", "$", "<")) or not (
-                (base / target).resolve() == root or root in (base / target).resolve().parents
-            )
-            if escapes:
+    for path, rel in casefiles.walk(case):
+        text = _case_text(path)
+        if text is not None and "#" in text:
+            check_directives(text, rel=rel, base=Path(path).parent, root=root)
+
+
+def check_directives(text: str, *, rel: str, base: Path, root: Path) -> None:
+    """The #include-like directives of one case file's text (`base`: its folder, `root`: the
+    case's) read the case's own files only; also run on the texts a case's placeholders
+    render to (studies.spec), since a placeholder could write a directive."""
+    for match in _INCLUDE.finditer(text):
+        directive, arg = match.group(1), match.group(2) or ""
+        target = _include_target(arg)
+        line = text.count("\n", 0, match.start()) + 1
+        where = f"{rel} line {line}: #{directive} {target!r}"
+        if any(mark in arg for mark in ("{{", "{%", "}}", "%}")):
+            raise _reject(f"{where}: an include path cannot be a placeholder", rel)
+        if directive == "includeEtc":
+            if target.startswith(("/", "~", "$", "<")) or ".." in target.split("/"):
                 raise _reject(
-                    f"{where} reads a file outside the case; a case may include its own files "
-                    "only (a path relative to the file, or $FOAM_CASE/…)",
+                    f"{where}: #includeEtc takes a path inside OpenFOAM's etc folder "
+                    "(e.g. caseDicts/setConstraintTypes)",
                     rel,
                 )
+            continue
+        folder = base
+        for prefix in _CASE_PREFIXES:
+            if target.startswith(prefix):
+                sub = {"<system>/": "system", "<constant>/": "constant"}.get(prefix, "")
+                folder, target = root / sub, target[len(prefix) :]
+                break
+        resolved = (folder / target).resolve()
+        if target.startswith(("/", "~", "$", "<")) or not (
+            resolved == root or root in resolved.parents
+        ):
+            raise _reject(
+                f"{where} reads a file outside the case; a case may include its own files "
+                "only (a path relative to the file, or $FOAM_CASE/…)",
+                rel,
+            )
 
 
 def _check_templates_are_utf8(case: Path) -> None:
     """A text file with `{{ placeholders }}` that is not UTF-8 would be copied as it is, its
     placeholders never filled: the solver would stop on `{{`. Say so now."""
-    for path, rel in render.walk(case):
+    for path, rel in casefiles.walk(case):
         if not render.is_binary_file(path):
             continue
         with open(path, "rb") as fh:
@@ -411,8 +461,6 @@ def _check_templates_are_utf8(case: Path) -> None:
 
 
 def upload_delete(*, upload: Upload) -> None:
-    from studies.models import Study
-
     if Study.objects.filter(upload=upload).exists():
         raise ApplicationError(
             "studies use this upload; delete them first", code=ErrorCode.STATE, status=409

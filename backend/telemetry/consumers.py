@@ -11,9 +11,9 @@ import asyncio
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from studies.models import Simulation, Study
-from studies.selectors import _uuid
-from telemetry.events import run_group, study_group
+from core.ids import parse_uuid
+from core.live import run_group, study_group
+from studies.models import Run, Study
 from telemetry.watch import mark_watched, stop_watching, watch_run
 from tenancy.selectors import tenant_for_user
 
@@ -24,7 +24,7 @@ CLOSE_NOT_FOUND = 4404
 @database_sync_to_async
 def _visible(model, user, pk) -> tuple[bool, int]:
     tenant = tenant_for_user(user=user)
-    key = _uuid(pk)
+    key = parse_uuid(pk)
     if tenant is None or key is None:
         return False, 0
     row = model.objects.filter(pk=key, tenant=tenant).values_list("event_seq", flat=True).first()
@@ -32,7 +32,7 @@ def _visible(model, user, pk) -> tuple[bool, int]:
 
 
 class _StreamConsumer(AsyncJsonWebsocketConsumer):
-    model: type = Simulation
+    model: type = Run
     kind = "run"
 
     def group_for(self, pk) -> str:
@@ -73,7 +73,7 @@ class _StreamConsumer(AsyncJsonWebsocketConsumer):
 
 
 class RunConsumer(_StreamConsumer):
-    model = Simulation
+    model = Run
     kind = "run"
 
     def group_for(self, pk) -> str:
@@ -82,8 +82,8 @@ class RunConsumer(_StreamConsumer):
     async def watch(self, pk) -> asyncio.Task:
         # the run's agent reports live (every 0.25 s, not 2 s) and its batches are published
         # while someone is subscribed: marked before `subscribed` goes out
-        await mark_watched(_uuid(pk))
-        return asyncio.create_task(watch_run(_uuid(pk)))
+        await mark_watched(parse_uuid(pk))
+        return asyncio.create_task(watch_run(parse_uuid(pk)))
 
 
 class StudyConsumer(_StreamConsumer):

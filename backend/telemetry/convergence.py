@@ -1,15 +1,8 @@
-"""Convergence policies (per study, defaulted by templates) and the trust flag of a run.
+"""Convergence policies applied to a run's telemetry, and the trust flag of a run.
 
-Policies are checked on every telemetry batch, on the new points plus a short window of
-history, so any backend's runs are judged the same way by the portal:
-
-    convergence:
-      diverge:  {nan: true, residual_above: 1.0e+3, courant_above: 5,
-                 growth: {factor: 1.0e+3, window: 50}}
-      converge: {residuals_below: 1.0e-5,
-                 objective: {series: forceCoeffs.Cl, window: 50, tolerance: 1.0e-4}}
-      min_iterations: 20
-      max_wall_seconds: 3600
+Policies (studies.policy: per study, defaulted by templates) are checked on every telemetry
+batch, on the new points plus a short window of history, so any backend's runs are judged the
+same way by the portal. A check returns a Decision; the caller (the ingest app) stops the run.
 """
 
 from __future__ import annotations
@@ -19,99 +12,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.exceptions import ApplicationError
+from telemetry.batches import gapless
 
-DEFAULT_POLICY: dict[str, Any] = {"diverge": {"nan": True}}
 TRUST_RESIDUAL = 1e-3  # final initial residuals below this count as converged
 TRUST_DRIFT = 1e-3  # relative objective drift over the trust window
 TRUST_WINDOW = 20
-
-
-def _num(value: Any, where: str, *, positive: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ApplicationError(f"{where} must be a number, got {value!r}", field=where)
-    if positive and value <= 0:
-        raise ApplicationError(f"{where} must be above 0, got {value!r}", field=where)
-    return float(value)
-
-
-def _int(value: Any, where: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ApplicationError(
-            f"{where} must be a whole number ≥ {low}, got {value!r}", field=where
-        )
-    return value
-
-
-def policy_validate(raw: Any) -> dict[str, Any]:
-    """Normalise a spec's `convergence` mapping; errors name the field."""
-    if raw is None:
-        return dict(DEFAULT_POLICY)
-    if not isinstance(raw, Mapping):
-        raise ApplicationError(
-            "convergence must be a mapping (see docs/live.md)", field="convergence"
-        )
-    unknown = set(raw) - {"diverge", "converge", "min_iterations", "max_wall_seconds"}
-    if unknown:
-        raise ApplicationError(
-            f"convergence: unknown key(s) {', '.join(sorted(unknown))}; use diverge, converge, min_iterations, max_wall_seconds",
-            field="convergence",
-        )
-    out: dict[str, Any] = {}
-    diverge = raw.get("diverge") or {}
-    if not isinstance(diverge, Mapping):
-        raise ApplicationError("convergence.diverge must be a mapping", field="convergence.diverge")
-    d: dict[str, Any] = {"nan": bool(diverge.get("nan", True))}
-    if "residual_above" in diverge:
-        d["residual_above"] = _num(diverge["residual_above"], "convergence.diverge.residual_above")
-    if "courant_above" in diverge:
-        d["courant_above"] = _num(diverge["courant_above"], "convergence.diverge.courant_above")
-    if "growth" in diverge:
-        g = diverge["growth"]
-        if not isinstance(g, Mapping):
-            raise ApplicationError(
-                "convergence.diverge.growth is {factor, window}", field="convergence.diverge.growth"
-            )
-        factor = _num(g.get("factor"), "convergence.diverge.growth.factor")
-        if factor <= 1:
-            raise ApplicationError(
-                "convergence.diverge.growth.factor must be above 1",
-                field="convergence.diverge.growth.factor",
-            )
-        d["growth"] = {
-            "factor": factor,
-            "window": _int(g.get("window", 50), "convergence.diverge.growth.window", 2),
-        }
-    out["diverge"] = d
-    converge = raw.get("converge") or {}
-    if not isinstance(converge, Mapping):
-        raise ApplicationError(
-            "convergence.converge must be a mapping", field="convergence.converge"
-        )
-    c: dict[str, Any] = {}
-    if "residuals_below" in converge:
-        c["residuals_below"] = _num(
-            converge["residuals_below"], "convergence.converge.residuals_below"
-        )
-    if "objective" in converge:
-        o = converge["objective"]
-        if not isinstance(o, Mapping) or not isinstance(o.get("series"), str) or not o["series"]:
-            raise ApplicationError(
-                "convergence.converge.objective is {series: NAME, window: N, tolerance: T}",
-                field="convergence.converge.objective",
-            )
-        c["objective"] = {
-            "series": o["series"],
-            "window": _int(o.get("window", 50), "convergence.converge.objective.window", 2),
-            "tolerance": _num(o.get("tolerance", 1e-4), "convergence.converge.objective.tolerance"),
-        }
-    if c:
-        out["converge"] = c
-    if "min_iterations" in raw:
-        out["min_iterations"] = _int(raw["min_iterations"], "convergence.min_iterations", 0)
-    if "max_wall_seconds" in raw:
-        out["max_wall_seconds"] = _num(raw["max_wall_seconds"], "convergence.max_wall_seconds")
-    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +38,7 @@ def relative_change(values: Sequence[float]) -> float:
 def _has_non_finite(ys: Sequence[float | None]) -> bool:
     """Whether a y is None (a NaN/Inf gap) or not finite, in C-level passes: a batch holds
     thousands of points and nearly always none of them."""
-    if None in ys:
+    if not gapless(ys):
         return True
     if math.isfinite(sum(ys)):
         return False
@@ -193,11 +98,12 @@ def check(
         residuals = {n for n in new if n.startswith("residual.")}
         if residuals:
             last = {n: new[n][1][-1] for n in residuals}
-            if all(v is not None and v < below for v in last.values()):
-                worst = max(last, key=lambda n: last[n])
+            low = {n: v for n, v in last.items() if v is not None and v < below}
+            if len(low) == len(last):
+                worst = max(low, key=lambda n: low[n])
                 return Decision(
                     "converged",
-                    f"all residuals below {below:g} (largest {worst} = {last[worst]:.3g})",
+                    f"all residuals below {below:g} (largest {worst} = {low[worst]:.3g})",
                 )
     objective = converge.get("objective")
     if objective and objective["series"] in new:

@@ -5,7 +5,7 @@ from django.db import models
 class SeriesChunk(models.Model):
     """A batch of points of one series of one run attempt: arrays, never a row per point."""
 
-    run = models.ForeignKey("studies.Simulation", on_delete=models.CASCADE, related_name="chunks")
+    run = models.ForeignKey("studies.Run", on_delete=models.CASCADE, related_name="chunks")
     attempt = models.PositiveIntegerField()
     name = models.CharField(max_length=200)
     seq = models.PositiveIntegerField()
@@ -29,9 +29,7 @@ class SeriesChunk(models.Model):
 
 
 class LogChunk(models.Model):
-    run = models.ForeignKey(
-        "studies.Simulation", on_delete=models.CASCADE, related_name="log_chunks"
-    )
+    run = models.ForeignKey("studies.Run", on_delete=models.CASCADE, related_name="log_chunks")
     attempt = models.PositiveIntegerField()
     seq = models.PositiveIntegerField()
     event_seq = models.BigIntegerField(default=0)

@@ -28,17 +28,17 @@ WATCH_TTL = 30.0
 WATCH_REFRESH = 10.0
 
 
-def _key(run_id) -> str:
+def watch_key(run_id) -> str:
     return f"wt:watched:run:{run_id}"
 
 
 @functools.cache
-def _redis() -> redis.Redis:
+def redis_client() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
 def _mark(run_id) -> None:
-    _redis().set(_key(run_id), 1, ex=int(WATCH_TTL))
+    redis_client().set(watch_key(run_id), 1, ex=int(WATCH_TTL))
 
 
 async def mark_watched(run_id) -> None:
@@ -67,7 +67,7 @@ async def stop_watching(task: asyncio.Task | None) -> None:
 def is_watched(run_id) -> bool:
     """Whether a websocket client follows the run (True when Redis cannot say)."""
     try:
-        return bool(_redis().exists(_key(run_id)))
+        return bool(redis_client().exists(watch_key(run_id)))
     except redis.RedisError as exc:  # when in doubt, stay live
         log.warning("cannot tell whether run %s is watched: %s", run_id, exc)
         return True

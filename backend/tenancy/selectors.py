@@ -1,23 +1,37 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from rest_framework.exceptions import PermissionDenied
 
 from tenancy.choices import Role
 from tenancy.models import Membership, Tenant
+
+# the user's tenant, kept on the user object (a request's user) once looked up
+_TENANT_CACHE = "_windtunnel_tenant"
 
 
 def tenant_for_user(*, user: AbstractBaseUser | AnonymousUser) -> Tenant | None:
     """The tenant a user acts in (a user belongs to one tenant; the first if several)."""
     if not user or not user.is_authenticated:
         return None
-    cached = getattr(user, "_windtunnel_tenant", False)
-    if cached is not False:
+    if hasattr(user, _TENANT_CACHE):
+        cached: Tenant | None = getattr(user, _TENANT_CACHE)
         return cached
     membership = (
-        Membership.objects.select_related("tenant").filter(user=user).order_by("id").first()
+        Membership.objects.select_related("tenant").filter(user_id=user.pk).order_by("id").first()
     )
     tenant = membership.tenant if membership else None
-    user._windtunnel_tenant = tenant  # type: ignore[union-attr]
+    setattr(user, _TENANT_CACHE, tenant)
+    return tenant
+
+
+def tenant_for_member(*, user: AbstractBaseUser | AnonymousUser) -> Tenant:
+    """The tenant of a user the API's default permission (IsTenantMember) let in; a 403 for
+    a user in no tenant, should a view without that permission ask (DRF's PermissionDenied:
+    core.exceptions loads DRF's views, whose settings load that permission, which loads this)."""
+    tenant = tenant_for_user(user=user)
+    if tenant is None:
+        raise PermissionDenied("You belong to no tenant; ask an admin to add you to one.")
     return tenant
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from quotas.models import Quota
 from tenancy.choices import Role
 from tenancy.models import ApiToken, Membership, Tenant, hash_token
 
@@ -15,17 +14,10 @@ def tenant_create_or_update(
     username: str | None = None,
     password: str | None = None,
     role: Role = Role.ADMIN,
-    quota: dict[str, float | int | None] | None = None,
 ) -> Tenant:
-    """Create (or update) a tenant, optionally a user in it, and its quota."""
+    """Create (or update) a tenant and, optionally, a user in it (its quota:
+    quotas.services.tenant_provision)."""
     tenant, _ = Tenant.objects.get_or_create(name=name, defaults={"display_name": name})
-    quota_row, _ = Quota.objects.get_or_create(tenant=tenant)
-    if quota:
-        for key, value in quota.items():
-            if value is not None:
-                setattr(quota_row, key, value)
-        quota_row.full_clean()
-        quota_row.save()
     if username:
         user_model = get_user_model()
         user, created = user_model.objects.get_or_create(username=username)

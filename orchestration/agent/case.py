@@ -54,8 +54,8 @@ def decompose_par_dict(decompose: Mapping[str, Any]) -> str:
 
 def prepare_case(
     *,
-    case_dir: str,
-    dest: str,
+    case_dir: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
     context: Mapping[str, Any],
     decompose: Mapping[str, Any] | None,
     rendered: Mapping[str, str] | None = None,
@@ -66,7 +66,7 @@ def prepare_case(
         texts = rendered
         written = copy_case(case_dir, dest, lambda _path, rel: texts.get(rel))
     else:
-        from orchestration.render import render_case  # Jinja: only when we render ourselves
+        from orchestration.render import render_case  # lazy: Jinja, only when we render ourselves
 
         written = render_case(case_dir, dest, context)
     if decompose:

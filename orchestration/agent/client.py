@@ -113,7 +113,9 @@ class PortalClient:
         status, raw = self._call("POST", path, payload, headers)
         return _decode(raw)
 
-    def put_file(self, path: str, file, *, content_type: str) -> dict[str, Any]:
+    def put_file(
+        self, path: str, file: str | os.PathLike[str], *, content_type: str
+    ) -> dict[str, Any]:
         with open(file, "rb") as fh:
             headers = {
                 **self._headers,
@@ -123,7 +125,7 @@ class PortalClient:
             status, raw = self._call("PUT", f"{path}?attempt={self.attempt}", fh, headers)
         return _decode(raw)
 
-    def get_file(self, path: str, dest, *, max_bytes: int) -> int:
+    def get_file(self, path: str, dest: str | os.PathLike[str], *, max_bytes: int) -> int:
         """GET `path` into `dest` (at most `max_bytes`); the number of bytes written."""
         url = f"{self.base}{path}?attempt={self.attempt}"
 
@@ -137,6 +139,7 @@ class PortalClient:
                     fh.write(chunk)
             return size
 
+        size: int  # what `save` returned
         _, size = self._call("GET", f"{path}?attempt={self.attempt}", None, self._headers, save)
         return size
 

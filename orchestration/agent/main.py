@@ -127,7 +127,7 @@ def _fetch(spec: AgentSpec, client: PortalClient) -> Outcome | None:
     """With fetch_case, download the case source first; an Outcome only when that fails."""
     if not spec.fetch_case:
         return None
-    from orchestration.agent.fetch import CaseFetchError, fetch_case  # tarfile: VMs only
+    from orchestration.agent.fetch import CaseFetchError, fetch_case  # lazy: tarfile, VMs only
 
     deadline = time.monotonic() + min(START_TIMEOUT, spec.final_timeout)
     try:
@@ -232,7 +232,7 @@ def _upload_archive(spec: AgentSpec, client: PortalClient, *, deadline: float) -
     """Build and PUT the archive; return a note for the final message ('' when all went in)."""
     from pathlib import Path  # only when we upload
 
-    from orchestration.agent.archive import build_archive  # tarfile: only when we upload
+    from orchestration.agent.archive import build_archive  # lazy: tarfile, only on upload
 
     dest = Path(spec.work_dir) / "result.tar.gz"
     max_bytes = int(spec.archive_max_mb * 1024 * 1024)

@@ -23,6 +23,7 @@ from orchestration.agent.client import (
     StaleAttempt,
     TransientError,
     json_safe,
+    with_retries,
 )
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     from orchestration.logparse import Columns, Point
+
+    # a telemetry batch: series → {"x": [...], "y": [...]}
+    Batch = dict[str, dict[str, list[float]]]
 
 __all__ = ["Reporter"]
 
@@ -45,7 +49,7 @@ INTERVAL_BOUNDS = (0.05, 60.0)  # what the portal may ask for as the telemetry i
 _SWAP = sys.byteorder != "little"
 
 
-def _pack(values: list) -> str | list:
+def _pack(values: list[float]) -> str | list[float | str]:
     """A column as the base64 of its little-endian float64s; a JSON list (NaN and infinities
     spelled as strings) when it holds anything but numbers."""
     try:
@@ -57,7 +61,7 @@ def _pack(values: list) -> str | list:
     return binascii.b2a_base64(packed.tobytes(), newline=False).decode("ascii")
 
 
-def pack_columns(batch: dict[str, dict[str, list]]) -> dict[str, dict[str, Any]]:
+def pack_columns(batch: Batch) -> dict[str, dict[str, Any]]:
     return {name: {"x": _pack(c["x"]), "y": _pack(c["y"])} for name, c in batch.items()}
 
 
@@ -88,7 +92,7 @@ class Reporter:
         self.resources: dict[str, float | int] = {"cpu_percent": 0.0, "rss_bytes": 0}
         self._lock = threading.Lock()
         # by series: its x and y values as two columns, sent as {"x": [...], "y": [...]}
-        self._series: dict[str, tuple[list[float | str], list[float | str]]] = {}
+        self._series: Columns = {}
         self._points = 0
         self._dropped_points = 0
         # log text as it came, in blocks of whole lines: (text, number of lines); only the last
@@ -205,15 +209,14 @@ class Reporter:
         self._thread.start()
 
     def _report_running(self) -> None:
-        from orchestration.agent.client import with_retries
-
         body = {"state": "running", "exit_code": None, "reason": "", "message": ""}
         try:
-            assert self._running_deadline is not None
+            deadline = self._running_deadline
+            assert deadline is not None
             self._call_with(
                 lambda: with_retries(
                     lambda: self.client.post("state/", body),
-                    deadline=self._running_deadline,
+                    deadline=deadline,
                     what="state running",
                 )
             )
@@ -331,9 +334,9 @@ class Reporter:
 
     # -- buffer ---------------------------------------------------------------------------
 
-    def _take_batch(self) -> tuple[dict[str, dict[str, list]], list[str], int]:
+    def _take_batch(self) -> tuple[Batch, list[str], int]:
         with self._lock:
-            batch: dict[str, dict[str, list]] = {}
+            batch: Batch = {}
             taken = 0
             for name in list(self._series):
                 room = MAX_BATCH_POINTS - taken
@@ -372,7 +375,7 @@ class Reporter:
         tail = "\n".join(reversed(blocks)).split("\n")[-MAX_LOG_LINES:]
         return [line[:MAX_LOG_LINE_CHARS] for line in tail]
 
-    def _put_back(self, batch: dict[str, dict[str, list]], lines: list[str], count: int) -> None:
+    def _put_back(self, batch: Batch, lines: list[str], count: int) -> None:
         """A failed batch goes back in front of what arrived since."""
         with self._lock:
             if lines:

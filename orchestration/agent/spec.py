@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NamedTuple
 
 __all__ = ["AgentSpec", "AgentStep", "SpecError", "load_spec"]
 
@@ -30,7 +30,43 @@ class SpecError(ValueError):
 _NO_ENV: Mapping[str, str] = MappingProxyType({})
 
 
-class AgentStep(collections.namedtuple("AgentStep", "name argv role", defaults=("solve",))):
+if TYPE_CHECKING:
+    # what the named tuples below hold, for the type checker (at run time they are made by
+    # collections.namedtuple: typing.NamedTuple would import typing into every agent)
+
+    class _StepFields(NamedTuple):
+        name: str
+        argv: tuple[str, ...]
+        role: str = "solve"
+
+    class _SpecFields(NamedTuple):
+        run_id: str
+        attempt: int
+        portal_url: str
+        token: str
+        case_dir: str
+        work_dir: str
+        context: Mapping[str, Any]
+        steps: tuple[AgentStep, ...]
+        decompose: Mapping[str, Any] | None = None
+        env: Mapping[str, str] = _NO_ENV
+        heartbeat_interval: float = 5.0
+        telemetry_interval: float = 1.0
+        archive_max_mb: float = 512.0
+        kill_grace: float = 10.0
+        final_timeout: float = 300.0
+        fetch_case: bool = False
+        rendered: Mapping[str, str] | None = None
+        archive: str = "upload"
+        allow_system_operations: bool = False
+        sandbox: Mapping[str, Any] | None = None
+        mounts: Mapping[str, str] = _NO_ENV
+
+else:
+    _StepFields = collections.namedtuple("AgentStep", "name argv role", defaults=("solve",))
+
+
+class AgentStep(_StepFields):
     """name: str, argv: tuple of str, role: one of ROLES."""
 
     __slots__ = ()
@@ -48,17 +84,21 @@ _SPEC_DEFAULTS = {
     "rendered": None,  # Mapping: the portal's rendering of the case's templates
     "archive": "upload",  # "portal": the portal reads the results here, nothing to upload
     "allow_system_operations": False,  # the case may run commands and compile code
+    "sandbox": None,  # Mapping: how the steps are confined (orchestration/agent/sandbox.py)
+    "mounts": _NO_ENV,  # {path the run sees: host path[:ro]}: the backend's own mounts
 }
 
 
-class AgentSpec(
-    collections.namedtuple(
+if not TYPE_CHECKING:
+    _SpecFields = collections.namedtuple(
         "AgentSpec",
         ["run_id", "attempt", "portal_url", "token", "case_dir", "work_dir", "context", "steps"]
         + list(_SPEC_DEFAULTS),
         defaults=tuple(_SPEC_DEFAULTS.values()),
     )
-):
+
+
+class AgentSpec(_SpecFields):
     """run.json, checked: case_dir and work_dir are str paths, steps a tuple of AgentStep."""
 
     __slots__ = ()
@@ -130,7 +170,7 @@ def _decompose(raw: Any) -> Mapping[str, Any] | None:
 def _archive(raw: Any) -> str:
     if raw not in ("upload", "portal"):
         raise SpecError('run.json: \'archive\' must be "upload" or "portal"')
-    return raw
+    return str(raw)
 
 
 def _rendered(raw: Any) -> dict[str, str] | None:
@@ -185,10 +225,28 @@ def parse_spec(data: Any) -> AgentSpec:
         rendered=_rendered(data.get("rendered")),
         archive=_archive(data.get("archive", "upload")),
         allow_system_operations=data.get("allow_system_operations") is True,
+        sandbox=_sandbox(data.get("sandbox")),
+        mounts=_mounts(data.get("mounts")),
     )
 
 
-def load_spec(path) -> tuple[AgentSpec | None, dict[str, Any], str]:
+def _mounts(raw: Any) -> Mapping[str, str]:
+    if not raw:
+        return _NO_ENV
+    if not isinstance(raw, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise SpecError("run.json: 'mounts' must map paths to paths")
+    return dict(raw)
+
+
+def _sandbox(raw: Any) -> Mapping[str, Any] | None:
+    if raw is not None and not isinstance(raw, Mapping):
+        raise SpecError("run.json: 'sandbox' must be an object")
+    return raw
+
+
+def load_spec(path: str | os.PathLike[str]) -> tuple[AgentSpec | None, dict[str, Any], str]:
     """Read `path`: (spec or None, the raw JSON object (possibly empty), error message)."""
     try:
         with open(path, encoding="utf-8") as fh:

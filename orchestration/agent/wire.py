@@ -9,7 +9,12 @@ status, headers and a body by Content-Length, chunked, or up to the connection's
 
 from __future__ import annotations
 
+import io
 import socket
+
+TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 __all__ = ["Connection", "ProtocolError", "Response"]
 
@@ -28,6 +33,7 @@ class Response:
     def __init__(self, conn: Connection, status: int, headers: dict[str, str], method: str):
         self.status = status
         self.headers = headers
+        assert conn._rfile is not None  # an answer comes on an open connection
         self._rfile = conn._rfile
         self.will_close = (
             headers.get("connection", "").lower() == "close" or conn._version == "HTTP/1.0"
@@ -111,7 +117,7 @@ class Connection:
         name = f"[{host}]" if ":" in host else host
         self._host_header = name if self.port == default else f"{name}:{self.port}"
         self.sock: socket.socket | None = None
-        self._rfile = None
+        self._rfile: io.BufferedReader | None = None
         self._version = "HTTP/1.1"
 
     def _open(self) -> None:
@@ -128,7 +134,13 @@ class Connection:
         self.sock = sock
         self._rfile = sock.makefile("rb")
 
-    def request(self, method: str, target: str, headers: dict[str, str], body=None) -> Response:
+    def request(
+        self,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        body: bytes | bytearray | memoryview | BinaryIO | None = None,
+    ) -> Response:
         """Send a request (`body`: bytes, a binary file with its Content-Length in `headers`,
         or None) and read the answer's status and headers."""
         if self.sock is None:

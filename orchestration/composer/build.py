@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from orchestration.composer.recipe import LABEL_PREFIX, BaseSpec, Composition
 
@@ -34,6 +35,7 @@ __all__ = [
     "BuildError",
     "BuildResult",
     "Buildah",
+    "LocalImage",
     "Progress",
     "default_cache_dir",
 ]
@@ -79,6 +81,14 @@ class BuildResult:
     cached: bool  # an image of this digest was already there: nothing was built
     base_cached: bool
     seconds: float
+
+
+class LocalImage(TypedDict):
+    """An image in the local store, as `Buildah.find` gives it."""
+
+    id: str
+    names: list[str]
+    size_bytes: int
 
 
 @contextlib.contextmanager
@@ -293,18 +303,18 @@ class Buildah:
 
     # -- queries ----------------------------------------------------------------------------
 
-    def find(self, digest: str) -> dict | None:
+    def find(self, digest: str) -> LocalImage | None:
         """The local image labelled with `digest`: {id, names, size_bytes}, or None."""
         out = self._run("images", "--json", "--filter", f"label={LABEL_PREFIX}.digest={digest}")
         images = json.loads(out or "[]") or []
         if not images:
             return None
         image = sorted(images, key=lambda i: i.get("created", 0))[-1]
-        return {
-            "id": image["id"],
-            "names": image.get("names") or [],
-            "size_bytes": _size_to_bytes(image.get("size", "")),
-        }
+        return LocalImage(
+            id=image["id"],
+            names=image.get("names") or [],
+            size_bytes=_size_to_bytes(image.get("size", "")),
+        )
 
     def exists(self, ref: str) -> bool:
         try:
@@ -506,10 +516,10 @@ class Buildah:
                 self._stream(argv, log=log, on_line=tracker.line, timeout=BUILD_TIMEOUT)
             finally:
                 shutil.rmtree(context, ignore_errors=True)
-            found = self.find(composition.digest)
-            if found is None:
+            image = self.find(composition.digest)
+            if image is None:
                 raise BuildError("the build finished but no image carries its digest label")
-            size = self.size_bytes(composition.ref) or found["size_bytes"]
+            size = self.size_bytes(composition.ref) or image["size_bytes"]
             tracker.finish()
             log(
                 f"built {composition.ref} ({size / 1e6:.0f} MB) in {time.monotonic() - started:.0f} s"
@@ -517,7 +527,7 @@ class Buildah:
             return BuildResult(
                 digest=composition.digest,
                 ref=composition.ref,
-                image_id=found["id"],
+                image_id=image["id"],
                 size_bytes=size,
                 cached=False,
                 base_cached=base_cached,

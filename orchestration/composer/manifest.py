@@ -16,9 +16,9 @@ import operator
 import os
 import re
 import string
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -30,6 +30,7 @@ __all__ = [
     "ManifestError",
     "Requirement",
     "SCHEMA_PATH",
+    "VersionKey",
     "load_catalog",
     "load_manifest",
     "parse_requirement",
@@ -57,13 +58,17 @@ class ManifestError(ValueError):
 # -- versions ------------------------------------------------------------------------------
 
 
-def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+# a version as `version_key` makes it comparable
+VersionKey = tuple[tuple[int, int | str], ...]
+
+
+def version_key(version: str) -> VersionKey:
     """Sort key: numeric components compare as numbers (0.10 > 0.9), text after numbers."""
     parts = re.split(r"[.+~-]", str(version))
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p != "")
 
 
-_OPS = {
+_OPS: dict[str, Callable[[VersionKey, VersionKey], bool]] = {
     "==": operator.eq,
     "!=": operator.ne,
     ">=": operator.ge,
@@ -179,7 +184,7 @@ class Manifest:
 
 
 @functools.lru_cache(maxsize=1)
-def _validator():
+def _validator() -> Any:
     import jsonschema
 
     schema = json.loads(SCHEMA_PATH.read_text())
@@ -195,7 +200,16 @@ def _field(path: Any) -> str:
     return out
 
 
-def _schema_message(error: Any) -> str:
+class _SchemaError(Protocol):
+    """What a message is made of in a jsonschema.ValidationError."""
+
+    validator: str
+    validator_value: Any
+    instance: Any
+    message: str
+
+
+def _schema_message(error: _SchemaError) -> str:
     if error.validator == "additionalProperties":
         return error.message.replace("Additional properties are not allowed", "unknown key(s)")
     if error.validator == "required":

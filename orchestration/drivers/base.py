@@ -1,24 +1,24 @@
 """The driver interface: one small Protocol every compute backend implements.
 
 The backend (Django) builds frozen, keyword-only dataclasses and calls a driver; drivers
-return dataclasses. No Django objects cross this line.
+return dataclasses. No Django objects cross this line. DriverError and SettingsError are
+defined in orchestration.errors (the composer's bake raises them too) and importable from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
+from orchestration.errors import DriverError as DriverError
+from orchestration.errors import SettingsError as SettingsError
 
-class DriverError(Exception):
-    """A backend refused or failed an operation. `retryable` says whether to try again."""
-
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
+D = TypeVar("D", bound="DriverBase")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -62,8 +62,13 @@ class RunSpec:
     # the case may run shell commands and compile code (OpenFOAM's allowSystemOperations):
     # only where the portal's users are trusted (orchestration/environment.py)
     allow_system_operations: bool = False
+    # how the agent confines the case's steps: {"mode": "bwrap" | "uid" | "off", "network":
+    # bool, "limits": {...}} (orchestration/agent/sandbox.py); None: the agent's default
+    sandbox: Mapping[str, Any] | None = None
 
-    def to_json(self) -> str:
+    def to_json(self, *, sandbox: str = "bwrap") -> str:
+        """run.json; `sandbox`: the driver's way of confining steps, where the portal has
+        not said (its `sandbox` trait)."""
         data: dict[str, Any] = {
             "version": 1,
             "run_id": self.run_id,
@@ -88,6 +93,7 @@ class RunSpec:
             data["archive"] = self.archive
         if self.allow_system_operations:
             data["allow_system_operations"] = True
+        data["sandbox"] = dict(self.sandbox) if self.sandbox is not None else {"mode": sandbox}
         return json.dumps(data, indent=2)
 
 
@@ -117,9 +123,88 @@ class Capabilities:
     remote: bool = False
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CloudLimits:
+    """A cloud project's compute limits (None: unlimited) and what is in use now."""
+
+    cores: int | None
+    ram_gb: float | None
+    instances: int | None
+    cores_used: int
+    ram_gb_used: float
+    instances_used: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DriverContext:
+    """What the portal knows of a backend beside its settings: its capacity row, where runs
+    keep their files on the portal's host, and its decrypted secrets (only for drivers that
+    declare `secret_fields`). Each driver takes what it needs of it."""
+
+    cores: int | None = None
+    memory_gb: float | None = None
+    max_nodes: int = 1
+    work_root: str = ""
+    secrets: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DriverTraits:
+    """What a kind of backend is, read from its driver class without building one.
+
+    The portal asks these instead of keeping lists of backend kinds:
+
+    - `holds_nodes`: a run holds whole nodes or instances (counts against `max_nodes`).
+    - `queues_runs`: a started run may wait in the backend's own queue (a Slurm job waiting
+      for nodes); the reaper asks why at every pass.
+    - `releases_early`: runs use the portal's own cores, which go back to the queue as soon as
+      the solver has exited (the agent only archives results then).
+    - `prerenders_case`: the agent takes the case's rendered templates in run.json (backends
+      whose run.json travels through size-limited user data render on the node instead).
+    - `frees_on_end`: `collect()` deletes what a run held (a cloud server): call it as soon as
+      a run ends, not later.
+    - `on_portal_host`: runs execute on the portal's own machine.
+    - `image_kind`: "container" or "vm" when the backend runs composed images, else None (it
+      runs the OpenFOAM installed on its hosts).
+    - `secret_fields`: the secrets its settings may carry (stored encrypted, write-only).
+    - `sandbox`: how the agent confines a case's steps (orchestration/agent/sandbox.py):
+      "bwrap" (namespaces: the host out of sight), or "uid" where the backend's runtime or
+      VM already gives each run a filesystem of its own (an unprivileged uid and limits).
+    """
+
+    kind: str
+    holds_nodes: bool = False
+    queues_runs: bool = False
+    releases_early: bool = False
+    prerenders_case: bool = False
+    frees_on_end: bool = False
+    on_portal_host: bool = False
+    image_kind: str | None = None
+    secret_fields: tuple[str, ...] = ()
+    sandbox: str = "bwrap"
+
+
+TRAIT_NAMES = tuple(f.name for f in dataclasses.fields(DriverTraits) if f.name != "kind")
+
+
 @runtime_checkable
 class Driver(Protocol):
+    """The one interface of a compute backend. Traits (see DriverTraits) are class
+    attributes; optional capabilities are the sub-protocols of `capabilities.py`."""
+
     name: str
+    holds_nodes: ClassVar[bool]
+    queues_runs: ClassVar[bool]
+    releases_early: ClassVar[bool]
+    prerenders_case: ClassVar[bool]
+    frees_on_end: ClassVar[bool]
+    on_portal_host: ClassVar[bool]
+    image_kind: ClassVar[str | None]
+    secret_fields: ClassVar[tuple[str, ...]]
+    sandbox: ClassVar[str]
 
     def prepare(self, spec: RunSpec) -> None: ...
 
@@ -137,36 +222,107 @@ class Driver(Protocol):
 
     def capabilities(self) -> Capabilities: ...
 
-    # Optional: `results_dir(spec) -> str | None`, the attempt's case directory where the
-    # portal itself can read it once the run ended (the same machine or a shared filesystem),
-    # or None. Where it is given, the agent uploads no archive (RunSpec.archive = "portal").
+
+class DriverBase:
+    """Defaults of the traits and of the class-level hooks; drivers override what differs."""
+
+    name: str = ""
+    holds_nodes: ClassVar[bool] = False
+    queues_runs: ClassVar[bool] = False
+    releases_early: ClassVar[bool] = False
+    prerenders_case: ClassVar[bool] = False
+    frees_on_end: ClassVar[bool] = False
+    on_portal_host: ClassVar[bool] = False
+    image_kind: ClassVar[str | None] = None
+    secret_fields: ClassVar[tuple[str, ...]] = ()
+    sandbox: ClassVar[str] = "bwrap"
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], context: DriverContext) -> Any:
+        """Build the driver from a backend's settings and the portal's context."""
+        return cls(**dict(settings))
+
+    @classmethod
+    def validate_settings(
+        cls, settings: Mapping[str, Any], *, secrets: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """An admin's settings for a backend of this kind, normalised to what is stored;
+        SettingsError names the field and the fix."""
+        return dict(settings)
+
+    @classmethod
+    def capacity_from_backend(cls, settings: Mapping[str, Any]) -> bool:
+        """Whether the backend itself says its capacity (the check's report), not the admin."""
+        return False
+
+    @classmethod
+    def warm_up(cls, *, work_root: str) -> None:
+        """Prepare this process to start runs of this kind quickly (called once when a worker
+        starts, for every kind of enabled backend)."""
+        return None
 
 
-_REGISTRY: dict[str, Callable[..., Driver]] = {}
+_REGISTRY: dict[str, type[DriverBase]] = {}
+
+# the built-in drivers, loaded by name the first time the registry is asked (they import
+# this module, so it cannot import them; a plug-in driver registers itself on import)
+BUILTIN_DRIVER_MODULES = (
+    "orchestration.drivers.local",
+    "orchestration.drivers.container",
+    "orchestration.drivers.noop",
+    "orchestration.drivers.slurm",
+    "orchestration.drivers.openstack",
+)
 
 
-def register(kind: str) -> Callable[[Callable[..., Driver]], Callable[..., Driver]]:
-    def wrap(factory: Callable[..., Driver]) -> Callable[..., Driver]:
-        _REGISTRY[kind] = factory
-        return factory
+def _load_builtin_drivers() -> None:
+    for module in BUILTIN_DRIVER_MODULES:
+        if module not in sys.modules:
+            importlib.import_module(module)
+
+
+def register(kind: str) -> Callable[[type[D]], type[D]]:
+    def wrap(cls: type[D]) -> type[D]:
+        cls.name = kind
+        _REGISTRY[kind] = cls
+        return cls
 
     return wrap
 
 
-def get_driver(kind: str, settings: Mapping[str, Any]) -> Driver:
-    """Build the driver registered as `kind` from a backend's settings."""
-    from orchestration import drivers  # noqa: F401  (registers the built-in drivers)
-
+def driver_class(kind: str) -> type[DriverBase]:
+    """The driver class registered as `kind` (DriverError when there is none)."""
+    _load_builtin_drivers()
     try:
-        factory = _REGISTRY[kind]
+        return _REGISTRY[kind]
     except KeyError:
         raise DriverError(
             f"unknown backend kind {kind!r}; known: {', '.join(sorted(_REGISTRY))}"
         ) from None
-    return factory(**dict(settings))
+
+
+def build_driver(
+    kind: str, settings: Mapping[str, Any], *, context: DriverContext | None = None
+) -> Any:
+    """The one way to build a driver: its class from the registry, its settings, and what the
+    portal knows of the backend (capacity, work root, secrets)."""
+    cls = driver_class(kind)
+    driver = cls.from_settings(dict(settings or {}), context or DriverContext())
+    assert isinstance(driver, Driver)
+    return driver
+
+
+def driver_traits(kind: str) -> DriverTraits:
+    cls = driver_class(kind)
+    return DriverTraits(kind=kind, **{name: getattr(cls, name) for name in TRAIT_NAMES})
+
+
+def driver_supports(kind: str, capability: type) -> bool:
+    """Whether drivers of `kind` implement an optional capability (a protocol of
+    orchestration.drivers.capabilities), read from the class."""
+    return issubclass(driver_class(kind), capability)
 
 
 def driver_kinds() -> list[str]:
-    from orchestration import drivers  # noqa: F401
-
+    _load_builtin_drivers()
     return sorted(_REGISTRY)

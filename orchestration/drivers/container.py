@@ -38,19 +38,27 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psutil
 
 from orchestration.drivers.base import (
     Capabilities,
+    DriverBase,
+    DriverContext,
     DriverError,
     RunPhase,
     RunSpec,
     RunStatus,
     register,
 )
-from orchestration.drivers.local import ROOT_MPI_ENV, LocalDriver, format_handle, parse_handle
+from orchestration.drivers.local import (
+    ROOT_MPI_ENV,
+    LocalDriver,
+    format_handle,
+    parse_handle,
+    track_child,
+)
 
 __all__ = ["ContainerDriver", "container_argv", "CASE_MOUNT", "WORK_MOUNT"]
 
@@ -170,8 +178,19 @@ def container_argv(
 
 
 @register("container")
-class ContainerDriver:
-    name = "container"
+class ContainerDriver(DriverBase):
+    """The agent inside a composed OCI image on the portal's own host."""
+
+    releases_early = True
+    prerenders_case = True
+    on_portal_host = True
+    image_kind: ClassVar[str | None] = "container"  # as Driver declares it (not just str)
+    sandbox: ClassVar[str] = "uid"  # the container is the run's own filesystem
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], context: DriverContext) -> ContainerDriver:
+        base = {"cores": context.cores, "memory_gb": context.memory_gb}
+        return cls(**{**base, "work_root": context.work_root, **settings})
 
     def __init__(
         self,
@@ -245,7 +264,7 @@ class ContainerDriver:
         try:
             work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._scratch_dir(spec).mkdir(parents=True, exist_ok=True, mode=0o700)
-            data = json.loads(spec.to_json())
+            data = json.loads(spec.to_json(sandbox=self.sandbox))
             data.update(
                 {
                     "case_dir": CASE_MOUNT,
@@ -476,10 +495,7 @@ class ContainerDriver:
         except OSError as exc:
             self._call([*self._base(), "rm", name])
             raise DriverError(f"cannot start buildah run: {exc}", retryable=True) from exc
-        from orchestration.drivers import local
-
-        with local._CHILDREN_LOCK:
-            local._CHILDREN[proc.pid] = proc
+        track_child(proc)
         try:
             create_time = psutil.Process(proc.pid).create_time()
         except psutil.Error:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import json
 import os
 import random
@@ -27,6 +28,7 @@ import signal
 import socket
 import sys
 import traceback
+from typing import Any
 
 __all__ = ["serve"]
 
@@ -57,7 +59,7 @@ def _write_exit(cwd: str, code: int) -> None:
         os.replace(tmp, os.path.join(cwd, EXIT_FILE))
 
 
-def _child(request: dict, log_fd: int, ready_fd: int) -> None:
+def _child(request: dict[str, Any], log_fd: int, ready_fd: int) -> None:
     """In the forked child: become the agent. Never returns."""
     code = 1
     try:
@@ -79,9 +81,10 @@ def _child(request: dict, log_fd: int, ready_fd: int) -> None:
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in request["env"].items()})
         random.seed()
+        assert isinstance(sys.stdout, io.TextIOWrapper)  # the launcher's own, on fd 1
         sys.stdout.reconfigure(line_buffering=True)
         sys.argv = ["windtunnel-agent", request["run_json"]]
-        from orchestration.agent.main import main
+        from orchestration.agent.main import main  # lazy: imported by serve() before the forks
 
         code = main([request["run_json"]])
     except SystemExit as exc:
@@ -96,7 +99,7 @@ def _child(request: dict, log_fd: int, ready_fd: int) -> None:
         os._exit(code)
 
 
-def _spawn(request: dict) -> dict:
+def _spawn(request: dict[str, Any]) -> dict[str, Any]:
     try:
         log_fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     except (OSError, KeyError, TypeError) as exc:
@@ -124,8 +127,8 @@ def _spawn(request: dict) -> dict:
 
 def serve(fd: int) -> int:
     # everything the agent needs, imported once here (the forks share it)
-    import orchestration.agent.main  # noqa: F401
-    import orchestration.render  # noqa: F401  (for cases the portal did not render)
+    import orchestration.agent.main  # noqa: F401  # lazy: the launcher start-up, shared by forks
+    import orchestration.render  # noqa: F401  # lazy: cases the portal did not render
 
     # out of the cyclic collector's sight: a fork's collections would otherwise walk (and so
     # copy, page by page) every object imported above
@@ -141,11 +144,12 @@ def serve(fd: int) -> int:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a handler: the byte is written
     buffer = b""
+    watched: list[socket.socket | int] = [sock, wake_r]
     while True:
         _reap()
         if os.getppid() != parent:
             return 0  # the worker that started us is gone
-        ready, _, _ = select.select([sock, wake_r], [], [], PARENT_CHECK)
+        ready, _, _ = select.select(watched, [], [], PARENT_CHECK)
         if wake_r in ready:
             with contextlib.suppress(BlockingIOError):
                 while os.read(wake_r, 512):

@@ -13,13 +13,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 import orchestration
 from orchestration.drivers.base import (
     Capabilities,
+    DriverBase,
+    DriverContext,
     DriverError,
     RunPhase,
     RunSpec,
@@ -103,7 +107,7 @@ class _Launcher:
                     pass_fds=(theirs.fileno(),),
                 )
             finally:
-                if out is not subprocess.DEVNULL:
+                if not isinstance(out, int):  # a log file, not subprocess.DEVNULL
                     out.close()
         finally:
             theirs.close()
@@ -123,6 +127,13 @@ class _Launcher:
 
 
 _LAUNCHERS: dict[str, _Launcher] = {}
+
+
+def track_child(proc: subprocess.Popen[bytes]) -> None:
+    """Keep `proc` (started by a driver of this process) to be waited for: its exit code is
+    read when it ends, and it is never left a zombie."""
+    with _CHILDREN_LOCK:
+        _CHILDREN[proc.pid] = proc
 
 
 def warm_up_launcher(*, log_dir: Path, python: str = sys.executable) -> None:
@@ -226,8 +237,22 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
 
 
 @register("local")
-class LocalDriver:
-    name = "local"
+class LocalDriver(DriverBase):
+    """The agent as a detached session on the portal's own host."""
+
+    releases_early = True
+    prerenders_case = True
+    on_portal_host = True
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], context: DriverContext) -> LocalDriver:
+        base = {"cores": context.cores, "memory_gb": context.memory_gb}
+        return cls(**{**base, "work_root": context.work_root, **settings})
+
+    @classmethod
+    def warm_up(cls, *, work_root: str) -> None:
+        """The fork server, started now: the first local run starts at once."""
+        warm_up_launcher(log_dir=Path(work_root))
 
     def __init__(
         self,
@@ -255,7 +280,7 @@ class LocalDriver:
         work_dir = self._work_dir(spec)
         try:
             work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            data = json.loads(spec.to_json())
+            data = json.loads(spec.to_json(sandbox=self.sandbox))
             data["work_dir"] = str(work_dir)
             path = work_dir / "run.json"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

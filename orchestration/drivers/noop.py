@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
-from orchestration.drivers.base import Capabilities, RunPhase, RunSpec, RunStatus, register
+from orchestration.drivers.base import (
+    Capabilities,
+    DriverBase,
+    DriverContext,
+    RunPhase,
+    RunSpec,
+    RunStatus,
+    register,
+)
 
 __all__ = ["NoopDriver"]
 
@@ -13,10 +23,12 @@ _PREFIX = "noop:"
 
 
 @register("noop")
-class NoopDriver:
+class NoopDriver(DriverBase):
     """Every start() returns at once; every handle it issued polls as EXITED (exit code 0)."""
 
-    name = "noop"
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], context: DriverContext) -> NoopDriver:
+        return cls(**{"cores": context.cores, "memory_gb": context.memory_gb, **settings})
 
     def __init__(
         self, *, cores: int | None = None, memory_gb: float | None = None, **ignored: object

@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from orchestration.drivers.base import RunSpec, Step
@@ -27,6 +28,15 @@ TUTORIALS = Path("/usr/share/doc/openfoam-examples/examples")
 CAVITY = TUTORIALS / "incompressible/icoFoam/cavity/cavity"
 OPENFOAM_ENV = {"WM_PROJECT_DIR": "/usr/share/openfoam"}
 TOKEN = "test-token"
+# the portal's own schema of what an agent sends (the fake portal holds agents to it)
+AGENT_MESSAGES = json.loads(
+    (Path(__file__).parents[2] / "backend/ingest/schemas/agent-messages.json").read_text()
+)
+MESSAGE_OF_ENDPOINT = {
+    "state/": "StateReport",
+    "heartbeat/": "Heartbeat",
+    "telemetry/": "TelemetryBatch",
+}
 
 needs_openfoam = pytest.mark.skipif(
     not (CAVITY.is_dir() and shutil.which("icoFoam") and shutil.which("blockMesh")),
@@ -51,10 +61,10 @@ class Call:
 Responder = Callable[[Call], "tuple[int, dict[str, Any]] | None"]
 
 
-def unpack(series: dict[str, Any]) -> dict[str, dict[str, list]]:
+def unpack(series: dict[str, Any]) -> dict[str, dict[str, list[Any]]]:
     """A batch's series with packed columns (base64 of little-endian float64s) as lists."""
 
-    def column(value: Any) -> list:
+    def column(value: Any) -> list[Any]:
         if isinstance(value, list):
             return value
         values = array.array("d")
@@ -71,6 +81,7 @@ class FakePortal:
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
+        self.invalid: list[str] = []  # messages the real portal would refuse (400)
         self.lock = threading.Lock()
         self.responder: Responder | None = None
         portal = self
@@ -112,8 +123,14 @@ class FakePortal:
         )
         with self.lock:
             self.calls.append(call)
+        answer: dict[str, Any]
+        problem = self._schema_problem(call)
         if request.headers.get("Authorization") != f"Bearer {TOKEN}" or not match:
             status, answer = 401, {"code": "unauthorized"}
+        elif problem:
+            with self.lock:
+                self.invalid.append(f"{call.endpoint}: {problem}")
+            status, answer = 400, {"code": "invalid", "detail": problem}
         else:
             override = self.responder(call) if self.responder else None
             status, answer = override or (200, {} if call.method == "PUT" else {"stop": False})
@@ -123,6 +140,18 @@ class FakePortal:
         request.send_header("Content-Length", str(len(data)))
         request.end_headers()
         request.wfile.write(data)
+
+    @staticmethod
+    def _schema_problem(call: Call) -> str | None:
+        """Why the real portal would refuse this message (agent-messages.json), or None."""
+        name = MESSAGE_OF_ENDPOINT.get(call.endpoint)
+        if name is None or call.method != "POST":
+            return None
+        schema = {"$ref": f"#/$defs/{name}", "$defs": AGENT_MESSAGES["$defs"]}
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(schema).iter_errors(call.body)
+        )
+        return None if error is None else f"{error.json_path}: {error.message}"
 
     # -- queries --------------------------------------------------------------------------
 
@@ -164,6 +193,7 @@ def portal() -> Iterator[FakePortal]:
     yield fake
     fake.server.shutdown()
     fake.server.server_close()
+    assert not fake.invalid, f"the agent sent messages the portal refuses: {fake.invalid}"
 
 
 # -- cases ---------------------------------------------------------------------------------

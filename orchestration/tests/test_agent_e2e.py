@@ -9,12 +9,14 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from orchestration.agent.main import main
-from orchestration.drivers.base import RunPhase, Step
+from orchestration.agent.sandbox import HOME_MOUNT
+from orchestration.drivers.base import RunPhase, RunSpec, Step
 from orchestration.drivers.local import REPO_ROOT, LocalDriver, parse_handle
 from orchestration.tests.conftest import (
     FakePortal,
@@ -175,7 +177,7 @@ def test_unknown_placeholder_fails_the_preparation_with_the_file_named(
     assert "0/U line" in final["message"] and "'lid'" in final["message"]
 
 
-def _long_spec(portal: FakePortal, tmp_path: Path, **extra: object):
+def _long_spec(portal: FakePortal, tmp_path: Path, **extra: Any) -> RunSpec:
     case = make_cavity(tmp_path / "long", end_time=1000, write_interval=100, cells=20)
     return make_spec(
         portal=portal, case_dir=case, work_dir=tmp_path / "run", steps=serial_steps(), **extra
@@ -346,5 +348,5 @@ def test_a_solver_sees_no_portal_secrets_and_no_system_operations_unless_allowed
     header = (work / "case/log.icoFoam").read_text()
     verdict = "Allowing" if allowed else "Disallowing"
     assert f"allowSystemOperations : {verdict} user-supplied system call operations" in header
-    own_home = f"HOME={work / 'home'}\n"
-    assert (own_home in seen) is not allowed  # the run's HOME holds the switch
+    # the run's own HOME (the sandbox's mount of it) holds the switch; writable when allowed
+    assert f"HOME={HOME_MOUNT}\n" in seen

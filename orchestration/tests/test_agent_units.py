@@ -7,6 +7,7 @@ import math
 import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from orchestration.drivers.base import RunSpec, Step
 from orchestration.tests.conftest import FakePortal, unpack
 
 
-def _spec_dict(**overrides):
+def _spec_dict(**overrides: Any) -> dict[str, Any]:
     spec = RunSpec(
         run_id="r",
         attempt=2,
@@ -30,7 +31,7 @@ def _spec_dict(**overrides):
         context={"a": 1},
         steps=[Step(name="icoFoam", argv=("icoFoam",))],
     )
-    data = json.loads(spec.to_json())
+    data: dict[str, Any] = json.loads(spec.to_json())
     data.update(overrides)
     return data
 
@@ -204,7 +205,9 @@ def test_archive_stays_under_budget_and_says_what_it_left_out(tmp_path: Path) ->
     with tarfile.open(tmp_path / "a.tar.gz") as tar:
         names = tar.getnames()
         total = sum(m.size for m in tar.getmembers())
-        manifest = tar.extractfile("windtunnel-archive.txt").read().decode()
+        member = tar.extractfile("windtunnel-archive.txt")
+        assert member is not None
+        manifest = member.read().decode()
     assert total <= budget
     assert "log.simpleFoam" in names  # truncated to its tail, not dropped
     assert "constant/polyMesh/points" not in names

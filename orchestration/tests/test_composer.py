@@ -7,6 +7,7 @@ import gzip
 import io
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -68,13 +69,19 @@ def repo(tmp_path: Path) -> Path:
 # -- the shipped manifests ------------------------------------------------------------------
 
 
+def _latest(catalog: Catalog, name: str) -> Manifest:
+    manifest = catalog.latest(name)
+    assert manifest is not None, name
+    return manifest
+
+
 def test_every_shipped_manifest_is_valid_and_the_required_set_is_there() -> None:
     catalog = load_catalog(ROOT / "packages")
     assert SHIPPED <= set(catalog.names())
-    solvers = {s for n in catalog.names() for s in catalog.latest(n).solvers}
+    solvers = {s for n in catalog.names() for s in _latest(catalog, n).solvers}
     assert {"simpleFoam", "icoFoam", "rhoSimpleFoam", "buoyantSimpleFoam"} <= solvers
     for name in catalog.names():
-        m = catalog.latest(name)
+        m = _latest(catalog, name)
         if m.solvers:  # every solver package has the three run configurations
             assert set(m.run_configurations) == {"usage", "serial", "mpi"}, name
 
@@ -168,7 +175,7 @@ def test_versions_compare_component_by_component() -> None:
     assert str(req) == "openfoam-core >=1912, <2100"
 
 
-def _catalog(repo: Path, specs: dict[str, dict]) -> Catalog:
+def _catalog(repo: Path, specs: dict[str, dict[str, Any]]) -> Catalog:
     for name, fields in specs.items():
         write(repo, name, **fields)
     return load_catalog(repo)

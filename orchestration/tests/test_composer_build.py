@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestration.composer import Buildah, BuildError, compose, load_catalog
+from orchestration.composer import Buildah, BuildError, BuildResult, compose, load_catalog
 from orchestration.composer.testing import (
     ensure_shared_image,
     image_tools_missing,
@@ -73,7 +73,8 @@ def test_same_digest_no_rebuild_and_concurrent_builders_build_once(tmp_path: Pat
     composition = compose(["wt-test-files"], load_catalog(tmp_path / "packages"), implicit=())
     buildah = Buildah()
     buildah.remove(composition.ref)
-    results, logs = [], [[], []]
+    results: list[BuildResult] = []
+    logs: list[list[str]] = [[], []]
 
     def build(i: int) -> None:
         results.append(buildah.build(composition, log=logs[i].append))

@@ -7,11 +7,12 @@ import io
 import json
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orchestration.composer.testing import ensure_shared_image, image_tools_missing
-from orchestration.drivers.base import DriverError, RunPhase, Step
+from orchestration.drivers.base import Driver, DriverError, RunPhase, Step
 from orchestration.drivers.container import CASE_MOUNT, WORK_MOUNT, ContainerDriver, container_argv
 from orchestration.drivers.local import LocalDriver
 from orchestration.tests.conftest import (
@@ -120,7 +121,9 @@ def test_an_image_missing_from_storage_is_a_clear_error(portal: FakePortal, tmp_
 # -- real runs -----------------------------------------------------------------------------
 
 
-def _run(driver, portal: FakePortal, case: Path, work: Path, steps, **extra) -> int | None:
+def _run(
+    driver: Driver, portal: FakePortal, case: Path, work: Path, steps: list[Step], **extra: Any
+) -> int | None:
     spec = make_spec(portal=portal, case_dir=case, work_dir=work, steps=steps, **extra)
     driver.prepare(spec)
     handle = driver.start(spec)
@@ -160,7 +163,11 @@ def test_cavity_in_the_container_gives_the_local_backends_results(
         try:
             code = _run(driver, fake, case, tmp_path / kind, serial_steps())
             assert code == 0, (tmp_path / kind / "agent.log").read_text()
-            assert fake.wait_for(lambda f=fake: "completed" in f.states(), timeout=30)
+
+            def completed(f: FakePortal = fake) -> bool:
+                return "completed" in f.states()
+
+            assert fake.wait_for(completed, timeout=30)
             results[kind] = fake.series()
             if kind == "container":
                 (upload,) = fake.of("archive/")

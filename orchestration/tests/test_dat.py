@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from orchestration.dat import DatFollower, split_columns
+from orchestration.logparse import Point
 
 AIRFOIL = Path(__file__).parent / "fixtures/airfoil_pp"
 
 
-def _series(points):
+def _series(points: Iterable[Point]) -> dict[str, list[tuple[float, float]]]:
     out: dict[str, list[tuple[float, float]]] = {}
     for name, x, y in points:
         out.setdefault(name, []).append((x, y))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,11 +13,24 @@ from orchestration.drivers.base import (
     Capabilities,
     Driver,
     DriverError,
+    DriverTraits,
     RunPhase,
     RunStatus,
     Step,
+    build_driver,
     driver_kinds,
-    get_driver,
+    driver_supports,
+    driver_traits,
+)
+from orchestration.drivers.capabilities import (
+    BatchStart,
+    CloudLimited,
+    EndExplainer,
+    HealthCheck,
+    LeakReaper,
+    ResultsReader,
+    RunEvents,
+    StartupLog,
 )
 from orchestration.tests.conftest import FakePortal, make_spec, wait_until
 from orchestration.tests.test_slurm_cluster import slurm_settings, slurm_unavailable
@@ -35,7 +49,7 @@ PARAMS = (
 
 @pytest.fixture(params=PARAMS)
 def driver(request: pytest.FixtureRequest, tmp_path: Path) -> Driver:
-    settings = {"work_root": str(tmp_path)}
+    settings: dict[str, Any] = {"work_root": str(tmp_path)}
     if request.param == "container":  # runs the agent in the shared test image
         settings["image"] = ensure_shared_image().ref
     if request.param == "slurm":  # the private test cluster, local transport
@@ -50,8 +64,10 @@ def driver(request: pytest.FixtureRequest, tmp_path: Path) -> Driver:
             "cores": 8,
             "memory_gb": 16,
             "max_nodes": 2,
+            "leak_grace": 86_400,  # the reaper's check below must not touch other tests' servers
         }
-    return get_driver(request.param, settings)
+    built: Driver = build_driver(request.param, settings)
+    return built
 
 
 def _spec(portal: FakePortal, tmp_path: Path):
@@ -71,7 +87,7 @@ def test_registered_kinds_include_the_built_in_drivers() -> None:
 
 def test_unknown_kind_is_a_driver_error() -> None:
     with pytest.raises(DriverError, match="unknown backend kind"):
-        get_driver("no-such-kind", {})
+        build_driver("no-such-kind", {})
 
 
 def test_driver_implements_the_protocol(driver: Driver) -> None:
@@ -117,3 +133,72 @@ def test_handles_are_distinct_per_start(driver: Driver, portal: FakePortal, tmp_
     finally:
         driver.cancel(first, grace=5.0)
         driver.cancel(second, grace=5.0)
+
+
+CAPABILITIES = (
+    BatchStart,
+    CloudLimited,
+    EndExplainer,
+    HealthCheck,
+    LeakReaper,
+    ResultsReader,
+    RunEvents,
+    StartupLog,
+)
+
+
+@pytest.mark.parametrize("kind", driver_kinds())
+def test_traits_are_declared_with_their_types(kind: str) -> None:
+    traits = driver_traits(kind)
+    assert isinstance(traits, DriverTraits) and traits.kind == kind
+    for name in ("holds_nodes", "queues_runs", "releases_early", "prerenders_case"):
+        assert isinstance(getattr(traits, name), bool), name
+    assert isinstance(traits.frees_on_end, bool) and isinstance(traits.on_portal_host, bool)
+    assert traits.image_kind in (None, "container", "vm")
+    assert isinstance(traits.secret_fields, tuple)
+    assert all(isinstance(f, str) and f for f in traits.secret_fields)
+    # a queue of its own means nodes of its own; early release means the portal's own cores
+    assert not traits.queues_runs or traits.holds_nodes
+    assert not traits.releases_early or traits.on_portal_host
+
+
+def test_a_capability_read_from_the_class_matches_the_built_driver(driver: Driver) -> None:
+    for capability in CAPABILITIES:
+        assert driver_supports(driver.name, capability) == isinstance(driver, capability)
+
+
+def test_driver_declares_the_capabilities_it_implements(
+    driver: Driver, portal: FakePortal, tmp_path: Path
+) -> None:
+    """Every optional capability a driver declares answers in the shape its protocol says."""
+    spec = _spec(portal, tmp_path)
+    if isinstance(driver, ResultsReader):
+        where = driver.results_dir(spec)
+        assert where is None or (isinstance(where, str) and where.startswith("/"))
+    if isinstance(driver, StartupLog):
+        text = driver.startup_log(run_id=spec.run_id, attempt=9, work_dir=str(tmp_path / "none"))
+        assert text == ""  # an attempt that never ran has no log
+    if isinstance(driver, EndExplainer):
+        assert driver.ended_by_backend("never-issued") is None
+    if isinstance(driver, HealthCheck):
+        report = driver.check()
+        assert report["ok"] is True
+        assert {"cores", "memory_gb", "nodes"} <= set(report["capacity"])
+    if isinstance(driver, CloudLimited):
+        limits = driver.cloud_limits()
+        assert limits.cores is None or limits.cores >= 0
+    if isinstance(driver, LeakReaper):
+        assert driver.reap_leaks(tracked=set(), builders=frozenset()) == []  # nothing that old
+    if isinstance(driver, RunEvents):
+        assert driver.run_events("server:never-issued", since=None) == ([], None)
+    if isinstance(driver, BatchStart):
+        specs = [spec, _spec(portal, tmp_path / "second")]
+        for one in specs:
+            driver.prepare(one)
+        handles = driver.start_batch(specs)
+        try:
+            assert len(handles) == 2 and len(set(handles)) == 2
+            assert all(driver.poll(h).phase != RunPhase.UNKNOWN for h in handles)
+        finally:
+            for handle in handles:
+                driver.cancel(handle, grace=5.0)

@@ -21,7 +21,7 @@ def _case(tmp_path: Path) -> Path:
     return case
 
 
-def _run(driver: LocalDriver, portal: FakePortal, tmp_path: Path, name: str, argv: tuple):
+def _run(driver: LocalDriver, portal: FakePortal, tmp_path: Path, name: str, argv: tuple[str, ...]):
     spec = make_spec(
         portal=portal,
         case_dir=_case(tmp_path),

@@ -193,7 +193,11 @@ _ODD_LINES = [
 ]
 
 
-def _by_lines(lines: list[str]) -> tuple[dict, tuple]:
+Series = dict[str, list[tuple[float, float]]]
+State = tuple[bool, bool, str | None, str, int]
+
+
+def _by_lines(lines: list[str]) -> tuple[Series, State]:
     parser = LogParser()
     series: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for line in lines:
@@ -204,7 +208,7 @@ def _by_lines(lines: list[str]) -> tuple[dict, tuple]:
     return dict(series), _state(parser)
 
 
-def _by_blocks(lines: list[str], cuts: list[int]) -> tuple[dict, tuple]:
+def _by_blocks(lines: list[str], cuts: list[int]) -> tuple[Series, State]:
     parser = LogParser()
     series: dict[str, list[tuple[float, float]]] = defaultdict(list)
     bounds = [0, *sorted(cuts), len(lines)]
@@ -219,7 +223,7 @@ def _by_blocks(lines: list[str], cuts: list[int]) -> tuple[dict, tuple]:
     return dict(series), _state(parser)
 
 
-def _state(parser: LogParser) -> tuple:
+def _state(parser: LogParser) -> State:
     return (
         parser.converged,
         parser.ended,
@@ -229,7 +233,7 @@ def _state(parser: LogParser) -> tuple:
     )
 
 
-def _same(a: dict, b: dict) -> bool:
+def _same(a: Series, b: Series) -> bool:
     """Equal series, NaN equal to NaN."""
     if a.keys() != b.keys():
         return False

@@ -6,6 +6,7 @@ compute quotas that an admin sets."""
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -115,7 +116,7 @@ def test_servers_without_and_with_a_network_go_active_and_are_deleted(
         for server in (bare, wired):
             tenant.compute.delete_server(server, ignore_missing=True)
     for server in (bare, wired):
-        poll(f"server {server.name} to go", lambda s=server: server_gone(tenant, s.id))
+        poll(f"server {server.name} to go", functools.partial(server_gone, tenant, server.id))
     assert list(tenant.network.ports(device_id=wired.id)) == []
 
 
@@ -230,7 +231,7 @@ def scratch(openstack_cloud: OpenStackCloud, admin: Any, name: str) -> Iterator[
         for server in servers:
             conn.compute.delete_server(server, ignore_missing=True)
         for server in servers:
-            poll(f"server {server.name} to go", lambda s=server: server_gone(conn, s.id))
+            poll(f"server {server.name} to go", functools.partial(server_gone, conn, server.id))
         conn.close()
         ks.delete_user(user, ignore_missing=True)
         ks.delete_project(project, ignore_missing=True)

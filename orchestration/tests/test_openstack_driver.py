@@ -8,17 +8,15 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from orchestration.drivers.base import DriverError, RunPhase, RunSpec, Step
-from orchestration.drivers.openstack import (
-    OpenStackDriver,
-    SettingsError,
-    smallest_flavor,
-    user_data,
-    validate_settings,
-)
+from orchestration.drivers.base import DriverError, RunPhase, RunSpec, SettingsError, Step
+from orchestration.drivers.openstack.boot import user_data
+from orchestration.drivers.openstack.driver import OpenStackDriver
+from orchestration.drivers.openstack.servers import smallest_flavor
+from orchestration.drivers.openstack.settings import validate_settings
 
 
 @dataclasses.dataclass
@@ -40,11 +38,17 @@ FLAVORS = [
 ]
 
 
+def _chosen(*, cores: int, memory_gb: float, min_disk_gb: float = 0.0) -> str:
+    flavor = smallest_flavor(FLAVORS, cores=cores, memory_gb=memory_gb, min_disk_gb=min_disk_gb)
+    assert flavor is not None
+    return str(flavor.name)
+
+
 def test_the_smallest_enabled_flavor_that_fits_is_chosen():
-    assert smallest_flavor(FLAVORS, cores=1, memory_gb=1).name == "small"
-    assert smallest_flavor(FLAVORS, cores=2, memory_gb=2).name == "tiny-disk"
-    assert smallest_flavor(FLAVORS, cores=2, memory_gb=2, min_disk_gb=5).name == "medium"
-    assert smallest_flavor(FLAVORS, cores=3, memory_gb=1).name == "big"
+    assert _chosen(cores=1, memory_gb=1) == "small"
+    assert _chosen(cores=2, memory_gb=2) == "tiny-disk"
+    assert _chosen(cores=2, memory_gb=2, min_disk_gb=5) == "medium"
+    assert _chosen(cores=3, memory_gb=1) == "big"
     assert smallest_flavor(FLAVORS, cores=16, memory_gb=1) is None
 
 
@@ -104,7 +108,7 @@ def _driver(**settings) -> OpenStackDriver:
 class Server:
     status: str
     created_at: str = ""
-    fault: dict | None = None
+    fault: dict[str, Any] | None = None
 
 
 def test_server_statuses_map_to_run_phases():

@@ -1,4 +1,4 @@
-"""Multi-node MPI runs as Heat stacks (orchestration/drivers/openstack_heat.py).
+"""Multi-node MPI runs as Heat stacks (orchestration/drivers/openstack/heat.py).
 
 The argv and run.json rules are checked offline; the rest runs against the loopback OpenStack
 control plane (scripts/start-openstack), whose fake compute driver makes servers ACTIVE
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from orchestration.drivers.base import DriverError, RunPhase, RunSpec, Step, get_driver
-from orchestration.drivers.openstack_heat import (
+from orchestration.drivers.base import DriverError, RunPhase, RunSpec, Step, build_driver
+from orchestration.drivers.openstack.heat import (
     head_run_json,
     load_template,
     mpi_argv,
@@ -187,7 +187,7 @@ def make_driver(cloud: OpenStackCloud, **overrides: Any) -> Any:
         "max_nodes": 4,
         **overrides,
     }
-    return get_driver("openstack", settings)
+    return build_driver("openstack", settings)
 
 
 def stack_status(driver: Any, handle: str) -> str:
@@ -336,7 +336,8 @@ def _event_id(driver: Any, ident: str, index: int) -> str:
 
     name, stack_id = ident.split("/")
     ref = _stack.Stack.existing(id=stack_id, name=name)
-    return list(driver.conn.orchestration.stack_events(ref, sort_dir="asc"))[index].id
+    event_id: str = list(driver.conn.orchestration.stack_events(ref, sort_dir="asc"))[index].id
+    return event_id
 
 
 @pytest.mark.slow
@@ -439,7 +440,7 @@ def test_stack_leaks_deletes_untracked_stacks_and_keeps_tracked_ones(
 
 
 def test_a_run_id_that_cannot_name_a_stack_is_refused() -> None:
-    from orchestration.drivers.openstack_heat import stack_parameters
+    from orchestration.drivers.openstack.heat import stack_parameters
 
     class NoCloud:
         settings: dict[str, Any] = {}

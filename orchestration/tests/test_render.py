@@ -249,3 +249,82 @@ def test_render_case_refuses_a_non_empty_destination(tmp_path: Path) -> None:
 
 def test_crlf_files_keep_their_line_endings() -> None:
     assert render_text("a {{ x }}\r\nb\r\n", {"x": 1}) == "a 1\r\nb\r\n"
+
+
+# -- the security review's finding 3: CPU and memory through the template sandbox ----------
+
+BLOCK = "\x02\x02%"  # the internal block delimiters, which an upload can write all the same
+END = "%\x03\x03"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        f"{BLOCK} for i in range(100000) {END}{BLOCK} for j in range(1000) {END}x"
+        f"{BLOCK} endfor {END}{BLOCK} endfor {END}",
+        f"{BLOCK} macro m(n) {END}{{{{ m(n) }}}}{BLOCK} endmacro {END}{{{{ m(1) }}}}",
+        f"{BLOCK} set x = 1 {END}{{{{ x }}}}",
+    ],
+)
+def test_only_placeholders_are_template_syntax_loops_and_macros_are_refused(template: str) -> None:
+    with pytest.raises(RenderError, match="only {{ … }} placeholders are template syntax"):
+        render_text(template, {}, filename="system/controlDict")
+
+
+def test_a_string_of_a_huge_nested_list_is_refused_before_it_is_built() -> None:
+    with pytest.raises(RenderError, match="build more than"):
+        render_text("{{ ([[1]*10000]*1000)|string|length }}", {})
+    with pytest.raises(RenderError, match="build more than"):
+        evaluate("([[1]*10000]*1000)|string|length", {})
+    assert render_text("{{ ([1]*3)|string }}", {}) == "[1, 1, 1]"  # small ones still work
+
+
+def test_many_small_repetitions_add_up_to_the_same_limit() -> None:
+    template = "{{ 'x' * 90000 }}" * 20  # each under the per-repetition limit
+    with pytest.raises(RenderError, match="build more than"):
+        render_text(template, {})
+    assert render_text("{{ 'x' * 90000 }}", {}) == "x" * 90000  # one render's budget is fresh
+
+
+@pytest.mark.parametrize("depth", [99, 400])
+def test_deeply_nested_brackets_are_a_render_error_not_a_crash(depth: int) -> None:
+    expr = "(" * depth + "1" + ")" * depth
+    with pytest.raises(RenderError):
+        evaluate(expr[:500] if len(expr) > 500 else expr, {})
+    with pytest.raises(RenderError):
+        render_text("{{ " + expr + " }}", {})
+
+
+def test_a_study_has_at_most_200_derived_values() -> None:
+    chain = {f"d{i}": f"d{i - 1} + 1" for i in range(1, 300)} | {"d0": "1"}
+    with pytest.raises(RenderError, match="at most 200"):
+        evaluate_derived(chain, {})
+    short = {f"d{i}": f"d{i - 1} + 1" for i in range(1, 150)} | {"d0": "1"}
+    assert evaluate_derived(short, {})["d149"] == 150
+
+
+@pytest.mark.parametrize(
+    ("template", "context"),
+    [
+        # a value that writes a directive only for some runs' values: the upload's check
+        # and the first run's rendering see nothing
+        ("{{ '#include' if angle > 5 else '' }} \"/etc/passwd\"\n", {"angle": 10}),
+        ('{{ name }} "/etc/passwd"\n', {"name": "#includeEtc"}),
+        ("x {{ [1, '#codeStream'] }};\n", {}),
+        # a placeholder that finishes a directive's name the file starts
+        ("#{{ 'include' }} \"/etc/passwd\"\n", {}),
+        ('#inc{{ rest }} "/etc/passwd"\n', {"rest": "lude"}),
+    ],
+)
+def test_no_placeholder_can_write_an_openfoam_directive(template: str, context: dict) -> None:
+    """Finding 2: an #include produced by a placeholder read the host's files; checking the
+    rendered text of the first run only left the other runs' values unchecked."""
+    with pytest.raises(RenderError, match="'#'"):
+        render_text(template, context, filename="system/controlDict")
+
+
+def test_values_without_a_hash_and_directives_written_out_render() -> None:
+    text = '#include "initialConditions"\nU {{ u }}; // run {{ n }}\n'
+    assert (
+        render_text(text, {"u": 1.5, "n": 3}) == '#include "initialConditions"\nU 1.5; // run 3\n'
+    )

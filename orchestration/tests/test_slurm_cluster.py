@@ -24,7 +24,8 @@ CLUSTER_JSON = ROOT / ".data" / "slurm" / "cluster.json"
 
 
 def cluster() -> dict[str, Any]:
-    return json.loads(CLUSTER_JSON.read_text())
+    data: dict[str, Any] = json.loads(CLUSTER_JSON.read_text())
+    return data
 
 
 @functools.lru_cache(maxsize=1)

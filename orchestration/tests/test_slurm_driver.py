@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.drivers.base import DriverError, RunPhase, Step, get_driver
+from orchestration.drivers.base import DriverError, RunPhase, RunSpec, Step, build_driver
 from orchestration.drivers.slurm import (
     SettingsError,
     SlurmDriver,
-    _exit_code,
     explain_reason,
+    parse_exit_code,
     parse_handle,
     validate_settings,
 )
@@ -81,7 +81,7 @@ def test_defaults_stage_cases_only_over_ssh() -> None:
 
 def test_driver_construction_with_bad_settings_is_a_driver_error() -> None:
     with pytest.raises(DriverError, match="invalid Slurm backend settings: transport"):
-        get_driver("slurm", {"transport": "telnet"})
+        build_driver("slurm", {"transport": "telnet"})
 
 
 # -- handles, reasons, exit codes -----------------------------------------------------------
@@ -101,19 +101,17 @@ def test_pending_reasons_are_explained_and_unknown_ones_kept() -> None:
 
 
 def test_exit_codes_from_squeue_wait_status_and_sacct() -> None:
-    assert _exit_code("0") == 0
-    assert _exit_code("768") == 3  # squeue: wait status
-    assert _exit_code("15") == -15  # killed by SIGTERM
-    assert _exit_code("3:0") == 3 and _exit_code("0:9") == -9  # sacct
-    assert _exit_code("") is None
+    assert parse_exit_code("0") == 0
+    assert parse_exit_code("768") == 3  # squeue: wait status
+    assert parse_exit_code("15") == -15  # killed by SIGTERM
+    assert parse_exit_code("3:0") == 3 and parse_exit_code("0:9") == -9  # sacct
+    assert parse_exit_code("") is None
 
 
 # -- batch scripts --------------------------------------------------------------------------
 
 
 def _plain_spec(tmp_path: Path, i: int = 1, **extra):
-    from orchestration.drivers.base import RunSpec
-
     case = tmp_path / "case"
     (case / "system").mkdir(parents=True, exist_ok=True)
     fields = {
@@ -191,7 +189,7 @@ def test_a_run_needs_a_task_per_node(tmp_path: Path) -> None:
 
 @pytest.fixture
 def slurm(tmp_path: Path) -> SlurmDriver:
-    driver = get_driver("slurm", slurm_settings(work_root=str(tmp_path / "slurm-work")))
+    driver = build_driver("slurm", slurm_settings(work_root=str(tmp_path / "slurm-work")))
     assert isinstance(driver, SlurmDriver)
     return driver
 
@@ -222,7 +220,7 @@ def test_a_cavity_run_goes_through_sbatch_and_the_agent_reports(
 def test_twenty_runs_make_job_arrays_split_below_max_array_size(
     portal: FakePortal, tmp_path: Path
 ) -> None:
-    driver = get_driver("slurm", slurm_settings(work_root=str(tmp_path / "w"), max_array_size=8))
+    driver = build_driver("slurm", slurm_settings(work_root=str(tmp_path / "w"), max_array_size=8))
     case = tmp_path / "case"
     (case / "system").mkdir(parents=True)
     specs = [
@@ -240,7 +238,8 @@ def test_twenty_runs_make_job_arrays_split_below_max_array_size(
     for spec in specs:
         driver.prepare(spec)
     handles = driver.start_batch(specs)
-    jobs = [parse_handle(h) for h in handles]
+    jobs = [job for job in map(parse_handle, handles) if job is not None]
+    assert len(jobs) == len(handles)
     assert all(task is not None for _, task in jobs)
     assert [task for _, task in jobs] == [*range(8), *range(8), *range(4)]
     assert len({job for job, _ in jobs}) == 3  # 20 = 8 + 8 + 4 tasks, each array ≤ 8
@@ -301,9 +300,9 @@ def test_pending_run_shows_slurms_reason_and_cancel_works_pending_and_running(
 def test_unknown_jobs_poll_unknown_and_capacity_can_be_asked(slurm: SlurmDriver) -> None:
     assert slurm.poll("999999").phase == RunPhase.UNKNOWN
     assert slurm.poll("999999_3").phase == RunPhase.UNKNOWN
-    caps = get_driver("slurm", slurm_settings(capacity="ask")).capabilities()
+    caps = build_driver("slurm", slurm_settings(capacity="ask")).capabilities()
     assert caps.cores >= 1 and caps.memory_gb > 0 and caps.max_nodes == 1
-    fixed = get_driver("slurm", slurm_settings(cores=64, memory_gb=256)).capabilities()
+    fixed = build_driver("slurm", slurm_settings(cores=64, memory_gb=256)).capabilities()
     assert (fixed.cores, fixed.memory_gb) == (64, 256)
     report = slurm.check()
     assert report["ok"] and report["max_array_size"] >= 1
@@ -314,7 +313,7 @@ def test_unknown_jobs_poll_unknown_and_capacity_can_be_asked(slurm: SlurmDriver)
 def test_a_bad_partition_is_refused_by_sbatch_with_its_message(
     portal: FakePortal, tmp_path: Path
 ) -> None:
-    driver = get_driver("slurm", slurm_settings(partition="nosuchpartition"))
+    driver = build_driver("slurm", slurm_settings(partition="nosuchpartition"))
     case = tmp_path / "case"
     (case / "system").mkdir(parents=True)
     spec = make_spec(

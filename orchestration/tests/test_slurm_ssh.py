@@ -15,7 +15,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from orchestration.drivers.base import RunPhase, get_driver
+from orchestration.drivers.base import RunPhase, build_driver
 from orchestration.drivers.slurm import SlurmDriver
 from orchestration.tests.conftest import FakePortal, make_spec, needs_openfoam, serial_steps
 from orchestration.tests.test_slurm_cluster import (
@@ -159,7 +159,7 @@ def test_a_cavity_run_over_ssh_stages_the_case_and_runs_as_the_cluster_user(
     portal: FakePortal, cavity: Path, tmp_path: Path
 ) -> None:
     work_root = f"windtunnel-test/{tmp_path.name}"  # a fresh run directory on the cluster
-    driver = get_driver("slurm", {**ssh_settings(work_root=work_root), "secrets": ssh_secrets()})
+    driver = build_driver("slurm", {**ssh_settings(work_root=work_root), "secrets": ssh_secrets()})
     assert isinstance(driver, SlurmDriver)
     spec = make_spec(
         portal=portal, case_dir=cavity, work_dir=tmp_path / "portal-side", steps=serial_steps()
@@ -180,5 +180,7 @@ def test_a_cavity_run_over_ssh_stages_the_case_and_runs_as_the_cluster_user(
     while driver.poll(handle).phase != RunPhase.EXITED and time.monotonic() < deadline:
         time.sleep(0.2)
     assert driver.poll(handle).exit_code == 0
-    assert driver.transport.pool.connections_opened == 1
+    transport = driver.transport
+    assert isinstance(transport, SSHTransport)
+    assert transport.pool.connections_opened == 1
     driver.transport.run(["rm", "-rf", f"{home}/{work_root}"])

@@ -30,7 +30,7 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import paramiko
 
@@ -88,7 +88,7 @@ def fingerprint(key: paramiko.PKey) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
-def _known_hosts(text: str) -> paramiko.HostKeys:
+def parse_known_hosts(text: str) -> paramiko.HostKeys:
     """The host keys an admin pasted (ssh-keyscan's lines). A line that is not one is refused
     naming its number and host field only: what was pasted may be a private key."""
     if "PRIVATE KEY" in (text or ""):
@@ -148,7 +148,7 @@ class SSHPool:
     ) -> None:
         self.host, self.port, self.user = host, port, user
         self.pkey = pkey
-        self.host_keys = _known_hosts(known_hosts)
+        self.host_keys = parse_known_hosts(known_hosts)
         self.connect_timeout = connect_timeout
         self.retries = retries
         self.max_connections = max(1, max_connections)
@@ -331,7 +331,7 @@ _POOLS: dict[str, SSHPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def pool_for(key: str, factory) -> SSHPool:
+def pool_for(key: str, factory: Callable[[], SSHPool]) -> SSHPool:
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None:
@@ -493,7 +493,9 @@ class SSHTransport:
                     sftp = None
                 if sftp is not None:
                     try:
-                        sftp.get_channel().settimeout(self.command_timeout)
+                        channel = sftp.get_channel()
+                        assert channel is not None  # an SFTP client opened on a transport has one
+                        channel.settimeout(self.command_timeout)
                         yield sftp
                         return
                     except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -509,7 +511,7 @@ class SSHTransport:
         if path in made or path in ("", "/"):
             return
         try:
-            if stat.S_ISDIR(sftp.stat(path).st_mode):
+            if stat.S_ISDIR(sftp.stat(path).st_mode or 0):
                 made.add(path)
                 return
         except FileNotFoundError:
@@ -518,7 +520,7 @@ class SSHTransport:
         try:
             sftp.mkdir(path, mode=0o700)
         except OSError:
-            if not stat.S_ISDIR(sftp.stat(path).st_mode):
+            if not stat.S_ISDIR(sftp.stat(path).st_mode or 0):
                 raise
         made.add(path)
 

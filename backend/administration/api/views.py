@@ -6,7 +6,7 @@ from rest_framework.views import APIView
 
 from administration import selectors
 from administration.api import serializers as s
-from administration.api.permissions import IsStaff
+from tenancy.permissions import IsStaff
 
 
 class AdminTenantsView(APIView):

@@ -7,9 +7,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from quotas.selectors import queued_demand_for_tenant, usage_for_tenant
-from studies.models import Simulation
+from studies.models import Run
 from studies.services import study_create
+from studies.usage import queued_demand_for_tenant, usage_for_tenant
 
 SPEC = {"name": "sweep", "template": "airfoil2d", "parameters": {"aoa": {"values": [0, 2, 4]}}}
 
@@ -27,7 +27,7 @@ def staff(make_tenant):
 def _submit(tenant, *, running: int = 0):
     study = study_create(tenant=tenant, owner=tenant.user, spec=SPEC, submit=True)
     ids = list(study.runs.order_by("index").values_list("id", flat=True)[:running])
-    Simulation.objects.filter(id__in=ids).update(state="running")
+    Run.objects.filter(id__in=ids).update(state="running")
     return study
 
 

@@ -3,15 +3,13 @@
 import pytest
 from django.test import Client
 
-from administration import spa
-
 
 @pytest.fixture
-def built(tmp_path, monkeypatch):
+def built(tmp_path, settings):
     dist = tmp_path / "frontend" / "dist"
     dist.mkdir(parents=True)
     (dist / "index.html").write_text('<div id="root"></div><script src="/static/assets/a.js">')
-    monkeypatch.setattr(spa, "ROOT_DIR", tmp_path)
+    settings.ROOT_DIR = tmp_path
     return dist
 
 
@@ -31,8 +29,8 @@ def test_api_and_static_paths_are_never_the_app(db, built, path):
     assert b'<div id="root">' not in r.content
 
 
-def test_without_a_build_a_helpful_page_links_the_api_docs(db, tmp_path, monkeypatch):
-    monkeypatch.setattr(spa, "ROOT_DIR", tmp_path)
+def test_without_a_build_a_helpful_page_links_the_api_docs(db, tmp_path, settings):
+    settings.ROOT_DIR = tmp_path
     r = Client().get("/studies")
     assert r.status_code == 200
     assert b"has not been built" in r.content and b"/api/docs/" in r.content

@@ -19,7 +19,8 @@ class TemplateViewSet(viewsets.GenericViewSet):
 
     @extend_schema(responses=TemplateSerializer)
     def retrieve(self, request, pk=None):
-        template = self.get_queryset().filter(name=pk).first()
+        # a NUL (%00) is in no name, and PostgreSQL's text cannot even hold one
+        template = None if "\x00" in pk else self.get_queryset().filter(name=pk).first()
         if template is None:
             raise NotFound(f"No template named {pk!r}.")
         return Response(TemplateSerializer(template).data)

@@ -3,10 +3,15 @@
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from django.core.exceptions import ImproperlyConfigured
+
 from config.env import BACKEND_DIR, ROOT_DIR, env
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
-SECRET_KEY = env("SECRET_KEY")
+# the local and production settings refuse a missing or publicly known key (config.keys)
+SECRET_KEY = env("SECRET_KEY", default="")
+# older keys that still verify signatures while a new SECRET_KEY takes over (sessions, …)
+SECRET_KEY_FALLBACKS = env.list("SECRET_KEY_FALLBACKS", default=[])
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -23,18 +28,25 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    # the project's apps, lowest layer first (docs/development/layers.md)
     "core",
     "tenancy",
-    "quotas",
     "catalog",
+    "compute",
+    "quotas",
     "studies",
-    "scheduler",
     "telemetry",
+    "runs",
+    "images",
+    "scheduler",
+    "dispatch",
+    "ingest",
     "administration",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "core.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -128,6 +140,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["tenancy.permissions.IsTenantMember"],
+    # JSON nested past a sane depth is a 400, not a RecursionError (core/parsers.py)
+    "DEFAULT_PARSER_CLASSES": [
+        "core.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "core.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -142,6 +160,13 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Windtunnel API",
     "DESCRIPTION": "Parametric simulation studies on local, Slurm and OpenStack compute.",
     "VERSION": "1.0.0",
+    # OpenAPI 3.1: its schemas are JSON Schema 2020-12, so the study spec's and the agent
+    # messages' schemas (<app>/schemas/*.json) are published as they are (core.schemas)
+    "OAS_VERSION": "3.1.0",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.schemas.add_components",
+    ],
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SWAGGER_UI_DIST": "SIDECAR",  # served locally: no CDN needed
@@ -149,6 +174,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "RunStateEnum": "studies.choices.RunState",
+        "EndReasonEnum": "studies.choices.EndReason",
         "StudyStateEnum": "studies.choices.StudyState",
         "BackendKindEnum": "catalog.choices.BackendKind",
         "ImageKindEnum": "catalog.choices.ImageKind",
@@ -179,6 +205,8 @@ WINDTUNNEL = {
     ),
     "MAX_RUNS_PER_STUDY": env.int("WINDTUNNEL_MAX_RUNS_PER_STUDY", default=10_000),
     "MAX_RETRIES": env.int("WINDTUNNEL_MAX_RETRIES", default=2),
+    # the order in which admission considers a tenant's queued runs (scheduler/policies.py)
+    "ADMISSION_POLICY": env("WINDTUNNEL_ADMISSION_POLICY", default="fifo"),
     "HEARTBEAT_INTERVAL": env.float("WINDTUNNEL_HEARTBEAT_INTERVAL", default=5.0),
     "HEARTBEAT_TIMEOUT": env.float("WINDTUNNEL_HEARTBEAT_TIMEOUT", default=60.0),
     "DISPATCH_TIMEOUT": env.float("WINDTUNNEL_DISPATCH_TIMEOUT", default=60.0),
@@ -195,6 +223,15 @@ WINDTUNNEL = {
     # cases may run shell commands and compile code (OpenFOAM's allowSystemOperations): only
     # where every user is trusted with the compute hosts (orchestration/environment.py)
     "CASE_SYSTEM_OPERATIONS": env.bool("WINDTUNNEL_CASE_SYSTEM_OPERATIONS", default=False),
+    # every step of a case runs in a sandbox (docs/security.md); "off" only where every user
+    # is trusted with the compute hosts. Its limits: orchestration/agent/sandbox.py
+    "CASE_SANDBOX": env.str("WINDTUNNEL_CASE_SANDBOX", default="on"),
+    "CASE_LIMITS": {
+        "address_space_gb": env.int("WINDTUNNEL_CASE_ADDRESS_SPACE_GB", default=0),
+        "cpu_hours": env.int("WINDTUNNEL_CASE_CPU_HOURS", default=0),
+        "file_size_gb": env.int("WINDTUNNEL_CASE_FILE_SIZE_GB", default=64),
+        "processes": env.int("WINDTUNNEL_CASE_PROCESSES", default=1024),
+    },
     "UPLOAD_MAX_BYTES": env.int("WINDTUNNEL_UPLOAD_MAX_BYTES", default=200 * 1024 * 1024),
     "UPLOAD_MAX_ENTRIES": env.int("WINDTUNNEL_UPLOAD_MAX_ENTRIES", default=20_000),
     "UPLOAD_MAX_UNPACKED_BYTES": env.int(
@@ -206,13 +243,35 @@ WINDTUNNEL = {
     "VM_IMAGE_UPLOAD_MAX_BYTES": env.int(
         "WINDTUNNEL_VM_IMAGE_UPLOAD_MAX_BYTES", default=20 * 1024**3
     ),
+    # Sign-in throttling (tenancy/throttle.py). The client address of a request is
+    # REMOTE_ADDR unless that is one of these proxies (addresses or networks, e.g.
+    # 10.0.0.0/8): then X-Forwarded-For is read, from the right, past them.
+    "TRUSTED_PROXIES": env.list("WINDTUNNEL_TRUSTED_PROXIES", default=[]),
+    # attempts per client address and minute, whatever the usernames (0: no limit)
+    "LOGIN_ATTEMPTS_PER_MINUTE": env.int("WINDTUNNEL_LOGIN_ATTEMPTS_PER_MINUTE", default=30),
+    # failures in a row a username may have, from anywhere, before it is locked for 15 s,
+    # then 30 s, 1 min, … up to the maximum; a success starts it afresh
+    "LOGIN_FAILURES_BEFORE_BACKOFF": env.int("WINDTUNNEL_LOGIN_FAILURES_BEFORE_BACKOFF", default=5),
+    "LOGIN_BACKOFF_MAX_SECONDS": env.int("WINDTUNNEL_LOGIN_BACKOFF_MAX_SECONDS", default=900),
     "LOCAL_CORES": env.int("WINDTUNNEL_LOCAL_CORES", default=0),  # 0 = os.cpu_count()
     "LOCAL_MEMORY_GB": env.float("WINDTUNNEL_LOCAL_MEMORY_GB", default=0.0),  # 0 = all RAM
     "OPENFOAM_DIR": env("WM_PROJECT_DIR", default="/usr/share/openfoam"),
+    # the Fernet key that encrypts stored backend credentials (core.crypto); scripts/bootstrap
+    # makes one per installation. Unset, a key derived from SECRET_KEY does (as before it
+    # existed), which check --deploy warns about.
     "SECRETS_KEY": env("WINDTUNNEL_SECRETS_KEY", default=""),
+    # older Fernet keys, and older SECRET_KEYs whose derived key encrypted credentials: they
+    # still decrypt until `manage.py reencrypt_secrets` moves everything to SECRETS_KEY
+    "SECRETS_KEY_FALLBACKS": env.list("WINDTUNNEL_SECRETS_KEY_FALLBACKS", default=[]),
+    "LEGACY_SECRET_KEYS": env.list("WINDTUNNEL_LEGACY_SECRET_KEYS", default=[]),
     "TEMPLATES_DIR": Path(env("WINDTUNNEL_TEMPLATES_DIR", default=str(ROOT_DIR / "templates"))),
     "PACKAGES_DIR": Path(env("WINDTUNNEL_PACKAGES_DIR", default=str(ROOT_DIR / "packages"))),
 }
+if WINDTUNNEL["CASE_SANDBOX"] not in ("on", "off"):
+    raise ImproperlyConfigured(
+        f"WINDTUNNEL_CASE_SANDBOX={WINDTUNNEL['CASE_SANDBOX']!r}: use on (the default) or off "
+        "(only where every user is trusted with the compute hosts)"
+    )
 
 LOGGING = {
     "version": 1,

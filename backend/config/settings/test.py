@@ -1,8 +1,9 @@
 """Tests: the private test database and Redis DB, short timeouts, a test-only data dir."""
 
 from config.env import ROOT_DIR, env
+from config.keys import TEST_SECRET_KEY
 
-env.ENVIRON.setdefault("SECRET_KEY", "test-only-not-secret")
+env.ENVIRON.setdefault("SECRET_KEY", TEST_SECRET_KEY)
 if env("TEST_DATABASE_URL", default=""):
     env.ENVIRON["DATABASE_URL"] = env("TEST_DATABASE_URL")
 if env("TEST_REDIS_URL", default=""):

@@ -31,4 +31,5 @@ def test_nan_goes_through_and_a_none_is_left_to_the_text_form():
         (back,) = cur.fetchone()
     assert back[0] == 1.0 and math.isnan(back[1])
     assert Float8Array.of([1.0, None]) is None
-    assert Float8Array.of(array.array("d", [2.0])).data == Float8Array([2.0]).data
+    from_array = Float8Array.of(array.array("d", [2.0]))
+    assert from_array is not None and from_array.data == Float8Array([2.0]).data

@@ -8,11 +8,13 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from catalog.models import Backend
-from quotas.selectors import usage_for_tenant
-from scheduler.services import schedule_tenant
+from core import jobs
+from core.jobs import Job
+from scheduler.admission import admit
 from studies.choices import HOLDING_STATES, RunState
-from studies.models import Simulation
+from studies.models import Run
 from studies.services import study_create
+from studies.usage import usage_for_tenant
 
 SPEC = {
     "name": "s",
@@ -52,25 +54,21 @@ def test_concurrent_schedulers_never_exceed_the_quota(make_tenant, catalog):
 
     def scheduler():
         while not stop.is_set():
-            schedule_tenant(tenant_id=tenant.id, dispatch=False)
+            admit(tenant_id=tenant.id)
 
     def finisher():
         rng = random.Random(1)
         while not stop.is_set():
             held = list(
-                Simulation.objects.filter(study=study, state__in=HOLDING_STATES).values_list(
+                Run.objects.filter(study=study, state__in=HOLDING_STATES).values_list(
                     "id", flat=True
                 )
             )
             if held:
-                Simulation.objects.filter(id=rng.choice(held), state=RunState.ADMITTED).update(
+                Run.objects.filter(id=rng.choice(held), state=RunState.ADMITTED).update(
                     state=RunState.COMPLETED, finished_at=timezone.now()
                 )
-            if (
-                not Simulation.objects.filter(study=study)
-                .exclude(state=RunState.COMPLETED)
-                .exists()
-            ):
+            if not Run.objects.filter(study=study).exclude(state=RunState.COMPLETED).exists():
                 stop.set()
 
     def monitor():
@@ -87,7 +85,7 @@ def test_concurrent_schedulers_never_exceed_the_quota(make_tenant, catalog):
     assert not errors, errors
     assert max(peaks) <= 4, max(peaks)
     assert max(peaks) == 4  # and the quota was actually used
-    assert Simulation.objects.filter(study=study, state=RunState.COMPLETED).count() == 50
+    assert Run.objects.filter(study=study, state=RunState.COMPLETED).count() == 50
 
 
 @pytest.mark.django_db(transaction=True)
@@ -114,7 +112,7 @@ def test_fifo_across_studies_and_queued_runs_say_why_they_wait(make_tenant, cata
             },
             submit=True,
         )
-        admitted = schedule_tenant(tenant_id=tenant.id, dispatch=False)
+        admitted = admit(tenant_id=tenant.id)
     assert len(admitted) == 3
     assert set(first.runs.values_list("state", flat=True)) == {RunState.ADMITTED}
     waiting = second.runs.filter(state=RunState.PENDING)
@@ -133,7 +131,7 @@ def test_backend_capacity_holds_runs_back_with_its_own_reason(make_tenant, catal
             spec={**SPEC, "backend": "bench", "parameters": {"lid_velocity": [1, 2, 3, 4]}},
             submit=True,
         )
-        assert len(schedule_tenant(tenant_id=tenant.id, dispatch=False)) == 2
+        assert len(admit(tenant_id=tenant.id)) == 2
     waiting = list(study.runs.filter(state=RunState.PENDING))
     assert [r.wait_reason for r in waiting] == ["backend_capacity"] * 2
     assert "bench: cores (2+1 > 2)" in waiting[0].wait_detail
@@ -157,10 +155,16 @@ def test_a_run_larger_than_the_quota_is_refused_at_submission(make_tenant, catal
 def scheduled(monkeypatch):
     """The tenants whose scheduling was enqueued (kept from any running worker: the test
     schedules by hand)."""
-    from scheduler import tasks
-
     calls: list[int] = []
-    monkeypatch.setattr(tasks.schedule_tenant, "delay", calls.append)
+    real = jobs.enqueue
+
+    def record(job, *args, **kwargs):
+        if job == Job.SCHEDULE_TENANT:
+            calls.append(args[0])
+        else:
+            real(job, *args, **kwargs)
+
+    monkeypatch.setattr(jobs, "enqueue", record)
     return calls
 
 
@@ -193,30 +197,30 @@ def test_a_wide_run_of_one_tenant_is_not_starved_by_later_small_runs_of_another(
         return list(study.runs.order_by("index"))
 
     first = submit(a, "first", 2, 1)
-    assert len(schedule_tenant(tenant_id=a.id, dispatch=False)) == 2  # A holds both cores
+    assert len(admit(tenant_id=a.id)) == 2  # A holds both cores
     (wide,) = submit(b, "wide", 1, 2)
-    assert schedule_tenant(tenant_id=b.id, dispatch=False) == []
+    assert admit(tenant_id=b.id) == []
     wide.refresh_from_db()
     assert wide.wait_reason == "backend_capacity"
     later = submit(a, "later", 3, 1)
 
     def end(run):
-        Simulation.objects.filter(pk=run.pk).update(state=RunState.COMPLETED)
+        Run.objects.filter(pk=run.pk).update(state=RunState.COMPLETED)
 
     end(first[0])  # one core frees: A's later runs may not take it, it is B's
     scheduled.clear()
-    assert schedule_tenant(tenant_id=a.id, dispatch=False) == []
-    detail = Simulation.objects.get(pk=later[0].pk).wait_detail
+    assert admit(tenant_id=a.id) == []
+    detail = Run.objects.get(pk=later[0].pk).wait_detail
     assert "held for an older queued run (2 cores" in detail, detail
     assert scheduled == [b.id]  # B's turn is enqueued: the capacity may be its now
-    assert schedule_tenant(tenant_id=b.id, dispatch=False) == []  # 1 core is not enough
+    assert admit(tenant_id=b.id) == []  # 1 core is not enough
     end(first[1])
-    assert schedule_tenant(tenant_id=a.id, dispatch=False) == []
-    assert schedule_tenant(tenant_id=b.id, dispatch=False) == [wide.pk]
+    assert admit(tenant_id=a.id) == []
+    assert admit(tenant_id=b.id) == [wide.pk]
     end(wide)
-    assert len(schedule_tenant(tenant_id=a.id, dispatch=False)) == 2  # then A's, in order
+    assert len(admit(tenant_id=a.id)) == 2  # then A's, in order
     assert {r.pk for r in later[:2]} == set(
-        Simulation.objects.filter(pk__in=[r.pk for r in later], state="admitted").values_list(
+        Run.objects.filter(pk__in=[r.pk for r in later], state="admitted").values_list(
             "pk", flat=True
         )
     )
@@ -240,17 +244,17 @@ def test_a_later_run_may_take_what_the_older_wide_run_does_not_need(
         spec={**base, "name": "hold", "parameters": {"lid_velocity": [1, 2]}},
         submit=True,
     )
-    assert len(schedule_tenant(tenant_id=a.id, dispatch=False)) == 2  # 1 core left
+    assert len(admit(tenant_id=a.id)) == 2  # 1 core left
     study_create(
         tenant=b,
         owner=b.user,
         spec={**base, "name": "wide", "resources": {"processes": 2}},
         submit=True,
     )
-    assert schedule_tenant(tenant_id=b.id, dispatch=False) == []
-    Simulation.objects.filter(study=hold, index=0).update(state=RunState.COMPLETED)  # 2 free
+    assert admit(tenant_id=b.id) == []
+    Run.objects.filter(study=hold, index=0).update(state=RunState.COMPLETED)  # 2 free
     study_create(tenant=a, owner=a.user, spec={**base, "name": "small"}, submit=True)
-    assert schedule_tenant(tenant_id=a.id, dispatch=False) == []  # 2 free, both held for B
-    Simulation.objects.filter(study=hold, index=1).update(state=RunState.COMPLETED)  # 3 free
-    assert len(schedule_tenant(tenant_id=a.id, dispatch=False)) == 1  # takes the spare one
-    assert len(schedule_tenant(tenant_id=b.id, dispatch=False)) == 1
+    assert admit(tenant_id=a.id) == []  # 2 free, both held for B
+    Run.objects.filter(study=hold, index=1).update(state=RunState.COMPLETED)  # 3 free
+    assert len(admit(tenant_id=a.id)) == 1  # takes the spare one
+    assert len(admit(tenant_id=b.id)) == 1

@@ -1,45 +1,61 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth.models import User
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from studies.choices import TERMINAL_STATES, Combine
-from studies.models import Simulation, Study, Upload
+from catalog.models import Backend, CaseTemplate
+from core.exceptions import ApplicationError
+from core.schemas import component_ref
+from studies.choices import TERMINAL_STATES
+from studies.models import Run, Study, Upload
 from studies.selectors import study_progress
+from studies.spec import spec_validate
 
 
-class StudySpecSerializer(serializers.Serializer):
-    """The study spec (docs/study-spec.md). Deep validation happens in the service."""
-
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(required=False, allow_blank=True)
-    template = serializers.CharField(required=False, help_text="a template name (or give case)")
-    case = serializers.UUIDField(required=False, help_text="an upload id (or give template)")
-    solver = serializers.CharField(required=False)
-    backend = serializers.CharField(required=False)
-    resources = serializers.DictField(required=False, help_text="{processes, nodes, memory_gb}")
-    parameters = serializers.DictField(
-        required=False, help_text="name → {values|range|linspace|value|min,max}"
-    )
-    combine = serializers.ChoiceField(choices=Combine.choices, required=False)
-    samples = serializers.IntegerField(required=False, min_value=1)
-    seed = serializers.IntegerField(required=False)
-    derived = serializers.DictField(child=serializers.CharField(), required=False)
-    objectives = serializers.DictField(required=False)
-    prepare = serializers.ListField(
-        child=serializers.ListField(child=serializers.CharField()), required=False
-    )
-
-    def to_spec(self) -> dict:
-        """The spec as the user wrote it (JSON-safe), without API-only fields."""
-        spec = dict(self.initial_data)
-        spec.pop("draft", None)
-        return spec
+@extend_schema_field(component_ref("StudySpec"))
+class SpecField(serializers.JSONField):
+    """A study spec as the user wrote it (its schema: studies/schemas/study-spec.json)."""
 
 
-class StudyCreateSerializer(StudySpecSerializer):
-    draft = serializers.BooleanField(
-        required=False, default=False, help_text="save without submitting"
-    )
+def spec_of(data: Any) -> dict[str, Any]:
+    """The spec in a request body: validated by the spec's schema (a 400 naming the field);
+    `draft`, the one key of the create request beside the spec, left out."""
+    if isinstance(data, dict) and "draft" in data:
+        data = {k: v for k, v in data.items() if k != "draft"}
+    spec_validate(data)
+    return dict(data)
+
+
+def draft_of(data: Any) -> bool:
+    """`draft: true` in a create request: save without submitting."""
+    draft = data.get("draft", False) if isinstance(data, dict) else False
+    if not isinstance(draft, bool):
+        raise ApplicationError(f"draft must be true or false, got {draft!r}", field="draft")
+    return draft
+
+
+# the request bodies: the spec (and, to create, `draft`), by their schema's components
+SPEC_REQUEST = {"application/json": component_ref("StudySpec")}
+CREATE_REQUEST = {
+    "application/json": {
+        "allOf": [
+            component_ref("StudySpec"),
+            {
+                "type": "object",
+                "properties": {
+                    "draft": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "save without submitting",
+                    }
+                },
+            },
+        ]
+    }
+}
 
 
 class StudyExtendSerializer(serializers.Serializer):
@@ -54,21 +70,42 @@ class StudyCloneSerializer(serializers.Serializer):
 
 class ProgressSerializer(serializers.Serializer):
     total = serializers.IntegerField()
-    done = serializers.IntegerField()
-    percent = serializers.FloatField()
+    done = serializers.IntegerField(
+        help_text="runs that ended: completed, failed or cancelled (not all succeeded)"
+    )
+    percent = serializers.FloatField(help_text="share of the runs that ended, in %")
+    completed = serializers.IntegerField(help_text="runs that ended with a result")
+    failed = serializers.IntegerField()
+    cancelled = serializers.IntegerField()
+    active = serializers.IntegerField(help_text="runs queued, admitted, starting or running")
     by_state = serializers.DictField(child=serializers.IntegerField())
 
 
 class StudySerializer(serializers.ModelSerializer):
-    template = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    backend = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    case = serializers.UUIDField(source="upload_id", read_only=True)
+    template: serializers.SlugRelatedField[CaseTemplate] = serializers.SlugRelatedField(
+        slug_field="name",
+        read_only=True,
+        allow_null=True,
+        help_text="the case template's name; null for a study of an uploaded case",
+    )
+    backend: serializers.SlugRelatedField[Backend] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
+    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+    case = serializers.UUIDField(
+        source="upload_id",
+        read_only=True,
+        allow_null=True,
+        help_text="the uploaded case's id; null for a study of a template",
+    )
     progress = serializers.SerializerMethodField()
     resources = serializers.SerializerMethodField()
     last_seq = serializers.IntegerField(
         source="event_seq", read_only=True, help_text="seq of the study's live stream at read time"
     )
+    spec = SpecField(read_only=True, help_text="the spec as the user wrote it")
 
     class Meta:
         model = Study
@@ -95,7 +132,8 @@ class StudySerializer(serializers.ModelSerializer):
             "last_seq",
         ]
 
-    def get_progress(self, obj) -> ProgressSerializer:
+    @extend_schema_field(ProgressSerializer)
+    def get_progress(self, obj) -> dict[str, Any]:
         return study_progress(obj)
 
     def get_resources(self, obj) -> dict:
@@ -104,9 +142,13 @@ class StudySerializer(serializers.ModelSerializer):
 
 class RunSerializer(serializers.ModelSerializer):
     study = serializers.UUIDField(source="study_id", read_only=True)
-    backend = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    backend: serializers.SlugRelatedField[Backend] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
     queue_position = serializers.SerializerMethodField()
-    wall_seconds = serializers.FloatField(read_only=True)
+    wall_seconds = serializers.FloatField(
+        read_only=True, allow_null=True, help_text="from start to end; null until both happened"
+    )
     last_seq = serializers.IntegerField(
         source="event_seq", read_only=True, help_text="seq of the run's live stream at read time"
     )
@@ -116,7 +158,7 @@ class RunSerializer(serializers.ModelSerializer):
     )
 
     class Meta:
-        model = Simulation
+        model = Run
         fields = [
             "id",
             "study",
@@ -164,7 +206,9 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class RunDetailSerializer(RunSerializer):
-    context = serializers.JSONField(read_only=True)
+    # a field named `context`: DRF's serializer metaclass takes declared fields out of the
+    # class, so it never shadows Serializer.context, which the stubs cannot see
+    context = serializers.JSONField(read_only=True)  # type: ignore[assignment]
     backend_handle = serializers.CharField(
         source="handle",
         read_only=True,

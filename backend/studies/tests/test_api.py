@@ -2,7 +2,7 @@
 
 import pytest
 
-from studies.models import Simulation, Study
+from studies.models import Run, Study
 
 AIRFOIL = {
     "name": "sweep",
@@ -32,7 +32,7 @@ def test_draft_is_saved_and_launched_later(api):
     assert r.status_code == 201, r.json()
     study = r.json()
     assert study["state"] == "draft" and study["run_count"] == 18
-    assert Simulation.objects.count() == 0
+    assert Run.objects.count() == 0
     r = api.put(
         f"/api/v1/studies/{study['id']}/",
         {**AIRFOIL, "parameters": {"aoa": {"values": [0, 4]}}},
@@ -41,7 +41,7 @@ def test_draft_is_saved_and_launched_later(api):
     assert r.status_code == 200 and r.json()["run_count"] == 2
     r = post(api, f"/api/v1/studies/{study['id']}/submit/", {})
     assert r.status_code == 200 and r.json()["state"] == "submitted"
-    assert Simulation.objects.filter(study_id=study["id"], state="pending").count() == 2
+    assert Run.objects.filter(study_id=study["id"], state="pending").count() == 2
     r = post(api, f"/api/v1/studies/{study['id']}/submit/", {})
     assert r.status_code == 409
 
@@ -54,7 +54,7 @@ def test_draft_is_saved_and_launched_later(api):
             "parameters",
             "at most 10,000",
         ),
-        ({"parameters": {"aoa": {"values": []}}}, "parameters.aoa", "empty"),
+        ({"parameters": {"aoa": {"values": []}}}, "parameters.aoa.values", "empty"),
         ({"derived": {"foo": "aoa * bogus"}}, "derived.foo", "unknown name(s) bogus"),
         ({"parameters": {"aoa": {"values": [45]}}}, "parameters.aoa", "above its maximum"),
         (
@@ -76,6 +76,16 @@ def test_draft_is_saved_and_launched_later(api):
             "must be one of",
         ),
         ({"bogus_key": 1}, "bogus_key", "unknown key"),
+        ({"resources": {"processes": 0}}, "resources.processes", "from 1 to 4096, got 0"),
+        ({"resources": {"memory_gb": "lots"}}, "resources.memory_gb", "must be a number"),
+        ({"prepare": [["rm", "-rf", "/"]]}, "prepare[0][0]", "must be one of blockMesh"),
+        (
+            {"convergence": {"diverge": {"growth": {"factor": 0.5}}}},
+            "convergence.diverge.growth.factor",
+            "above 1",
+        ),
+        ({"name": "   "}, "name", "name is required"),
+        ({"parameters": {"aoa": {"linspace": [0, 1]}}}, "parameters.aoa.linspace", "exactly 3"),
         (
             {"objectives": {"A": {"expr": "B + 1"}, "B": {"expr": "A + 1"}}},
             "objectives.A.expr",
@@ -123,7 +133,8 @@ def test_another_tenants_objects_answer_404(api, make_tenant):
     from rest_framework.test import APIClient
 
     study = post(api, "/api/v1/studies/", AIRFOIL).json()
-    run = Simulation.objects.filter(study_id=study["id"]).first()
+    run = Run.objects.filter(study_id=study["id"]).first()
+    assert run is not None
     other = make_tenant()
     intruder = APIClient()
     intruder.force_authenticate(other.user)
@@ -178,7 +189,7 @@ def test_extend_adds_only_new_points_and_clone_makes_a_draft(api):
     assert r.json()["run_count"] == 4
     assert sorted(
         r["parameters"]["aoa"]
-        for r in Simulation.objects.filter(study_id=study["id"]).values("parameters")
+        for r in Run.objects.filter(study_id=study["id"]).values("parameters")
     ) == [0, 4, 8, 12]
     r = post(
         api, f"/api/v1/studies/{study['id']}/extend/", {"parameters": {"mach": {"values": [1]}}}
@@ -197,9 +208,10 @@ def test_a_one_run_study_extends_and_its_spec_keeps_every_run_for_a_clone(api):
     r = post(api, f"/api/v1/studies/{study['id']}/extend/", {"parameters": {"aoa": [4]}})
     assert r.status_code == 200, r.json()
     assert r.json()["run_count"] == 2
-    assert sorted(
-        Simulation.objects.filter(study_id=study["id"]).values_list("index", flat=True)
-    ) == [0, 1]
+    assert sorted(Run.objects.filter(study_id=study["id"]).values_list("index", flat=True)) == [
+        0,
+        1,
+    ]
     r = post(
         api,
         f"/api/v1/studies/{study['id']}/extend/",
@@ -254,7 +266,7 @@ def test_a_draft_is_checked_when_saved_and_edited(api):
 
 def test_a_finished_study_cannot_be_cancelled(api):
     study = post(api, "/api/v1/studies/", AIRFOIL).json()
-    Simulation.objects.filter(study_id=study["id"]).update(state="completed")
+    Run.objects.filter(study_id=study["id"]).update(state="completed")
     Study.objects.filter(pk=study["id"]).update(state="completed")
     r = post(api, f"/api/v1/studies/{study['id']}/cancel/", {})
     assert r.status_code == 409 and "nothing to cancel" in r.json()["message"], r.json()
@@ -265,7 +277,7 @@ def test_cancel_of_a_queued_study_ends_every_run(api):
     study = post(api, "/api/v1/studies/", AIRFOIL).json()
     r = post(api, f"/api/v1/studies/{study['id']}/cancel/", {})
     assert r.status_code == 200 and r.json()["state"] == "cancelled"
-    assert set(Simulation.objects.filter(study_id=study["id"]).values_list("state", flat=True)) == {
+    assert set(Run.objects.filter(study_id=study["id"]).values_list("state", flat=True)) == {
         "cancelled"
     }
 
@@ -304,7 +316,7 @@ def test_a_run_whose_files_the_portal_reads_is_archived_on_its_first_download(
 
     from django.utils import timezone
 
-    from studies.models import Simulation
+    from studies.models import Run
     from studies.services import study_create
 
     study = study_create(
@@ -313,7 +325,7 @@ def test_a_run_whose_files_the_portal_reads_is_archived_on_its_first_download(
         spec={"name": "lazy archive", "template": "cavity"},
         submit=True,
     )
-    run = Simulation.objects.get(study=study)
+    run = Run.objects.get(study=study)
     case = tmp_path / "attempt-1" / "case"
     (case / "system").mkdir(parents=True)
     (case / "system/controlDict").write_text("endTime 1;\n")
@@ -322,13 +334,13 @@ def test_a_run_whose_files_the_portal_reads_is_archived_on_its_first_download(
     (case / "log.icoFoam").write_text("Time = 0.5\nEnd\n")
     (case / "log.secret").symlink_to("/etc/passwd")
     (case / "0.5/p").symlink_to("/etc/hostname")
-    Simulation.objects.filter(pk=run.pk).update(state="running", attempt=1, results_dir=case)
+    Run.objects.filter(pk=run.pk).update(state="running", attempt=1, results_dir=case)
     assert api.get(f"/api/v1/runs/{run.pk}/").json()["archive_available"] is False
     assert api.get(f"/api/v1/runs/{run.pk}/archive/").status_code == 404  # still running
-    Simulation.objects.filter(pk=run.pk).update(state="completed")  # the agent may still write
+    Run.objects.filter(pk=run.pk).update(state="completed")  # the agent may still write
     assert api.get(f"/api/v1/runs/{run.pk}/").json()["archive_available"] is False
     assert api.get(f"/api/v1/runs/{run.pk}/archive/").status_code == 404
-    Simulation.objects.filter(pk=run.pk).update(results_at=timezone.now())  # its final report
+    Run.objects.filter(pk=run.pk).update(results_at=timezone.now())  # its final report
     body = api.get(f"/api/v1/runs/{run.pk}/").json()
     assert body["archive_available"] is True and body["archive_bytes"] is None
     r = api.get(f"/api/v1/runs/{run.pk}/archive/")
@@ -336,7 +348,9 @@ def test_a_run_whose_files_the_portal_reads_is_archived_on_its_first_download(
     data = b"".join(r)  # streamed (asynchronously under ASGI)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         names = sorted(tar.getnames())
-        assert tar.extractfile("0.5/U").read() == b"internalField uniform (1 0 0);\n"
+        velocity = tar.extractfile("0.5/U")
+        assert velocity is not None
+        assert velocity.read() == b"internalField uniform (1 0 0);\n"
     assert names == ["0.5/U", "log.icoFoam", "system/controlDict"]
     assert api.get(f"/api/v1/runs/{run.pk}/").json()["archive_bytes"] == len(data)
     (case / "0.5/U").write_text("changed afterwards\n")  # the kept archive is served again
@@ -350,34 +364,33 @@ def test_a_run_whose_files_the_portal_reads_is_archived_on_its_first_download(
     assert other.get(f"/api/v1/runs/{run.pk}/archive/").status_code == 404
 
 
-def test_the_reaper_settles_a_study_whose_last_refresh_was_lost(api, monkeypatch):
-    """A study still shown running with no active run left (its refresh task lost to a
-    crash) is refreshed by the periodic reaper; an active study is left alone."""
-    from studies import services, tasks
-    from studies.models import Simulation
+def test_a_run_larger_than_its_cloud_projects_limits_is_refused_at_submission(api, builds):
+    """The OpenStack project allows 4 cores (as last read): a 6-core run could never start
+    there, so it is a 400 naming the limit, not a run waiting as cloud_limit for ever."""
+    from catalog.models import Backend
 
-    monkeypatch.setattr(
-        tasks.refresh_study, "delay", lambda sid: services.study_refresh_state(study_id=sid)
+    Backend.objects.create(
+        name="os-small",
+        kind="openstack",
+        cores=64,
+        memory_gb=256,
+        max_nodes=4,
+        cloud_limits={"cores": 4, "ram_gb": 64.0, "instances": 10},
     )
-    spec = {"template": "cavity", "parameters": {"lid_velocity": {"values": [1, 2]}}}
-    done = services.study_create(
-        tenant=api.tenant, owner=api.tenant.user, spec={**spec, "name": "done"}, submit=True
-    )
-    busy = services.study_create(
-        tenant=api.tenant, owner=api.tenant.user, spec={**spec, "name": "busy"}, submit=True
-    )
-    Simulation.objects.filter(study=done).update(state="completed")
-    Simulation.objects.filter(study=busy).update(state="running")
-    Simulation.objects.filter(study=busy).filter(index=0).update(state="completed")
-    from studies.models import Study
-
-    empty = services.study_create(
-        tenant=api.tenant, owner=api.tenant.user, spec={**spec, "name": "empty"}, submit=True
-    )
-    Simulation.objects.filter(study=empty).delete()  # no runs: nothing to derive, every tick
-    Study.objects.filter(pk__in=[done.pk, busy.pk, empty.pk]).update(state="running")
-    assert services.runs_reap()["settled"] == 1
-    done.refresh_from_db()
-    busy.refresh_from_db()
-    assert (done.state, busy.state) == ("completed", "running")
-    assert done.finished_at is not None
+    api.tenant.quota.cores = 16
+    api.tenant.quota.save()
+    spec = {
+        "name": "too wide",
+        "template": "cavity",
+        "backend": "os-small",
+        "resources": {"processes": 6, "memory_gb": 2},
+    }
+    preview = api.post("/api/v1/studies/preview/", spec, format="json").json()
+    assert preview["quota"]["fits"] is False and preview["quota"]["concurrent_runs"] == 0
+    r = api.post("/api/v1/studies/", spec, format="json")
+    assert r.status_code == 400, r.content
+    body = r.json()
+    assert body["code"] == "quota_exceeded" and body["field"] == "resources"
+    assert "the OpenStack project of backend os-small allows 4 cores" in body["message"]
+    ok = api.post("/api/v1/studies/", {**spec, "resources": {"processes": 4}}, format="json")
+    assert ok.status_code == 201, ok.content

@@ -1,5 +1,6 @@
 """Case uploads: checked before extraction; each rejection names the offending entry."""
 
+import gzip
 import io
 import tarfile
 import zipfile
@@ -308,7 +309,7 @@ def test_text_parameters_cannot_change_the_case_syntax_and_csv_cells_run_no_form
     assert r.status_code == 201, r.json()
     r = api.get(f"/api/v1/studies/{r.json()['id']}/results-csv/")
     assert r.status_code == 200
-    text = r.content.decode()
+    text = b"".join(r.streaming_content).decode()
     assert "'=1+2" in text and ",kOmegaSST," in text
     assert "filename*=utf-8''%E7%BF%BC%E5%9E%8B-study-results.csv" in r["Content-Disposition"]
 
@@ -327,6 +328,11 @@ def test_text_parameters_cannot_change_the_case_syntax_and_csv_cells_run_no_form
         ('#include "$FOAM_CASE/../other-tenant/case/constant/x"', False),
         ('#includeEtc "../../../etc/shadow"', False),
         ('  #include "{{ where }}"', False),
+        # the bypasses of the security review (finding 2): after a statement, after a
+        # comment, written by a placeholder
+        ('x 1; #include "/etc/passwd"', False),
+        ('/* note */ #include "/etc/passwd"', False),
+        ("{{ '#include' }} \"/etc/passwd\"", False),
     ],
 )
 def test_a_case_may_include_its_own_files_only(api, directive, ok):
@@ -347,3 +353,67 @@ def test_a_case_may_include_its_own_files_only(api, directive, ok):
         assert r.status_code == 400, r.json()
         assert "system/controlDict line 3" in r.json()["message"], r.json()
         assert Upload.objects.count() == 0
+
+
+def test_a_directive_in_a_latin1_or_gzipped_file_is_checked_too(api):
+    """Finding 2: files that were not UTF-8 skipped the include check (OpenFOAM reads them)."""
+    latin1 = 'note "caf\xe9";\n#include "/etc/passwd"\n'.encode("latin-1")
+    r = upload(api, "l.tar.gz", tgz([("system/controlDict", latin1, "file")]))
+    assert r.status_code == 400 and "system/controlDict line 2" in r.json()["message"], r.json()
+    packed = gzip.compress(b'x 1;\n#include "/etc/passwd"\n')
+    control = ("system/controlDict", b"application icoFoam;\n", "file")
+    r = upload(api, "g.tar.gz", tgz([control, ("constant/transportProperties.gz", packed, "file")]))
+    assert r.status_code == 400, r.json()
+    assert "constant/transportProperties.gz line 2" in r.json()["message"], r.json()
+
+
+def test_a_placeholder_that_renders_an_include_is_refused_before_anything_runs(api):
+    control = b"application icoFoam;\nendTime 1;\n{{ '#inc' ~ 'lude' }} \"/etc/passwd\"\n"
+    up = upload(api, "p.tar.gz", tgz([("system/controlDict", control, "file")]))
+    assert up.status_code == 201, up.json()  # no directive in the text as uploaded
+    spec = {"name": "p", "case": up.json()["id"], "solver": "icoFoam"}
+    r = api.post("/api/v1/studies/preview/", spec, format="json")
+    assert r.status_code == 400, r.json()
+    assert "value cannot contain '#'" in r.json()["message"], r.json()
+
+
+@pytest.mark.parametrize(
+    ("entries", "needle"),
+    [
+        ([("lib/x.so", b"\x7fELF\x02\x01\x01" + bytes(64), "file")], "lib/x.so is a compiled"),
+        ([("Allrun", b"\x7fELF" + bytes(16), "file")], "Allrun is a compiled"),
+        (
+            [("system/controlDict", b'application icoFoam;\nlibs ("./lib/x.so");\n', "file")],
+            "system/controlDict line 2: libs names './lib/x.so'",
+        ),
+        (
+            [
+                (
+                    "system/controlDict",
+                    b"libs\n(\n    fieldFunctionObjects\n    $FOAM_CASE/x.so\n);\n",
+                    "file",
+                )
+            ],
+            "libs names '$FOAM_CASE/x.so'",
+        ),
+        (
+            [("system/functions", b'f { type coded; libs ("/tmp/evil.so"); }\n', "file")],
+            "system/functions line 1: libs names '/tmp/evil.so'",
+        ),
+    ],
+)
+def test_a_case_brings_no_native_code(api, entries, needle):
+    """Finding 1, in depth (the sandbox is the wall): a shared library in the upload named
+    by controlDict's libs would be loaded by every solver step."""
+    names = {name for name, _, _ in entries}
+    base = [] if "system/controlDict" in names else [("system/controlDict", b"x 1;\n", "file")]
+    r = upload(api, "n.tar.gz", tgz([*base, *entries]))
+    assert r.status_code == 400, r.json()
+    assert needle in r.json()["message"], r.json()
+    assert Upload.objects.count() == 0
+
+
+def test_libraries_by_name_are_fine(api):
+    control = b'application simpleFoam;\nlibs ("libfieldFunctionObjects.so" turbulenceModels);\n'
+    r = upload(api, "ok.tar.gz", tgz([("system/controlDict", control, "file")]))
+    assert r.status_code == 201, r.json()

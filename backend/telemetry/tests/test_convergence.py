@@ -2,7 +2,8 @@
 
 import math
 
-from telemetry.convergence import DEFAULT_POLICY, check
+from studies.policy import DEFAULT_POLICY
+from telemetry.convergence import check
 
 
 def _check(new, policy=DEFAULT_POLICY):

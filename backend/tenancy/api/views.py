@@ -7,17 +7,21 @@ from rest_framework import exceptions, serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from core.exceptions import ApplicationError, ErrorCode
 from tenancy.selectors import tenant_for_user, user_is_tenant_admin
 from tenancy.services import api_token_create
+from tenancy.throttle import login_check, login_failed, login_succeeded
+
+# Django's User.username is at most 150 characters; a password longer than this is no one's
+USERNAME_MAX = 150
+PASSWORD_MAX = 4096
 
 
 class TokenRequestSerializer(serializers.Serializer):
-    username = serializers.CharField()
-    password = serializers.CharField(style={"input_type": "password"})
+    username = serializers.CharField(max_length=USERNAME_MAX)
+    password = serializers.CharField(max_length=PASSWORD_MAX, style={"input_type": "password"})
     name = serializers.CharField(required=False, default="api", max_length=100)
 
 
@@ -33,28 +37,33 @@ class MeSerializer(serializers.Serializer):
     is_staff = serializers.BooleanField(help_text="operator of the portal: sees the admin pages")
 
 
-class LoginThrottle(AnonRateThrottle):
-    rate = "30/min"
+def _authenticate(request, *, username: str, password: str):
+    """The user these credentials sign in, under the sign-in limits (tenancy.throttle: a 429
+    with Retry-After when its address or username tried too often), or a 401."""
+    login_check(request=request, username=username)
+    user = authenticate(request, username=username, password=password)
+    if user is None:
+        login_failed(username=username)
+        raise ApplicationError(
+            "wrong username or password", code=ErrorCode.UNAUTHENTICATED, status=401
+        )
+    login_succeeded(username=username)
+    return user
 
 
 class TokenView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
-    throttle_classes = [LoginThrottle]
 
     @extend_schema(request=TokenRequestSerializer, responses=TokenSerializer, auth=[])
     def post(self, request):
         ser = TokenRequestSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        user = authenticate(
+        user = _authenticate(
             request,
             username=ser.validated_data["username"],
             password=ser.validated_data["password"],
         )
-        if user is None:
-            raise ApplicationError(
-                "wrong username or password", code=ErrorCode.UNAUTHENTICATED, status=401
-            )
         tenant = tenant_for_user(user=user)
         if tenant is None:
             raise ApplicationError(
@@ -93,8 +102,8 @@ def _me(user) -> dict:
 
 
 class LoginRequestSerializer(serializers.Serializer):
-    username = serializers.CharField()
-    password = serializers.CharField(style={"input_type": "password"})
+    username = serializers.CharField(max_length=USERNAME_MAX)
+    password = serializers.CharField(max_length=PASSWORD_MAX, style={"input_type": "password"})
 
 
 class CsrfSerializer(serializers.Serializer):
@@ -129,27 +138,31 @@ class CsrfView(APIView):
 class LoginView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
-    throttle_classes = [LoginThrottle]
 
     @extend_schema(request=LoginRequestSerializer, responses=MeSerializer, auth=[])
     def post(self, request):
         _CsrfCheck().check(request)
         ser = LoginRequestSerializer(data=request.data)
         if not ser.is_valid():
+            too_long = [
+                f
+                for f in ("username", "password")
+                if any(getattr(e, "code", "") == "max_length" for e in ser.errors.get(f, []))
+            ]
+            if too_long:
+                raise ApplicationError(
+                    f"that {too_long[0]} is too long to be anyone's", field=too_long[0]
+                )
             missing = [f for f in ("username", "password") if f in ser.errors]
             raise ApplicationError(
                 f"enter your {' and '.join(missing)}" if missing else "invalid sign-in request",
                 field=missing[0] if missing else None,
             )
-        user = authenticate(
+        user = _authenticate(
             request,
             username=ser.validated_data["username"],
             password=ser.validated_data["password"],
         )
-        if user is None:
-            raise ApplicationError(
-                "wrong username or password", code=ErrorCode.UNAUTHENTICATED, status=401
-            )
         if tenant_for_user(user=user) is None:
             raise ApplicationError(
                 "this user belongs to no tenant; ask an admin to add you",

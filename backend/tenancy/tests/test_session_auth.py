@@ -115,3 +115,15 @@ def test_me_tells_staff_apart(browser, make_tenant):
     tenant.user.save()
     r = login(browser, "ops-user", "pw-ops")
     assert r.status_code == 200 and r.json()["is_staff"] is True
+
+
+def test_a_huge_username_or_password_is_a_400_naming_the_field(browser):
+    r = login(browser, "u" * 151, "p")
+    assert r.status_code == 400 and r.json()["field"] == "username"
+    assert "too long" in r.json()["message"]
+    r = Client().post(
+        "/api/v1/auth/token/",
+        {"username": "u", "password": "p" * 5000},
+        content_type="application/json",
+    )
+    assert r.status_code == 400 and r.json()["field"] == "password"

@@ -837,6 +837,15 @@ export interface components {
             /** @description held by admitted, provisioning and running runs */
             usage: components["schemas"]["Resource"];
         };
+        /** @description What every report is answered (200). */
+        AgentAnswer: {
+            /** @description Seconds between telemetry batches from now on: short while someone watches the run live, long while nobody does. */
+            interval?: number;
+            /** @description The portal ended the run (cancel, convergence policy): end cleanly now, keeping the results. */
+            stop: boolean;
+        };
+        /** @description The attempt the agent was started for (run.json's attempt). */
+        Attempt: number;
         Backend: {
             /** @description cores the portal may use at once */
             cores: number;
@@ -898,14 +907,44 @@ export interface components {
             memory_gb: number;
             nodes: number;
         };
-        /**
-         * @description * `grid` - Cartesian grid
-         *     * `zip` - Zipped lists
-         *     * `lhs` - Latin hypercube sample
-         *     * `random` - Uniform random sample
-         * @enum {string}
-         */
-        CombineEnum: "grid" | "zip" | "lhs" | "random";
+        /** @description When the portal stops a run early: diverging (NaN, blow-up) or converged (docs/live.md); default: the template's, else stop on NaN. */
+        ConvergencePolicy: {
+            /** @description A run that does this is stopped as converged (after min_iterations). */
+            converge?: {
+                /** @description A series steady: its relative change over the last `window` points below `tolerance`. */
+                objective?: {
+                    series: string;
+                    /** @default 0.0001 */
+                    tolerance?: number;
+                    /** @default 50 */
+                    window?: number;
+                };
+                /** @description Every initial residual below this. */
+                residuals_below?: number;
+            };
+            /** @description A run that does any of these is stopped as diverged. */
+            diverge?: {
+                /** @description The maximum Courant number went above this. */
+                courant_above?: number;
+                /** @description A residual grew by `factor` within `window` iterations. */
+                growth?: {
+                    factor: number;
+                    /** @default 50 */
+                    window?: number;
+                };
+                /**
+                 * @description A series became NaN or infinite.
+                 * @default true
+                 */
+                nan?: boolean;
+                /** @description An initial residual went above this. */
+                residual_above?: number;
+            };
+            /** @description Stop a run that has run this long. */
+            max_wall_seconds?: number;
+            /** @description No convergence stop before this many iterations. */
+            min_iterations?: number;
+        };
         Csrf: {
             /** @description also set as the csrftoken cookie */
             csrf_token: string;
@@ -948,11 +987,17 @@ export interface components {
          * @enum {string}
          */
         HealthStatusEnum: "ok" | "degraded" | "disabled";
-        HeartbeatRequest: {
-            attempt: number;
+        /** @description POST /api/v1/ingest/runs/{id}/heartbeat/: a sign of life, every heartbeat_interval seconds. */
+        Heartbeat: {
+            attempt: components["schemas"]["Attempt"];
+            /** @description What the agent is doing: preparing, solving, archiving (archiving gives a local run's cores back early), … */
             phase?: string;
+            /** @description The process tree's resource use now. */
             resources?: {
-                [key: string]: unknown;
+                /** @description CPU use, in percent of one core. */
+                cpu_percent?: number;
+                /** @description Resident memory, in bytes. */
+                rss_bytes?: number;
             };
         };
         Image: {
@@ -967,7 +1012,7 @@ export interface components {
             readonly display: string;
             readonly id: number;
             /** @default container */
-            kind: components["schemas"]["ImageKindEnum"];
+            kind?: components["schemas"]["ImageKindEnum"];
             name: string;
             /** @description the packages asked for */
             packages?: unknown;
@@ -983,7 +1028,7 @@ export interface components {
         };
         ImageComposeRequest: {
             /** @default container */
-            kind: components["schemas"]["ImageKindEnum"];
+            kind?: components["schemas"]["ImageKindEnum"];
             packages: string[];
         };
         ImageDetail: {
@@ -1001,7 +1046,7 @@ export interface components {
             error?: string;
             readonly id: number;
             /** @default container */
-            kind: components["schemas"]["ImageKindEnum"];
+            kind?: components["schemas"]["ImageKindEnum"];
             readonly log_tail: string[];
             name: string;
             /** @description the packages asked for */
@@ -1068,6 +1113,8 @@ export interface components {
             password: string;
             username: string;
         };
+        /** @description New log lines (text without NUL characters); the last 5,000 of a batch are kept, each cut to 2,000 characters. Checked in bulk by the portal. */
+        LogLines: string[];
         Me: {
             /** @description admin of the tenant */
             is_admin: boolean;
@@ -1075,6 +1122,25 @@ export interface components {
             is_staff: boolean;
             tenant: string;
             username: string;
+        };
+        /** @description A series reduced when the run ends, or an expression of other objectives and parameters. */
+        ObjectiveSpec: {
+            /**
+             * @description With mean_last: how many of the last values.
+             * @default 20
+             */
+            n?: number;
+            /**
+             * @description How the series becomes one value.
+             * @default last
+             * @enum {string}
+             */
+            reduce?: "last" | "mean_last" | "min" | "max";
+            /** @description A recorded series, e.g. forceCoeffs.Cl or residual.p (docs/agent-protocol.md). */
+            series: string;
+        } | {
+            /** @description An expression in the sandbox, e.g. Cl / Cd. */
+            expr: string;
         };
         Package: {
             depends?: unknown;
@@ -1129,6 +1195,37 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["Upload"][];
         };
+        /** @description One parameter: a single value, a list, a range, a linspace, or sampling bounds. */
+        ParameterSpec: components["schemas"]["Scalar"] | components["schemas"]["Scalar"][] | {
+            /** @description A list of values. */
+            values: components["schemas"]["Scalar"][];
+        } | {
+            value: components["schemas"]["Scalar"];
+        } | {
+            /** @description [start, stop, step]: start, start+step, … up to and including stop. */
+            range: [
+                number,
+                number,
+                number
+            ];
+        } | {
+            /** @description [start, stop, count]: count evenly spaced values, both ends included. */
+            linspace: [
+                number,
+                number,
+                number
+            ];
+        } | {
+            /**
+             * @description Sample whole numbers.
+             * @default false
+             */
+            integer?: boolean;
+            /** @description Upper bound to sample from (lhs, random). */
+            max: number;
+            /** @description Lower bound to sample from (lhs, random). */
+            min: number;
+        };
         PatchedBackendAdminPatchRequest: {
             cores?: number;
             enabled?: boolean;
@@ -1143,6 +1240,12 @@ export interface components {
             };
             tenants?: string[];
         };
+        /**
+         * an allowed utility
+         * @description A utility allowed before the solver.
+         * @enum {string}
+         */
+        PrepareUtility: "blockMesh" | "snappyHexMesh" | "surfaceFeatureExtract" | "surfaceFeatures" | "extrudeMesh" | "setFields" | "topoSet" | "createPatch" | "checkMesh" | "renumberMesh" | "refineMesh" | "transformPoints" | "mirrorMesh" | "createBaffles" | "potentialFoam" | "mapFields" | "changeDictionary";
         Preview: {
             backend: string;
             objectives: {
@@ -1165,11 +1268,21 @@ export interface components {
             }[];
         };
         Progress: {
+            /** @description runs queued, admitted, starting or running */
+            active: number;
             by_state: {
                 [key: string]: number;
             };
+            cancelled: number;
+            /** @description runs that ended with a result */
+            completed: number;
+            /** @description runs that ended: completed, failed or cancelled (not all succeeded) */
             done: number;
-            /** Format: double */
+            failed: number;
+            /**
+             * Format: double
+             * @description share of the runs that ended, in %
+             */
             percent: number;
             total: number;
         };
@@ -1269,15 +1382,18 @@ export interface components {
             /** Format: date-time */
             started_at?: string | null;
             state?: components["schemas"]["RunStateEnum"];
-            stop_reason?: components["schemas"]["StopReasonEnum"] | components["schemas"]["BlankEnum"];
+            stop_reason?: components["schemas"]["EndReasonEnum"] | components["schemas"]["BlankEnum"];
             /** Format: uuid */
             readonly study: string;
             trust?: components["schemas"]["TrustEnum"] | components["schemas"]["BlankEnum"];
             trust_detail?: unknown;
             wait_detail?: string;
             wait_reason?: components["schemas"]["WaitReasonEnum"] | components["schemas"]["BlankEnum"];
-            /** Format: double */
-            readonly wall_seconds: number;
+            /**
+             * Format: double
+             * @description from start to end; null until both happened
+             */
+            readonly wall_seconds: number | null;
         };
         RunDetail: {
             /** Format: date-time */
@@ -1325,15 +1441,36 @@ export interface components {
             /** Format: date-time */
             started_at?: string | null;
             state?: components["schemas"]["RunStateEnum"];
-            stop_reason?: components["schemas"]["StopReasonEnum"] | components["schemas"]["BlankEnum"];
+            stop_reason?: components["schemas"]["EndReasonEnum"] | components["schemas"]["BlankEnum"];
             /** Format: uuid */
             readonly study: string;
             trust?: components["schemas"]["TrustEnum"] | components["schemas"]["BlankEnum"];
             trust_detail?: unknown;
             wait_detail?: string;
             wait_reason?: components["schemas"]["WaitReasonEnum"] | components["schemas"]["BlankEnum"];
-            /** Format: double */
-            readonly wall_seconds: number;
+            /**
+             * Format: double
+             * @description from start to end; null until both happened
+             */
+            readonly wall_seconds: number | null;
+        };
+        /** @description What each run needs; default: the template's. */
+        RunResources: {
+            /**
+             * @description Memory per run, in GB.
+             * @default 1
+             */
+            memory_gb?: number;
+            /**
+             * @description Nodes per run (at most processes), on backends that hold nodes.
+             * @default 1
+             */
+            nodes?: number;
+            /**
+             * @description MPI processes (cores) per run; above 1 the case is decomposed.
+             * @default 1
+             */
+            processes?: number;
         };
         RunsByState: {
             admitted: number;
@@ -1356,67 +1493,59 @@ export interface components {
          */
         RunStateEnum: "pending" | "admitted" | "provisioning" | "running" | "completed" | "failed" | "cancelled";
         /**
+         * a value
+         * @description A number, or text written into the case (at most 200 characters, no quotes, #, $, ;, braces, backslashes or control characters).
+         */
+        Scalar: number | string | boolean;
+        /** @description New points by series name (residual.p, forceCoeffs.Cl, …): columns {x, y}, each a list of numbers or the base64 of little-endian float64 values, or a list of [x, y] points. NaN and Infinity y values are kept as gaps (the sign of divergence). At most 500 series and 200,000 points a batch; checked in bulk by the portal (telemetry.batches). */
+        Series: {
+            [key: string]: {
+                /** @description x values: numbers, or base64 of float64s. */
+                x: unknown[] | string;
+                /** @description y values, as many as x. */
+                y: unknown[] | string;
+            } | unknown[][];
+        };
+        /**
          * @description * `portal quota` - portal quota
          *     * `backend capacity` - backend capacity
          *     * `cloud project limit` - cloud project limit
          * @enum {string}
          */
         SourceEnum: "portal quota" | "backend capacity" | "cloud project limit";
-        StateRequest: {
-            attempt: number;
+        /** @description POST /api/v1/ingest/runs/{id}/state/: running once the case is prepared, then the final state, which may carry the attempt's last telemetry batch. */
+        StateReport: {
+            attempt: components["schemas"]["Attempt"];
+            /** @description The failing step's exit code. */
             exit_code?: number | null;
-            /** @description the solver's time steps */
+            /** @description The solver's time steps, counted by the agent. */
             iterations?: number | null;
-            /**
-             * Format: double
-             * @description the solver's last time (or iteration)
-             */
+            /** @description The solver's last time (or iteration). */
             last_time?: number | null;
-            log?: string[];
+            log?: components["schemas"]["LogLines"];
+            /** @description What the user reads: the last lines of the failing step, …; NUL characters are dropped, and the portal keeps the first 5,000 characters. */
             message?: string;
+            /** @description Why it ended (an end reason: exit_code, terminated, diverged, …). */
             reason?: string;
-            /** @description with a final state: the last telemetry batch */
-            series?: {
-                [key: string]: unknown;
-            };
-            /** @default false */
-            solver_converged: boolean;
-            state: components["schemas"]["StateStateEnum"];
-        };
-        /**
-         * @description * `running` - running
-         *     * `completed` - completed
-         *     * `failed` - failed
-         *     * `cancelled` - cancelled
-         * @enum {string}
-         */
-        StateStateEnum: "running" | "completed" | "failed" | "cancelled";
-        Stop: {
+            series?: components["schemas"]["Series"];
             /**
-             * Format: double
-             * @description seconds between telemetry batches from now on: short while someone watches the run live, long while nobody does
+             * @description The solver said it converged (SIMPLE residual control).
+             * @default false
              */
-            interval?: number;
-            stop: boolean;
+            solver_converged?: boolean;
+            /**
+             * @description The attempt's state as the agent saw it end.
+             * @enum {string}
+             */
+            state: "running" | "completed" | "failed" | "cancelled";
         };
-        /**
-         * @description * `` - —
-         *     * `success` - Finished
-         *     * `exit_code` - Solver failed
-         *     * `cancelled_by_user` - Cancelled by a user
-         *     * `diverged` - Diverged
-         *     * `agent_lost` - Agent lost (no heartbeat)
-         *     * `dispatch_failed` - Backend refused to start the run
-         *     * `terminated` - Terminated by the backend
-         *     * `converged` - Stopped early: converged
-         *     * `max_wall_time` - Stopped: maximum wall time
-         * @enum {string}
-         */
-        StopReasonEnum: "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time";
         Study: {
             readonly backend: string;
-            /** Format: uuid */
-            readonly case: string;
+            /**
+             * Format: uuid
+             * @description the uploaded case's id; null for a study of a template
+             */
+            readonly case: string | null;
             /** Format: uuid */
             cloned_from?: string | null;
             /** @description convergence policy (docs/live.md) */
@@ -1440,52 +1569,16 @@ export interface components {
             };
             run_count?: number;
             solver: string;
-            /** @description the study spec as the user wrote it (docs/study-spec.md) */
-            spec: unknown;
+            /** @description the spec as the user wrote it */
+            readonly spec: components["schemas"]["StudySpec"];
             state?: components["schemas"]["StudyStateEnum"];
             /** Format: date-time */
             submitted_at?: string | null;
-            readonly template: string;
+            /** @description the case template's name; null for a study of an uploaded case */
+            readonly template: string | null;
         };
         StudyCloneRequest: {
             name?: string;
-        };
-        /** @description The study spec (docs/study-spec.md). Deep validation happens in the service. */
-        StudyCreateRequest: {
-            backend?: string;
-            /**
-             * Format: uuid
-             * @description an upload id (or give template)
-             */
-            case?: string;
-            combine?: components["schemas"]["CombineEnum"];
-            derived?: {
-                [key: string]: string;
-            };
-            description?: string;
-            /**
-             * @description save without submitting
-             * @default false
-             */
-            draft: boolean;
-            name: string;
-            objectives?: {
-                [key: string]: unknown;
-            };
-            /** @description name → {values|range|linspace|value|min,max} */
-            parameters?: {
-                [key: string]: unknown;
-            };
-            prepare?: string[][];
-            /** @description {processes, nodes, memory_gb} */
-            resources?: {
-                [key: string]: unknown;
-            };
-            samples?: number;
-            seed?: number;
-            solver?: string;
-            /** @description a template name (or give case) */
-            template?: string;
         };
         StudyExtendRequest: {
             /** @description new values per parameter, e.g. {aoa: {values: [14, 16]}} */
@@ -1493,36 +1586,73 @@ export interface components {
                 [key: string]: unknown;
             };
         };
-        /** @description The study spec (docs/study-spec.md). Deep validation happens in the service. */
-        StudySpecRequest: {
+        /**
+         * StudySpec
+         * @description A study: one case, the parameters that vary, what each run needs, and what to collect. The REST API takes it as JSON, scripts keep it as YAML, the wizard writes it.
+         */
+        StudySpec: {
+            /** @description Where the runs execute (GET /api/v1/backends/); default: this machine. */
             backend?: string;
             /**
              * Format: uuid
-             * @description an upload id (or give template)
+             * @description An uploaded case's id (POST /api/v1/uploads/); give this or template.
              */
             case?: string;
-            combine?: components["schemas"]["CombineEnum"];
+            /**
+             * @description How the parameters make runs: grid (every combination), zip (the i-th values together), lhs (a Latin hypercube of `samples` points), random (`samples` uniform points).
+             * @default grid
+             * @enum {string}
+             */
+            combine?: "grid" | "zip" | "lhs" | "random";
+            convergence?: components["schemas"]["ConvergencePolicy"];
+            /** @description Values computed from the parameters for each run, by name: expressions in the sandbox (e.g. `speed * cos(radians(aoa))`); a template brings its own. */
             derived?: {
                 [key: string]: string;
             };
+            /** @description What the study is for. */
             description?: string;
+            /** @description A composed image's name or digest (GET /api/v1/images/), for backends that run images; or give packages. */
+            image?: string;
+            /**
+             * @description A short name for the study.
+             * @example aoa-sweep
+             */
             name: string;
+            /** @description What to collect from each run, by name; default: the template's. */
             objectives?: {
-                [key: string]: unknown;
+                [key: string]: components["schemas"]["ObjectiveSpec"];
             };
-            /** @description name → {values|range|linspace|value|min,max} */
+            /** @description Packages to compose the study's image from (GET /api/v1/packages/), for backends that run images; or give image. */
+            packages?: string[];
+            /** @description What varies, by parameter name (see Parameters); a template's parameters left out take their defaults. */
             parameters?: {
-                [key: string]: unknown;
+                [key: string]: components["schemas"]["ParameterSpec"];
             };
-            prepare?: string[][];
-            /** @description {processes, nodes, memory_gb} */
-            resources?: {
-                [key: string]: unknown;
-            };
+            /**
+             * @description Utilities run before the solver, each an argv list from an allow-list (never a shell); default: the template's, or blockMesh for an upload without a mesh.
+             * @example [
+             *       [
+             *         "blockMesh"
+             *       ]
+             *     ]
+             */
+            prepare?: [
+                components["schemas"]["PrepareUtility"]
+            ][];
+            resources?: components["schemas"]["RunResources"];
+            /** @description How many points lhs and random draw. */
             samples?: number;
+            /** @description Makes lhs and random samples reproducible. */
             seed?: number;
+            /**
+             * @description The OpenFOAM solver; default: the template's. Required for an uploaded case.
+             * @example simpleFoam
+             */
             solver?: string;
-            /** @description a template name (or give case) */
+            /**
+             * @description A case template's name (GET /api/v1/templates/); give this or case.
+             * @example airfoil2d
+             */
             template?: string;
         };
         /**
@@ -1546,12 +1676,11 @@ export interface components {
                 [key: string]: unknown;
             };
         };
-        TelemetryInRequest: {
-            attempt: number;
-            log?: string[];
-            series?: {
-                [key: string]: unknown;
-            };
+        /** @description POST /api/v1/ingest/runs/{id}/telemetry/: new points and log lines since the last batch; also a sign of life. */
+        TelemetryBatch: {
+            attempt: components["schemas"]["Attempt"];
+            log?: components["schemas"]["LogLines"];
+            series?: components["schemas"]["Series"];
         };
         Template: {
             readonly demo: {
@@ -1583,7 +1712,7 @@ export interface components {
         };
         TokenRequestRequest: {
             /** @default api */
-            name: string;
+            name?: string;
             password: string;
             username: string;
         };
@@ -2198,9 +2327,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                "application/json": components["schemas"]["HeartbeatRequest"];
+                "application/json": components["schemas"]["Heartbeat"];
             };
         };
         responses: {
@@ -2209,7 +2338,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Stop"];
+                    "application/json": components["schemas"]["AgentAnswer"];
                 };
             };
         };
@@ -2223,9 +2352,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                "application/json": components["schemas"]["StateRequest"];
+                "application/json": components["schemas"]["StateReport"];
             };
         };
         responses: {
@@ -2234,7 +2363,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Stop"];
+                    "application/json": components["schemas"]["AgentAnswer"];
                 };
             };
         };
@@ -2248,9 +2377,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                "application/json": components["schemas"]["TelemetryInRequest"];
+                "application/json": components["schemas"]["TelemetryBatch"];
             };
         };
         responses: {
@@ -2259,7 +2388,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Stop"];
+                    "application/json": components["schemas"]["AgentAnswer"];
                 };
             };
         };
@@ -2512,11 +2641,15 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                "application/json": components["schemas"]["StudyCreateRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["StudyCreateRequest"];
-                "multipart/form-data": components["schemas"]["StudyCreateRequest"];
+                "application/json": components["schemas"]["StudySpec"] & {
+                    /**
+                     * @description save without submitting
+                     * @default false
+                     */
+                    draft?: boolean;
+                };
             };
         };
         responses: {
@@ -2560,11 +2693,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                "application/json": components["schemas"]["StudySpecRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["StudySpecRequest"];
-                "multipart/form-data": components["schemas"]["StudySpecRequest"];
+                "application/json": components["schemas"]["StudySpec"];
             };
         };
         responses: {
@@ -2814,11 +2945,9 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                "application/json": components["schemas"]["StudySpecRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["StudySpecRequest"];
-                "multipart/form-data": components["schemas"]["StudySpecRequest"];
+                "application/json": components["schemas"]["StudySpec"];
             };
         };
         responses: {

@@ -1,7 +1,7 @@
 import type { ParameterSpec, Scalar, StudySpec } from "./types";
 
 /** A parameter that takes one value in every run (`{value}` or a one-element list). */
-export function fixedValue(p: ParameterSpec | Scalar | Scalar[]): Scalar | undefined {
+export function fixedValue(p: ParameterSpec): Scalar | undefined {
   if (Array.isArray(p)) return p.length === 1 ? p[0] : undefined;
   if (p === null || typeof p !== "object") return p;
   if ("value" in p) return p.value;
@@ -15,7 +15,7 @@ export function splitParameters(spec: StudySpec): { varied: string[]; fixed: [st
   const varied: string[] = [];
   const fixed: [string, Scalar][] = [];
   for (const [name, p] of Object.entries(spec.parameters ?? {})) {
-    const v = fixedValue(p as ParameterSpec);
+    const v = fixedValue(p);
     if (v === undefined) varied.push(name);
     else fixed.push([name, v]);
   }

@@ -1,6 +1,7 @@
 /**
- * Narrow views of API payloads whose schema is loose (JSON dict fields come out of the
- * generated client as `unknown`). Everything here is derived from the generated types.
+ * The API's types under short names, and narrow views of payloads whose schema is loose
+ * (JSON dict fields come out of the generated client as `unknown`). Everything here is
+ * derived from the generated types.
  */
 import type { components } from "@/generated/api";
 
@@ -8,7 +9,19 @@ type Schemas = components["schemas"];
 
 export type RunState = Schemas["RunStateEnum"];
 export type StudyState = Schemas["StudyStateEnum"];
-export type Scalar = number | string | boolean;
+
+/**
+ * The study spec and its parts come from the one JSON Schema the backend validates with
+ * (backend/studies/schemas/study-spec.json, published as OpenAPI components).
+ */
+export type StudySpec = Schemas["StudySpec"];
+export type ParameterSpec = Schemas["ParameterSpec"];
+export type ObjectiveSpec = Schemas["ObjectiveSpec"];
+/** The study's convergence policy (backend: telemetry/convergence.py, docs/live.md). */
+export type ConvergencePolicy = Schemas["ConvergencePolicy"];
+export type RunResources = Schemas["RunResources"];
+export type PrepareUtility = Schemas["PrepareUtility"];
+export type Scalar = Schemas["Scalar"];
 
 export type Trust = Schemas["TrustEnum"] | "";
 
@@ -23,50 +36,13 @@ export type RunDetail = Omit<Schemas["RunDetail"], "parameters" | "objectives" |
   context: Record<string, Scalar>;
 };
 
-export type Study = Omit<Schemas["Study"], "objectives" | "spec" | "resources"> & {
+/** A study's effective resources per run: the spec's, else the template's, else 1. */
+export type EffectiveResources = Required<RunResources>;
+
+export type Study = Omit<Schemas["Study"], "objectives" | "resources"> & {
   objectives: Record<string, ObjectiveSpec>;
-  spec: StudySpec;
-  resources: { processes: number; nodes: number; memory_gb: number };
+  resources: EffectiveResources;
 };
-
-export type ParameterSpec =
-  | { values: Scalar[] }
-  | { range: [number, number, number] }
-  | { linspace: [number, number, number] }
-  | { value: Scalar }
-  | { min: number; max: number; integer?: boolean };
-
-export type ObjectiveSpec =
-  { series: string; reduce: "last" | "mean_last" | "min" | "max"; n?: number } | { expr: string };
-
-/** The study's convergence policy (backend: telemetry/convergence.py, docs/live.md). */
-export interface ConvergencePolicy {
-  diverge?: { nan?: boolean; residual_above?: number; courant_above?: number };
-  converge?: {
-    residuals_below?: number;
-    objective?: { series: string; window: number; tolerance: number };
-  };
-  min_iterations?: number;
-  max_wall_seconds?: number;
-}
-
-export interface StudySpec {
-  name: string;
-  description?: string;
-  template?: string;
-  case?: string;
-  solver?: string;
-  backend?: string;
-  resources?: { processes?: number; nodes?: number; memory_gb?: number };
-  parameters?: Record<string, ParameterSpec>;
-  combine?: "grid" | "zip" | "lhs" | "random";
-  samples?: number;
-  seed?: number;
-  derived?: Record<string, string>;
-  objectives?: Record<string, ObjectiveSpec>;
-  convergence?: ConvergencePolicy;
-  prepare?: string[][];
-}
 
 export interface ResourceAmounts {
   cores: number;
@@ -112,7 +88,7 @@ export interface Preview {
   rows: { index: number; parameters: Record<string, Scalar>; context: Record<string, Scalar> }[];
   solver: string;
   backend: string;
-  resources: { processes: number; nodes: number; memory_gb: number };
+  resources: EffectiveResources;
   steps: PreviewStep[];
   objectives: Record<string, ObjectiveSpec>;
   quota: QuotaImpact;
@@ -134,11 +110,11 @@ export interface CaseTemplate {
   description: string;
   solver: string;
   solvers: string[];
-  resources: { processes?: number; memory_gb?: number; nodes?: number };
+  resources: RunResources;
   parameters: Record<string, TemplateParameter>;
   derived: Record<string, string>;
   objectives: Record<string, ObjectiveSpec>;
-  demo: { parameters?: Record<string, ParameterSpec>; combine?: string };
+  demo: Pick<StudySpec, "parameters" | "combine">;
 }
 
 export interface RunConfiguration {

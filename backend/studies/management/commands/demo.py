@@ -9,10 +9,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from catalog.models import CaseTemplate
+from quotas.services import tenant_provision
 from studies.models import Study
 from studies.services import study_create
 from tenancy.choices import Role
-from tenancy.services import api_token_create, tenant_create_or_update
+from tenancy.services import api_token_create
 
 DEMO_STUDY = "Demo: airfoil lift vs angle of attack"
 
@@ -34,7 +35,7 @@ class Command(BaseCommand):
                 "password": secrets.token_urlsafe(12),
                 "admin_password": secrets.token_urlsafe(12),
             }
-        tenant = tenant_create_or_update(
+        tenant = tenant_provision(
             name="demo",
             username=creds["username"],
             password=creds["password"],
@@ -48,7 +49,7 @@ class Command(BaseCommand):
         admin.is_staff = admin.is_superuser = True
         admin.set_password(creds["admin_password"])
         admin.save()
-        tenant_create_or_update(name="demo", username="admin", role=Role.ADMIN)
+        tenant_provision(name="demo", username="admin", role=Role.ADMIN)
         if "token" not in creds:
             creds["token"] = api_token_create(
                 user=user_model.objects.get(username=creds["username"]), name="demo"

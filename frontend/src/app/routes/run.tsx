@@ -25,7 +25,7 @@ import { useStudy } from "@/features/studies";
 import { ForcesPlot, ResidualPlot, ResourcePlot } from "@/features/telemetry";
 import { ApiError, apiUrl, errorMessage } from "@/lib/api-client";
 import { formatBytes, formatDateTime, formatDuration, formatNumber } from "@/lib/format";
-import { isActiveRun, type ObjectiveSpec } from "@/lib/types";
+import { isActiveRun } from "@/lib/types";
 import { NotFoundPage } from "./not-found";
 
 const END: Record<string, string> = {
@@ -109,9 +109,7 @@ export function RunPage() {
   const objectiveErrors =
     (r.trust_detail as { objective_errors?: Record<string, string> } | null | undefined)
       ?.objective_errors ?? {};
-  const objectiveSeries = Object.values(
-    (study.data?.objectives ?? {}) as Record<string, ObjectiveSpec>,
-  )
+  const objectiveSeries = Object.values(study.data?.objectives ?? {})
     .map((o) => ("series" in o ? o.series : null))
     .filter((s): s is string => !!s);
 

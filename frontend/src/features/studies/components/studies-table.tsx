@@ -3,6 +3,7 @@ import { Link } from "react-router";
 import { StudyStateBadge } from "@/components/state-badge";
 import { formatDateTime, formatRelative } from "@/lib/format";
 import type { Study } from "@/lib/types";
+import { progressSummary } from "./progress-summary";
 import { StudyProgress } from "./study-progress";
 
 export function StudiesTable({
@@ -54,7 +55,7 @@ export function StudiesTable({
               <Table.Td>
                 <StudyProgress progress={s.progress} size="sm" showCounts={false} />
                 <Text size="xs" c="dimmed" mt={4}>
-                  {s.progress.done} / {s.progress.total || s.run_count} done
+                  {progressSummary(s.progress, s.run_count)}
                   {s.progress.by_state.running ? ` · ${s.progress.by_state.running} running` : ""}
                   {s.progress.by_state.pending ? ` · ${s.progress.by_state.pending} queued` : ""}
                 </Text>

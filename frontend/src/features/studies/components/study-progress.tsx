@@ -1,6 +1,7 @@
 import { Group, Progress, Stack, Text, Tooltip } from "@mantine/core";
 import { RUN_STATES, runStateColor, runStateLabel } from "@/lib/states";
 import type { RunState, Study } from "@/lib/types";
+import { progressSummary } from "./progress-summary";
 
 /** A bar split by run state, with the counts spelled out. */
 export function StudyProgress({
@@ -24,7 +25,11 @@ export function StudyProgress({
   ];
   return (
     <Stack gap={6}>
-      <Progress.Root size={size} radius="sm" aria-label={`${progress.done} of ${total} runs done`}>
+      <Progress.Root
+        size={size}
+        radius="sm"
+        aria-label={`${by.completed ?? 0} of ${total} runs completed`}
+      >
         {total > 0 &&
           order.map((s) =>
             by[s] ? (
@@ -37,7 +42,7 @@ export function StudyProgress({
       {showCounts && (
         <Group gap="md" wrap="wrap">
           <Text size="xs" fw={600}>
-            {progress.done} / {total} done ({progress.percent}%)
+            {progressSummary(progress)}
           </Text>
           {RUN_STATES.filter((s) => by[s]).map((s) => (
             <Group key={s} gap={4} wrap="nowrap">

@@ -3,19 +3,19 @@ import type { Preview, Study, StudySpec, Upload } from "@/lib/types";
 
 export async function previewSpec(spec: StudySpec, signal?: AbortSignal): Promise<Preview> {
   return (await unwrap(
-    api.POST("/api/v1/studies/preview/", { body: spec as never, signal }),
+    api.POST("/api/v1/studies/preview/", { body: spec, signal }),
   )) as unknown as Preview;
 }
 
 export async function createStudy(spec: StudySpec, draft: boolean): Promise<Study> {
   return (await unwrap(
-    api.POST("/api/v1/studies/", { body: { ...spec, draft } as never }),
+    api.POST("/api/v1/studies/", { body: { ...spec, draft } }),
   )) as unknown as Study;
 }
 
 export async function updateStudy(id: string, spec: StudySpec): Promise<Study> {
   return (await unwrap(
-    api.PUT("/api/v1/studies/{id}/", { params: { path: { id } }, body: spec as never }),
+    api.PUT("/api/v1/studies/{id}/", { params: { path: { id } }, body: spec }),
   )) as unknown as Study;
 }
 

@@ -1,5 +1,6 @@
 import { useDebouncedValue } from "@mantine/hooks";
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useMemo } from "react";
 import type { StudySpec } from "@/lib/types";
 import { createStudy, previewSpec, submitStudy, updateStudy } from "../api/wizard";
 
@@ -9,11 +10,13 @@ import { createStudy, previewSpec, submitStudy, updateStudy } from "../api/wizar
  * the matching input.
  */
 export function usePreview(spec: StudySpec, enabled: boolean) {
-  const body = JSON.stringify({ ...spec, name: spec.name || "preview" });
+  // `spec` changes only when the form does (the wizard memoises it); the query key hashes the
+  // spec's content, so an edit that leaves the spec as it was asks nothing new
+  const body = useMemo(() => ({ ...spec, name: spec.name || "preview" }), [spec]);
   const [debounced] = useDebouncedValue(body, 350);
   return useQuery({
     queryKey: ["preview", debounced],
-    queryFn: ({ signal }) => previewSpec(JSON.parse(debounced) as StudySpec, signal),
+    queryFn: ({ signal }) => previewSpec(debounced, signal),
     enabled,
     placeholderData: keepPreviousData,
     staleTime: 10_000,

@@ -149,6 +149,23 @@ describe("the wizard's spec", () => {
     expect(again).toEqual(first);
   });
 
+  it("reads a spec written by hand, whose optional fields take the schema's defaults", () => {
+    const f = formFromSpec(
+      {
+        name: "by-hand",
+        template: "airfoil2d",
+        parameters: { aoa: [0, 5], speed: 30 },
+        objectives: { Cd: { series: "forceCoeffs.Cd" } },
+        convergence: { converge: { objective: { series: "forceCoeffs.Cl" } } },
+      },
+      airfoil,
+    );
+    expect(row(f, "aoa")).toMatchObject({ mode: "values", values: "0, 5" });
+    expect(row(f, "speed")).toMatchObject({ mode: "fixed", value: "30" });
+    expect(f.objectives).toMatchObject([{ name: "Cd", kind: "series", reduce: "last" }]);
+    expect(f.convergence).toMatchObject({ objectiveOn: true, window: "50", tolerance: "1e-4" });
+  });
+
   it("counts the values of a row", () => {
     const f = form();
     expect(rowCount(row(f, "aoa"))).toBe(3);

@@ -15,7 +15,11 @@ import type {
 import { parseNumber, parseValueList } from "@/lib/values";
 
 export type ParamMode = "fixed" | "values" | "range" | "linspace" | "sampled";
-export type Combine = "grid" | "zip" | "lhs" | "random";
+/** How the parameters make runs (the spec's `combine`). */
+export type Combine = NonNullable<StudySpec["combine"]>;
+/** An objective that reduces a recorded series (the other kind is an expression). */
+type SeriesObjective = Extract<ObjectiveSpec, { series: string }>;
+type Reduce = NonNullable<SeriesObjective["reduce"]>;
 
 export interface ParamRow {
   key: string;
@@ -45,7 +49,7 @@ export interface ObjectiveRow {
   name: string;
   kind: "series" | "expr";
   series: string;
-  reduce: "last" | "mean_last" | "min" | "max";
+  reduce: Reduce;
   n: string;
   expr: string;
 }
@@ -148,7 +152,7 @@ export function paramRow(name: string, def?: TemplateParameter, spec?: Parameter
   };
   if (!def) row.mode = "values";
   if (spec === undefined) return row;
-  if (Array.isArray(spec)) return { ...row, mode: "values", values: (spec as Scalar[]).join(", ") };
+  if (Array.isArray(spec)) return { ...row, mode: "values", values: spec.join(", ") };
   if (typeof spec !== "object" || spec === null)
     return { ...row, mode: "fixed", value: String(spec) };
   if ("values" in spec) return { ...row, mode: "values", values: spec.values.join(", ") };
@@ -178,7 +182,7 @@ function objectiveRows(objectives: Record<string, ObjectiveSpec>): ObjectiveRow[
     name,
     kind: "expr" in o ? "expr" : "series",
     series: "series" in o ? o.series : "",
-    reduce: "reduce" in o ? o.reduce : "last",
+    reduce: ("reduce" in o ? o.reduce : undefined) ?? "last",
     n: "n" in o && o.n !== undefined ? String(o.n) : "20",
     expr: "expr" in o ? o.expr : "",
   }));
@@ -201,11 +205,13 @@ function convergenceForm(c: ConvergencePolicy | undefined): ConvergenceForm {
     f.residualsBelowOn = true;
     f.residualsBelow = String(c.converge.residuals_below);
   }
-  if (c.converge?.objective) {
+  const steady = c.converge?.objective;
+  if (steady) {
     f.objectiveOn = true;
-    f.objectiveSeries = c.converge.objective.series;
-    f.window = String(c.converge.objective.window);
-    f.tolerance = String(c.converge.objective.tolerance);
+    f.objectiveSeries = steady.series;
+    // left out of a spec written by hand: the form keeps the portal's defaults (50, 1e-4)
+    if (steady.window !== undefined) f.window = String(steady.window);
+    if (steady.tolerance !== undefined) f.tolerance = String(steady.tolerance);
   }
   if (c.min_iterations !== undefined) f.minIterations = String(c.min_iterations);
   if (c.max_wall_seconds) {
@@ -235,7 +241,7 @@ export function formFromTemplate(t: CaseTemplate, keep?: Partial<WizardForm>): W
     template: t.name,
     upload: null,
     parameters: orderedParameters(t).map(([name, def]) => paramRow(name, def, demo[name])),
-    combine: (t.demo?.combine as Combine) ?? "grid",
+    combine: t.demo?.combine ?? "grid",
     derived: [],
     solver: t.solver,
     processes: t.resources.processes ?? 1,

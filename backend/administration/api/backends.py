@@ -1,0 +1,139 @@
+"""Operator API for compute backends (staff only): list, create, change, delete, check.
+
+    GET/POST          /api/v1/admin/backends/
+    GET/PATCH/DELETE  /api/v1/admin/backends/{name}/
+    POST              /api/v1/admin/backends/{name}/check/
+
+Secrets are write-only: the answer says `has_key: true` and which secrets are set.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from administration.backends import backend_check, backend_create, backend_delete, backend_update
+from catalog.choices import BackendKind
+from catalog.models import Backend
+from core.crypto import decrypt_json
+from core.exceptions import ApplicationError, NotFound
+from tenancy.permissions import IsStaff
+
+
+class BackendAdminOutSerializer(serializers.ModelSerializer):
+    tenants = serializers.SerializerMethodField()
+    has_key = serializers.SerializerMethodField()
+    secrets_set = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Backend
+        fields = [
+            "name",
+            "kind",
+            "settings",
+            "cores",
+            "memory_gb",
+            "max_nodes",
+            "enabled",
+            "tenants",
+            "has_key",
+            "secrets_set",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_tenants(self, obj) -> list[str]:
+        return sorted(t.name for t in obj.tenants.all())
+
+    def _secret_names(self, obj) -> list[str]:
+        try:
+            return sorted(decrypt_json(obj.secrets))
+        except ApplicationError:
+            return ["(undecryptable: enter the secrets again)"]
+
+    def get_has_key(self, obj) -> bool:
+        return "private_key" in self._secret_names(obj)
+
+    def get_secrets_set(self, obj) -> list[str]:
+        return self._secret_names(obj)
+
+
+class BackendAdminInSerializer(serializers.Serializer):
+    name = serializers.SlugField(max_length=64)
+    kind = serializers.ChoiceField(choices=BackendKind.choices)
+    settings = serializers.DictField(required=False)
+    secrets = serializers.DictField(required=False, write_only=True)
+    cores = serializers.IntegerField(min_value=1, required=False)
+    memory_gb = serializers.FloatField(min_value=0.01, required=False)
+    max_nodes = serializers.IntegerField(min_value=1, required=False)
+    enabled = serializers.BooleanField(required=False)
+    tenants = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class BackendAdminPatchSerializer(BackendAdminInSerializer):
+    # None takes an inherited field out (DRF's documented way), which the stubs do not allow
+    name = None  # type: ignore[assignment]
+    kind = None  # type: ignore[assignment]
+    settings = serializers.DictField(required=False, allow_empty=True)
+
+    def validate(self, attrs):
+        for key in ("name", "kind"):
+            if key in self.initial_data:
+                raise serializers.ValidationError({key: "cannot be changed; create a new backend"})
+        return attrs
+
+
+# --- views -----------------------------------------------------------------------------------
+
+
+def _get(name: str) -> Backend:
+    backend = Backend.objects.prefetch_related("tenants").filter(name=name).first()
+    if backend is None:
+        raise NotFound(f"No backend named {name!r}.")
+    return backend
+
+
+class AdminBackendListView(APIView):
+    permission_classes = [IsStaff]
+
+    @extend_schema(responses=BackendAdminOutSerializer(many=True))
+    def get(self, request):
+        backends = Backend.objects.prefetch_related("tenants").order_by("name")
+        return Response(BackendAdminOutSerializer(backends, many=True).data)
+
+    @extend_schema(request=BackendAdminInSerializer, responses={201: BackendAdminOutSerializer})
+    def post(self, request):
+        data = BackendAdminInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        backend = backend_create(data=dict(data.validated_data))
+        return Response(BackendAdminOutSerializer(backend).data, status=status.HTTP_201_CREATED)
+
+
+class AdminBackendDetailView(APIView):
+    permission_classes = [IsStaff]
+
+    @extend_schema(responses=BackendAdminOutSerializer)
+    def get(self, request, name: str):
+        return Response(BackendAdminOutSerializer(_get(name)).data)
+
+    @extend_schema(request=BackendAdminPatchSerializer, responses=BackendAdminOutSerializer)
+    def patch(self, request, name: str):
+        data = BackendAdminPatchSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        backend = backend_update(backend=_get(name), data=dict(data.validated_data))
+        return Response(BackendAdminOutSerializer(_get(backend.name)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, name: str):
+        backend_delete(backend=_get(name))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AdminBackendCheckView(APIView):
+    permission_classes = [IsStaff]
+
+    @extend_schema(request=None, responses={200: dict})
+    def post(self, request, name: str):
+        return Response(backend_check(backend=_get(name)))

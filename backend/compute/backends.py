@@ -1,0 +1,55 @@
+"""What an admin's backend settings mean to their driver: checks and a health report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from catalog.models import Backend
+from compute.drivers import driver_for, traits_of
+from core.exceptions import ApplicationError
+from orchestration.drivers.base import DriverError, SettingsError, driver_class
+from orchestration.drivers.capabilities import HealthCheck
+
+
+def settings_validate(
+    *, kind: str, settings: Mapping[str, Any], secrets: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Settings for a backend of `kind`, checked and normalised by its driver (so the API and
+    the driver never disagree); an ApplicationError names the field."""
+    if not isinstance(settings, Mapping):
+        raise ApplicationError("settings must be an object", field="settings")
+    try:
+        return driver_class(kind).validate_settings(settings, secrets=secrets)
+    except SettingsError as exc:
+        field = exc.field if exc.field.startswith("secrets.") else f"settings.{exc.field}"
+        raise ApplicationError(exc.message, field=field) from exc
+    except DriverError as exc:
+        raise ApplicationError(str(exc), field="kind") from exc
+
+
+def secret_fields(kind: str) -> tuple[str, ...]:
+    return traits_of(kind).secret_fields
+
+
+def capacity_from_backend(backend: Backend) -> bool:
+    """Whether this backend says its capacity itself (e.g. Slurm with capacity 'ask')."""
+    try:
+        return driver_class(backend.kind).capacity_from_backend(backend.settings or {})
+    except DriverError:
+        return False
+
+
+def health_check(*, backend: Backend) -> dict[str, Any]:
+    """Connect and report capacity and health: {ok, capacity, …} or {ok: false, error}."""
+    try:
+        driver = driver_for(backend)
+        if isinstance(driver, HealthCheck):
+            return driver.check()
+        caps = driver.capabilities()
+        return {
+            "ok": True,
+            "capacity": {"cores": caps.cores, "memory_gb": caps.memory_gb, "nodes": caps.max_nodes},
+        }
+    except DriverError as exc:
+        return {"ok": False, "error": str(exc)}

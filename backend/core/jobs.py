@@ -1,0 +1,52 @@
+"""Work for the Celery worker, named: the one way a module starts a step of another.
+
+A lower layer must not import a higher one (docs/development/layers.md), yet it often has to
+start the next step: a submission asks the scheduler, a finished build wakes the runs that
+waited for it. It names that step here, as a `Job`, and the job runs after the transaction
+that caused it commits. Each Job is the explicit `name=` of one Celery task, defined in the
+app that owns the step; `core/tests/test_jobs.py` proves every name has its task.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from celery import current_app
+from django.db import transaction
+
+
+class Job(enum.StrEnum):
+    # dispatch: admit within quotas and start what was admitted; the periodic safety tick
+    SCHEDULE_TENANT = "dispatch.schedule_tenant"
+    SCHEDULE_ALL = "dispatch.tick"
+    DISPATCH_RUNS = "dispatch.dispatch_runs"
+    # studies: derive a study's state from its runs
+    REFRESH_STUDY = "studies.refresh_study"
+    # runs: what a run's end leaves to do on its backend and on disk
+    KILL_RUN = "runs.kill_run"
+    RELEASE_RUN = "runs.release_run"
+    DELETE_RUN_FILES = "runs.delete_run_files"
+    # images: a composed image's build (a container image, or VM bakes on cloud backends)
+    BUILD_IMAGE = "images.build_image"
+    BAKE_VM_IMAGE = "images.bake_vm_image"
+
+
+def enqueue(job: Job, *args: Any, countdown: float | None = None, **kwargs: Any) -> None:
+    """Run `job` with these arguments once the current transaction commits (at once outside
+    one), after `countdown` seconds when given."""
+    transaction.on_commit(lambda: send(job, *args, countdown=countdown, **kwargs))
+
+
+def send(job: Job, *args: Any, countdown: float | None = None, **kwargs: Any) -> None:
+    """Hand `job` to the broker now (for callers already after commit)."""
+    task(job).apply_async(args, kwargs or None, countdown=countdown)
+
+
+def task(job: Job) -> Any:
+    """The Celery task named `job`. Outside a worker the apps' task modules are imported on
+    first use (Celery's autodiscovery is lazy: a worker imports them when it starts)."""
+    tasks = current_app.tasks
+    if str(job) not in tasks:
+        current_app.loader.import_default_modules()
+    return tasks[str(job)]

@@ -1,0 +1,96 @@
+"""The live courier: messages to websocket subscribers through the Channels layer.
+
+The database is the record; the channel layer is a courier that may drop messages. Every
+message carries its object's increasing `seq` (taken in PostgreSQL by whoever publishes,
+studies.events for runs and studies); a client that sees a gap re-syncs from REST
+(docs/live.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+log = logging.getLogger(__name__)
+
+
+def run_group(run_id) -> str:
+    return f"run.{run_id}"
+
+
+def study_group(study_id) -> str:
+    return f"study.{study_id}"
+
+
+def send(group: str, message: dict[str, Any]) -> None:
+    """Hand a message to the channel layer; a failure loses only the courier, not the data."""
+    send_many([(group, message)])
+
+
+def send_many(messages: list[tuple[str, dict[str, Any]]]) -> None:
+    """Hand messages to the channel layer, in order, without waiting for them to go out."""
+    if messages:
+        _courier.post(messages)
+
+
+class Courier:
+    """One event-loop thread per process that sends live events to the channel layer.
+
+    Callers are synchronous (request threads, Celery tasks). Running `group_send` through
+    `async_to_sync` made each call wait for Redis, and outside the web server it built a new
+    event loop, a thread and a Redis connection for every message. Here the messages go into
+    one queue, drained in order by one task (a run's events keep their seq order), and the
+    caller goes on at once: the channel layer is a courier that may drop messages, and clients
+    repair gaps from REST (docs/live.md).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue | None = None
+        self._pid = 0
+
+    def post(self, messages: list[tuple[str, dict[str, Any]]]) -> None:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():  # first use, or a forked child
+                self._start()
+            loop, queue = self._loop, self._queue
+        assert loop is not None and queue is not None
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, list(messages))
+        except RuntimeError as exc:  # the loop is gone (interpreter shutdown)
+            log.warning("live events not delivered: %s", exc)
+
+    def _start(self) -> None:
+        loop = asyncio.new_event_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        thread = threading.Thread(
+            target=self._run, args=(loop, queue), name="live-courier", daemon=True
+        )
+        thread.start()
+        self._loop, self._queue, self._pid = loop, queue, os.getpid()
+
+    @staticmethod
+    def _run(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(Courier._drain(queue))
+
+    @staticmethod
+    async def _drain(queue: asyncio.Queue) -> None:
+        layer = get_channel_layer()
+        while True:
+            for group, message in await queue.get():
+                if layer is None:
+                    continue
+                try:
+                    await layer.group_send(group, {"type": "event", "data": message})
+                except Exception as exc:  # noqa: BLE001 — clients re-sync from REST on gaps
+                    log.warning("live event to %s not delivered: %s", group, exc)
+
+
+_courier = Courier()

@@ -1,0 +1,200 @@
+"""Starting runs: admit within quotas (scheduler), claim what was admitted, start it on its
+backend.
+
+Claim first, start second: a redelivered task finds the runs no longer admitted and does
+nothing, so a run never starts twice. A worker that dies between the two leaves
+provisioning runs without heartbeat, which the reaper (dispatch.reaper) requeues. Runs of
+one backend are started together: drivers that start batches (Slurm job arrays) get them in
+one call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from catalog.images import image_reference
+from compute.drivers import (
+    BatchStart,
+    DriverError,
+    ResultsReader,
+    RunSpec,
+    Step,
+    driver_for,
+    run_work_dir,
+    traits_of,
+)
+from core import jobs
+from core.jobs import Job
+from orchestration import render
+from runs.services import run_dispatch_later, run_requeue_or_fail
+from scheduler.admission import admit, tenants_with_queued_runs
+from studies.choices import EndReason
+from studies.events import publish_runs_changed
+from studies.models import Run, Study
+from studies.transitions import run_record_superseded_handle, runs_claim, runs_record_handles
+
+log = logging.getLogger(__name__)
+
+INLINE_DISPATCH = (
+    8  # admitted runs a scheduling task starts itself (a crash: the reaper redispatches)
+)
+DISPATCH_BATCH = 50  # runs a dispatch task starts
+PRERENDER_MAX_BYTES = 1024 * 1024  # larger rendered texts: the agent renders
+
+
+def schedule_and_start(*, tenant_id: int) -> list[Any]:
+    """Admit the tenant's runs that fit, and start them: the few one ending run makes room
+    for from here (no second task round trip, and no `admitted` event, which their
+    `provisioning` one follows at once); a larger admission as parallel dispatch tasks."""
+    admitted = admit(tenant_id=tenant_id, publish=False)
+    if len(admitted) > INLINE_DISPATCH:
+        publish_runs_changed(admitted)
+    dispatch_admitted(admitted, inline=INLINE_DISPATCH)
+    return admitted
+
+
+def schedule_everyone() -> int:
+    """The periodic safety tick: admit every tenant's runs that fit, the tenant with the
+    oldest queued run first, and start them after commit as dispatch tasks."""
+    count = 0
+    for tenant_id in tenants_with_queued_runs():
+        admitted = admit(tenant_id=tenant_id)
+        transaction.on_commit(functools.partial(dispatch_admitted, admitted))
+        count += len(admitted)
+    return count
+
+
+def dispatch_admitted(admitted: list[Any], *, inline: int = 0) -> None:
+    """Start admitted runs: up to `inline` of them here and now, more as dispatch tasks of
+    DISPATCH_BATCH (run by the worker's threads in parallel)."""
+    ids = [str(x) for x in admitted]
+    if ids and len(ids) <= inline:
+        runs_dispatch(run_ids=ids)
+        return
+    for i in range(0, len(ids), DISPATCH_BATCH):
+        jobs.send(Job.DISPATCH_RUNS, ids[i : i + DISPATCH_BATCH])
+
+
+def runs_dispatch(*, run_ids: list[Any]) -> int:
+    """Claim admitted runs (admitted → provisioning, attempt + 1) and start them on their
+    backends; how many started."""
+    runs, tokens = runs_claim(run_ids=run_ids)
+    by_backend: dict[int, list[Run]] = {}
+    for run in runs:
+        by_backend.setdefault(run.backend_id, []).append(run)
+    return sum(_start_group(group, tokens) for group in by_backend.values())
+
+
+def run_spec(*, run: Run, study: Study, token: str) -> RunSpec:
+    """Everything the driver and the agent need for the run's current attempt."""
+    return RunSpec(
+        run_id=str(run.id),
+        attempt=run.attempt,
+        portal_url=settings.WINDTUNNEL["PUBLIC_URL"],
+        token=token,
+        case_dir=study.case_dir,
+        work_dir=run_work_dir(run_id=run.id, attempt=run.attempt),
+        context=run.context,
+        steps=tuple(
+            Step(name=s["name"], argv=tuple(s["argv"]), role=s.get("role", "other"))
+            for s in study.steps
+        ),
+        processes=run.processes,
+        nodes=run.nodes,
+        memory_gb=run.memory_gb,
+        decompose=study.decompose,
+        env=study.env,
+        mounts=dict((run.backend.settings or {}).get("mounts") or {}),
+        heartbeat_interval=settings.WINDTUNNEL["HEARTBEAT_INTERVAL"],
+        telemetry_interval=settings.WINDTUNNEL["TELEMETRY_INTERVAL"],
+        archive_max_mb=settings.WINDTUNNEL["ARCHIVE_MAX_MB"],
+        image=image_reference(image=study.image, backend=run.backend),
+        rendered=prerendered(run=run, study=study),
+        allow_system_operations=settings.WINDTUNNEL["CASE_SYSTEM_OPERATIONS"],
+        sandbox=case_sandbox(run),
+    )
+
+
+def case_sandbox(run: Run) -> dict[str, Any]:
+    """How the agent confines the run's steps: its backend's way (trait `sandbox`) unless
+    the deployment turned sandboxes off; the network only for MPI across nodes."""
+    mode = traits_of(run.backend).sandbox
+    if settings.WINDTUNNEL["CASE_SANDBOX"] == "off":
+        mode = "off"
+    return {"mode": mode, "network": run.nodes > 1, "limits": settings.WINDTUNNEL["CASE_LIMITS"]}
+
+
+def prerendered(*, run: Run, study: Study) -> dict[str, str] | None:
+    """The case's templates rendered here, for agents that would otherwise import Jinja and
+    render in their run slot; None (the agent renders, and reports any error) when the
+    backend does not take them (trait prerenders_case), rendering fails or the texts are
+    large."""
+    if not traits_of(run.backend).prerenders_case:
+        return None
+    try:
+        texts = render.render_files(Path(study.case_dir), run.context)
+    except (render.RenderError, OSError):
+        return None
+    if sum(len(t) for t in texts.values()) > PRERENDER_MAX_BYTES:
+        return None
+    return texts
+
+
+def _start_group(runs: list[Run], tokens: dict[Any, str]) -> int:
+    backend = runs[0].backend
+    specs = [run_spec(run=run, study=run.study, token=tokens[run.pk]) for run in runs]
+    try:
+        driver = driver_for(backend)
+        # where the portal reads a run's files itself, its agent uploads no archive: the
+        # archive is built from the run's directory when someone downloads it
+        dirs = [
+            (driver.results_dir(spec) or "") if isinstance(driver, ResultsReader) else ""
+            for spec in specs
+        ]
+        specs = [
+            dataclasses.replace(spec, archive="portal") if d else spec
+            for spec, d in zip(specs, dirs, strict=True)
+        ]
+        for spec in specs:
+            driver.prepare(spec)
+        if len(specs) > 1 and isinstance(driver, BatchStart):
+            handles = list(driver.start_batch(specs))
+        else:
+            handles = [driver.start(spec) for spec in specs]
+    except (DriverError, OSError) as exc:
+        retryable = getattr(exc, "retryable", False)
+        for run in runs:
+            if retryable:  # e.g. slurmctld restarting: the run never started anywhere
+                run_dispatch_later(run=run, message=f"{backend.name} could not take the run: {exc}")
+            else:
+                run_requeue_or_fail(
+                    run=run,
+                    reason=EndReason.DISPATCH_FAILED,
+                    message=f"backend {backend.name} refused to start the run: {exc}",
+                    retry=False,
+                )
+        return 0
+    stored = runs_record_handles(
+        rows=[
+            (str(run.pk), run.attempt, handle, d)
+            for run, handle, d in zip(runs, handles, dirs, strict=True)
+        ]
+    )
+    for run, handle in zip(runs, handles, strict=True):
+        if str(run.pk) in stored:
+            continue
+        # cancelled, finished or given to a new attempt while we were starting it (a slow
+        # backend the reaper gave up on): this attempt must not run on
+        run_record_superseded_handle(run_id=run.pk, attempt=run.attempt, handle=handle)
+        try:
+            driver.cancel(handle, grace=5.0)
+        except DriverError as exc:
+            log.warning("cannot cancel superseded start %s of run %s: %s", handle, run.pk, exc)
+    return len(stored)

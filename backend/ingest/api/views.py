@@ -1,0 +1,304 @@
+"""The ingest API the run agents report to (docs/agent-protocol.md).
+
+Authenticated by the per-run bearer token first (401, telling nothing of the run), then
+fenced by the attempt number (409: the agent of an attempt that is over stops) and by the
+attempt's end (409 once its final report is in: the token opens nothing any more).
+"""
+
+from __future__ import annotations
+
+import hmac
+from pathlib import Path
+from typing import Any
+
+import orjson
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.exceptions import ApplicationError, ErrorCode, NotFound, RunEnded, StaleAttempt
+from core.http import file_download
+from core.ids import parse_uuid
+from core.schemas import component_ref, validate
+from ingest import services
+from runs import archives
+from runs.services import (
+    run_end_on_refused_report,
+    run_heartbeat,
+    run_heartbeat_fenced,
+    run_report_state,
+)
+from studies.choices import TERMINAL_STATES, RunState
+from studies.models import Run
+from studies.transitions import hash_run_token, run_report_running, run_token_is_of
+from telemetry.batches import check_log_lines
+from telemetry.ingest import telemetry_check_batch
+from telemetry.watch import interval_for, is_watched, telemetry_interval
+
+
+class _Auth(ApplicationError):
+    status = 401
+
+    def __init__(self) -> None:
+        super().__init__("missing or wrong run token", code=ErrorCode.UNAUTHENTICATED)
+
+
+def _run_for(request, run_id, attempt: int) -> Run:
+    pk = parse_uuid(run_id)
+    run = Run.objects.select_related("study").filter(pk=pk).first() if pk else None
+    if run is None:
+        raise NotFound("no such run")
+    _check_token(_bearer(request), run, attempt)
+    return run
+
+
+def _run_checked(request, run_id, attempt: int) -> Run:
+    """As _run_for, reading only what the check needs: for services that lock and read the
+    run themselves."""
+    pk = parse_uuid(run_id)
+    fields = ("token_hash", "attempt", "state", "results_at")
+    rows = list(Run.objects.filter(pk=pk).values_list(*fields)[:1]) if pk else []
+    if not rows:
+        raise NotFound("no such run")
+    run = Run(pk=pk, **dict(zip(fields, rows[0], strict=True)))
+    _check_token(_bearer(request), run, attempt)
+    return run
+
+
+def _bearer(request) -> str:
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    return header[7:] if header.lower().startswith("bearer ") else ""
+
+
+def _check_token(token: str, run: Run, attempt: int) -> None:
+    """Who calls, then whether its attempt still takes reports. The current attempt's token
+    passes the attempt fence (409 for another attempt) and the end fence (409 once its final
+    report is in); an earlier attempt's token (its agent, still alive) is told 409 to stop;
+    any other caller 401, whatever the run and the attempt it names."""
+    if token and run.token_hash and hmac.compare_digest(hash_run_token(token), run.token_hash):
+        if run.attempt != attempt:
+            raise StaleAttempt()
+        if run.state in TERMINAL_STATES and run.results_at is not None:
+            raise RunEnded(run.state)
+        return
+    if (
+        token
+        and 0 < attempt <= run.attempt
+        and run_token_is_of(token, run_id=run.pk, attempt=int(attempt))
+    ):
+        raise StaleAttempt()  # that attempt is over (superseded, requeued or failed)
+    raise _Auth()
+
+
+MAX_ATTEMPT = 2**31 - 1  # the attempt column's range (agent-messages.json's Attempt)
+
+
+def _attempt_param(request) -> int:
+    raw = request.query_params.get("attempt", "")
+    try:
+        attempt = int(raw)
+    except ValueError:
+        raise ApplicationError(
+            f"give ?attempt=N, the attempt the agent was started for; got {raw[:20]!r}",
+            field="attempt",
+        ) from None
+    if not 1 <= attempt <= MAX_ATTEMPT:
+        raise ApplicationError(
+            f"attempt must be a whole number from 1 to {MAX_ATTEMPT}, got {attempt}",
+            field="attempt",
+        )
+    return attempt
+
+
+AGENT_MESSAGES = Path(__file__).resolve().parents[1] / "schemas" / "agent-messages.json"
+ANSWER = {200: component_ref("AgentAnswer")}
+
+
+def message_of(data: Any, definition: str) -> dict[str, Any]:
+    """A report's body, checked by the agent messages' schema (ingest/schemas/
+    agent-messages.json, `$defs/<definition>`): a 400 naming the field. Its series and log
+    lines, up to 200,000 points and 5,000 lines, are checked in bulk (telemetry.batches)."""
+    envelope = data
+    if isinstance(data, dict):
+        envelope = dict(data)
+        if isinstance(envelope.get("series"), dict):
+            envelope["series"] = {}
+        if isinstance(envelope.get("log"), list):
+            check_log_lines(envelope["log"])
+            envelope["log"] = []
+    validate(AGENT_MESSAGES, envelope, definition=definition, what=f"the {definition} message")
+    return data
+
+
+def _request(definition: str) -> dict[str, Any]:
+    return {"application/json": component_ref(definition)}
+
+
+class OrjsonParser(JSONParser):
+    """JSON bodies parsed by orjson: telemetry batches carry up to 200,000 points."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return orjson.loads(stream.read())
+        except orjson.JSONDecodeError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from exc
+
+
+class _IngestView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    parser_classes = [OrjsonParser]
+    message = ""  # the request body's $defs name in the agent messages' schema
+
+    def _validated(self, request) -> dict[str, Any]:
+        return message_of(request.data, self.message)
+
+
+class IngestStateView(_IngestView):
+    message = "StateReport"
+
+    @extend_schema(request=_request(message), responses=ANSWER, tags=["ingest"])
+    def post(self, request, run_id):
+        try:
+            data = self._validated(request)
+            batch = None
+            if data["state"] != RunState.RUNNING:
+                batch = telemetry_check_batch(
+                    series=data.get("series") or {}, log=data.get("log") or []
+                )
+        except ApplicationError as exc:
+            _final_report_refused(request, run_id, exc)
+            raise
+        pk, token = parse_uuid(run_id), _bearer(request)
+        if batch is None:
+            if pk and token:  # one statement, usually
+                stop = run_report_running(
+                    run_id=pk, attempt=data["attempt"], token_hash=hash_run_token(token)
+                )
+                if stop is not None:
+                    return Response({"stop": stop, "interval": telemetry_interval(pk)})
+            run = _run_checked(request, run_id, data["attempt"])  # 404, 401, 409, or a repeat
+            stop = run_report_state(run=run, attempt=data["attempt"], state=data["state"])
+            return Response({"stop": bool(stop), "interval": telemetry_interval(run.pk)})
+        # the solver is done: the token and the attempt are checked, then the cores (on the
+        # portal's own machines), the last points and the state go in one transaction
+        run = _run_checked(request, run_id, data["attempt"])
+        services.final_report(
+            run_id=run.pk,
+            attempt=data["attempt"],
+            state=data["state"],
+            batch=batch,
+            exit_code=data.get("exit_code"),
+            reason=data.get("reason", ""),
+            message=data.get("message", "").replace("\x00", ""),  # a log's NULs, dropped
+            solver_converged=data.get("solver_converged", False),
+            iterations=data.get("iterations"),
+            last_time=data.get("last_time"),
+        )
+        return Response({"stop": False})
+
+
+def _final_report_refused(request, run_id, problem: ApplicationError) -> None:
+    """A final report refused for what it holds (a 400), from its run's agent: when the
+    run's cores went back early (its archiving heartbeat), the attempt ends, failed, rather
+    than run on counted as free (runs.services.run_end_on_refused_report)."""
+    body = request.data if isinstance(request.data, dict) else {}
+    attempt, pk, token = body.get("attempt"), parse_uuid(run_id), _bearer(request)
+    if body.get("state") not in TERMINAL_STATES or not (pk and token):
+        return
+    if type(attempt) is not int or not 1 <= attempt <= MAX_ATTEMPT:
+        return
+    run_end_on_refused_report(
+        run_id=pk, attempt=attempt, token_hash=hash_run_token(token), problem=problem.message
+    )
+
+
+class IngestHeartbeatView(_IngestView):
+    message = "Heartbeat"
+
+    @extend_schema(request=_request(message), responses=ANSWER, tags=["ingest"])
+    def post(self, request, run_id):
+        data = self._validated(request)
+        pk, token = parse_uuid(run_id), _bearer(request)
+        if pk and token:  # one statement in the common case
+            stop = run_heartbeat_fenced(
+                run_id=pk,
+                attempt=data["attempt"],
+                token_hash=hash_run_token(token),
+                phase=data.get("phase", ""),
+                resources=data.get("resources"),
+            )
+            if stop is not None:
+                return Response({"stop": stop, "interval": telemetry_interval(pk)})
+        # the slow path tells apart what the fence refused (404, 401, 409, a run that ended)
+        run = _run_for(request, run_id, data["attempt"])
+        stop = run_heartbeat(
+            run=run,
+            attempt=data["attempt"],
+            phase=data.get("phase", ""),
+            resources=data.get("resources"),
+        )
+        return Response({"stop": stop, "interval": telemetry_interval(run.pk)})
+
+
+class IngestTelemetryView(_IngestView):
+    message = "TelemetryBatch"
+
+    @extend_schema(request=_request(message), responses=ANSWER, tags=["ingest"])
+    def post(self, request, run_id):
+        data = self._validated(request)
+        pk, token = parse_uuid(run_id), _bearer(request)
+        if pk and token:
+            # asked once: whether the batch is published, and the pace the agent is told (a
+            # subscriber marking the run meanwhile repairs the gap from the next event's seq)
+            watched = is_watched(pk)
+            stop = services.telemetry_report_fenced(
+                run_id=pk,
+                attempt=data["attempt"],
+                token_hash=hash_run_token(token),
+                series=data.get("series") or {},
+                log=data.get("log") or [],
+                watched=watched,
+            )
+            if stop is not None:
+                return Response({"stop": stop, "interval": interval_for(watched=watched)})
+        # the slow path tells apart what the fence refused (404, 401, 409, a run that ended)
+        run = _run_for(request, run_id, data["attempt"])
+        stop = services.telemetry_report(
+            run=run,
+            attempt=data["attempt"],
+            series=data.get("series") or {},
+            log=data.get("log") or [],
+        )
+        return Response({"stop": stop, "interval": telemetry_interval(run.pk)})
+
+
+class IngestArchiveView(_IngestView):
+    @extend_schema(request={"application/gzip": bytes}, responses={200: None}, tags=["ingest"])
+    def put(self, request, run_id):
+        attempt = _attempt_param(request)
+        run = _run_for(request, run_id, attempt)
+        size = archives.run_store_archive(
+            run=run,
+            attempt=attempt,
+            stream=request._request,
+            max_bytes=settings.WINDTUNNEL["ARCHIVE_MAX_MB"] * 1024 * 1024,
+        )
+        return Response({"bytes": size})
+
+
+class IngestCaseView(_IngestView):
+    """The case source as tar.gz, for agents on machines without the portal's files (VMs)."""
+
+    @extend_schema(responses={(200, "application/gzip"): bytes}, tags=["ingest"])
+    def get(self, request, run_id):
+        attempt = _attempt_param(request)
+        run = _run_for(request, run_id, attempt)
+        path = archives.run_case_archive(run=run, attempt=attempt)
+        handle = path.open("rb")
+        path.unlink()  # the open handle keeps the data until the response is sent
+        return file_download(handle, filename="case.tar.gz", content_type="application/gzip")

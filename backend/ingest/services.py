@@ -1,0 +1,109 @@
+"""What an agent's reports set off: telemetry stored (telemetry), then the study's
+convergence policy applied to the run (runs), and signs of life."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+
+from runs.services import (
+    run_backend_end,
+    run_heartbeat,
+    run_release_cores,
+    run_report_end,
+    run_stop_by_policy,
+)
+from studies.models import Run
+from telemetry.batches import Columns
+from telemetry.ingest import (
+    Stored,
+    telemetry_final_batch,
+    telemetry_ingest,
+    telemetry_ingest_fenced,
+)
+
+
+def telemetry_report_fenced(
+    *,
+    run_id: Any,
+    attempt: int,
+    token_hash: str,
+    series: Any,
+    log: Sequence[str],
+    watched: bool | None,
+) -> bool | None:
+    """The hot path: a batch stored in one statement fenced by token and attempt; whether
+    the agent must stop, or None when the fence stored nothing (the caller tells why)."""
+    stored = telemetry_ingest_fenced(
+        run_id=str(run_id),
+        attempt=attempt,
+        token_hash=token_hash,
+        series=series,
+        log=log,
+        watched=watched,
+    )
+    return None if stored is None else _apply(run_id, attempt, stored)
+
+
+def telemetry_report(*, run: Run, attempt: int, series: Any, log: Sequence[str]) -> bool:
+    """The slow path (it tells a stale attempt or a run the portal ended apart): a batch,
+    or an empty one as a sign of life; whether the agent must stop."""
+    stored = telemetry_ingest(run=run, attempt=attempt, series=series, log=log, heartbeat=True)
+    if stored is None:
+        return run_heartbeat(run=run, attempt=attempt)
+    return _apply(run.pk, attempt, stored)
+
+
+def final_report(
+    *,
+    run_id: Any,
+    attempt: int,
+    state: str,
+    batch: tuple[dict[str, Columns], list[str]],
+    exit_code: int | None = None,
+    reason: str = "",
+    message: str = "",
+    solver_converged: bool = False,
+    iterations: int | None = None,
+    last_time: float | None = None,
+) -> None:
+    """The agent's final report, checked (its body and its token) by the caller: on the
+    portal's own cores, the cores are given back first (released_at); then the last batch
+    it carries is stored and the state it reports applied, with the objectives read from
+    all its points.
+
+    All of it in one transaction: a report refused on the way (a stale attempt, a report
+    already in) or a database error leaves the run as it was, still counted as holding its
+    cores, and the agent may send it again. The backend is asked first, outside it, whether
+    it ended the attempt itself (run_backend_end)."""
+    run = Run(pk=run_id)
+    backend_end = run_backend_end(run=run, attempt=attempt, state=state)
+    with transaction.atomic():
+        run_release_cores(run_id=run_id, attempt=attempt)  # the next one is scheduled on commit
+        stored = telemetry_final_batch(run_id=run_id, attempt=attempt, batch=batch)
+        if stored is not None:
+            _apply(run_id, attempt, stored)
+        run_report_end(
+            run=run,
+            attempt=attempt,
+            state=state,
+            backend_end=backend_end,
+            exit_code=exit_code,
+            reason=reason,
+            message=message,
+            solver_converged=solver_converged,
+            iterations=iterations,
+            last_time=last_time,
+        )
+
+
+def _apply(run_id: Any, attempt: int, stored: Stored) -> bool:
+    stopped = stored.decision is not None and run_stop_by_policy(
+        run=Run(pk=run_id),
+        attempt=attempt,
+        outcome=stored.decision.outcome,
+        detail=stored.decision.detail,
+    )
+    return stored.stop or stopped

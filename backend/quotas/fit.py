@@ -1,0 +1,271 @@
+"""Does a run fit? The one capacity check, used by submission, the preview, admission and
+the quota panel (docs/architecture.md). And may more runs join the queue (`queue_problem`,
+checked at submission and extension)?
+
+A run of a given `Shape` fits when, on top of what is in use, it stays within the tenant's
+quota, its backend's capacity and the backend's cloud project limits. The check is pure:
+callers bring the quota row, what is in use (derived from runs, studies.usage) and the
+backend's capacity (compute.capacity). What does not fit comes back as a `Problem` that
+names the limit; submission phrases it as what to change, admission as why a run waits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from compute.capacity import BackendCapacity
+from quotas.models import Quota
+
+EPSILON = 1e-9  # memory sums are floats
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Usage:
+    """What runs hold (or a run needs): cores, memory, nodes (on node-holding backends), runs."""
+
+    cores: int = 0
+    memory_gb: float = 0.0
+    nodes: int = 0
+    runs: int = 0
+
+    def plus(self, shape: Shape, *, holds_nodes: bool = True) -> Usage:
+        return Usage(
+            cores=self.cores + shape.cores,
+            memory_gb=self.memory_gb + shape.memory_gb,
+            nodes=self.nodes + (shape.nodes if holds_nodes else 0),
+            runs=self.runs + 1,
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Shape:
+    """What one run needs."""
+
+    cores: int
+    memory_gb: float
+    nodes: int = 1
+
+    def describe(self, *, holds_nodes: bool) -> str:
+        parts = [f"{self.cores} core{'s' if self.cores != 1 else ''}", f"{self.memory_gb:g} GB"]
+        if holds_nodes:
+            parts.append(f"{self.nodes} node{'s' if self.nodes != 1 else ''}")
+        return ", ".join(parts)
+
+
+Limit = Literal["quota", "backend", "cloud"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Problem:
+    """A limit a run would pass: which (`limit`, `resource`), where, and the numbers."""
+
+    limit: Limit
+    resource: str  # runs | cores | memory | nodes | instances | disabled
+    where: str  # the backend's name, for backend and cloud limits
+    need: float
+    used: float
+    allowed: float
+
+    def __str__(self) -> str:
+        """Why a queued run waits, e.g. "cores (2+2 > 4)"."""
+        n, u, a = self.need, self.used, self.allowed
+        if self.resource == "disabled":
+            return f"{self.where}: disabled"
+        if self.limit == "quota":
+            if self.resource == "runs":
+                return f"concurrent runs ({u:g}/{a:g})"
+            if self.resource == "memory":
+                return f"memory ({u:g}+{n:g} GB > {a:g} GB)"
+            return f"{self.resource} ({u:g}+{n:g} > {a:g})"
+        if self.limit == "backend":
+            if self.resource == "nodes":
+                return f"{self.where}: nodes ({n:g} > {a:g})"
+            if self.resource == "memory":
+                return f"{self.where}: memory ({u:g}+{n:g} GB > {a:g} GB)"
+            return f"{self.where}: {self.resource} ({u:g}+{n:g} > {a:g})"
+        if self.resource == "memory":
+            return f"RAM ({u:g}+{n:g} GB > {a:g} GB in the OpenStack project)"
+        return f"{self.resource} ({u:g}+{n:g} > {a:g} in the OpenStack project)"
+
+    def for_one_run(self) -> str:
+        """What a single run is refused with at submission, and what to change."""
+        n, a = self.need, self.allowed
+        if self.resource == "disabled":
+            return f"backend {self.where} is disabled; choose another backend"
+        if self.limit == "quota":
+            return {
+                "cores": f"one run needs {n:g} cores but your quota allows {a:g} cores; lower "
+                "resources.processes or ask an admin to raise the quota",
+                "memory": f"one run needs {n:g} GB of memory but your quota allows {a:g} GB; "
+                "lower resources.memory_gb",
+                "nodes": f"one run needs {n:g} nodes but your quota allows {a:g}; lower "
+                "resources.nodes",
+            }.get(self.resource, f"one run does not fit your quota: {self}")
+        if self.limit == "backend":
+            return {
+                "cores": f"one run needs {n:g} cores but backend {self.where} has {a:g}; lower "
+                "resources.processes or choose another backend",
+                "memory": f"one run needs {n:g} GB but backend {self.where} has {a:g} GB; lower "
+                "resources.memory_gb",
+                "nodes": f"one run needs {n:g} nodes but backend {self.where} runs at most "
+                f"{a:g} node(s) per run",
+            }.get(self.resource, f"one run does not fit backend {self.where}: {self}")
+        unit = {"cores": "cores", "memory": "GB", "instances": "instances"}[self.resource]
+        needs = f"{n:g} GB of RAM" if self.resource == "memory" else f"{n:g} {unit}"
+        return (
+            f"one run needs {needs} but the OpenStack project of backend {self.where} allows "
+            f"{a:g} {unit}; lower resources.{_FIELD[self.resource]} or ask the cloud's admin "
+            "to raise the project's limits"
+        )
+
+
+_FIELD = {"cores": "processes", "memory": "memory_gb", "instances": "nodes"}
+NOTHING = Usage()
+
+
+def quota_problem(*, shape: Shape, quota: Quota, usage: Usage, holds_nodes: bool) -> Problem | None:
+    """The tenant's quota: concurrent runs, cores, memory, and nodes where runs hold nodes."""
+    checks: list[tuple[str, float, float, float]] = [
+        ("runs", 1, usage.runs, quota.max_runs),
+        ("cores", shape.cores, usage.cores, quota.cores),
+        ("memory", shape.memory_gb, usage.memory_gb, quota.memory_gb),
+    ]
+    if holds_nodes:
+        checks.append(("nodes", shape.nodes, usage.nodes, quota.max_nodes))
+    return _first("quota", "", checks)
+
+
+def backend_problem(*, shape: Shape, backend: BackendCapacity, usage: Usage) -> Problem | None:
+    """The backend's capacity (what every tenant's runs hold there) and its nodes per run."""
+    if not backend.enabled:
+        return Problem(
+            limit="backend", resource="disabled", where=backend.name, need=0, used=0, allowed=0
+        )
+    found = _first(
+        "backend",
+        backend.name,
+        [
+            ("cores", shape.cores, usage.cores, backend.cores),
+            ("memory", shape.memory_gb, usage.memory_gb, backend.memory_gb),
+        ],
+    )
+    if found is None and shape.nodes > backend.max_nodes:
+        found = Problem(
+            limit="backend",
+            resource="nodes",
+            where=backend.name,
+            need=shape.nodes,
+            used=0,
+            allowed=backend.max_nodes,
+        )
+    return found
+
+
+def cloud_problem(*, shape: Shape, backend: BackendCapacity, usage: Usage) -> Problem | None:
+    """The backend's cloud project limits (the portal is the project's one user by design,
+    docs/backends/openstack.md: its own runs are the project's usage)."""
+    cloud = backend.cloud
+    if cloud is None:
+        return None
+    checks: list[tuple[str, float, float, float]] = []
+    if cloud.cores is not None:
+        checks.append(("cores", shape.cores, usage.cores, cloud.cores))
+    if cloud.ram_gb is not None:
+        checks.append(("memory", shape.memory_gb, usage.memory_gb, cloud.ram_gb))
+    if cloud.instances is not None:
+        checks.append(("instances", max(shape.nodes, 1), usage.nodes, cloud.instances))
+    return _first("cloud", backend.name, checks)
+
+
+def run_fit_problem(
+    *,
+    shape: Shape,
+    quota: Quota,
+    backend: BackendCapacity,
+    usage: Usage = NOTHING,
+    backend_usage: Usage = NOTHING,
+) -> Problem | None:
+    """The first limit a run of `shape` passes, on top of the tenant's `usage` and what every
+    tenant holds on the backend (`backend_usage`); None when it fits. With nothing in use
+    (the defaults) it says whether a single run can ever fit."""
+    return (
+        quota_problem(shape=shape, quota=quota, usage=usage, holds_nodes=backend.holds_nodes)
+        or backend_problem(shape=shape, backend=backend, usage=backend_usage)
+        or cloud_problem(shape=shape, backend=backend, usage=backend_usage)
+    )
+
+
+def queue_problem(*, quota: Quota, active: int, adding: int) -> str | None:
+    """Why `adding` more runs cannot be submitted on top of the tenant's `active` ones (queued
+    or running: submitted and not yet ended), or None: the quota's cap on runs in the queue."""
+    limit = quota.max_queued_runs
+    if adding <= 0 or active + adding <= limit:
+        return None
+    return (
+        f"this adds {adding:,} run(s) to the {active:,} your tenant has queued or running, but "
+        f"your quota allows {limit:,} queued or running runs at once; submit fewer points, "
+        "wait for runs to end (or cancel some), or ask an admin to raise the quota's "
+        "max_queued_runs"
+    )
+
+
+def runs_at_once(*, shape: Shape, quota: Quota, backend: BackendCapacity) -> int:
+    """How many runs of `shape` fit at once with nothing else running (0: not even one)."""
+    if run_fit_problem(shape=shape, quota=quota, backend=backend) is not None:
+        return 0
+    bounds = [
+        quota.max_runs,
+        quota.cores // shape.cores,
+        backend.cores // shape.cores,
+    ]
+    if shape.memory_gb:
+        bounds += [
+            int(quota.memory_gb // shape.memory_gb),
+            int(backend.memory_gb // shape.memory_gb),
+        ]
+    if backend.holds_nodes:
+        bounds.append(quota.max_nodes // shape.nodes)
+    cloud = backend.cloud
+    if cloud is not None:
+        if cloud.cores is not None:
+            bounds.append(cloud.cores // shape.cores)
+        if cloud.ram_gb is not None and shape.memory_gb:
+            bounds.append(int(cloud.ram_gb // shape.memory_gb))
+        if cloud.instances is not None:
+            bounds.append(cloud.instances // max(shape.nodes, 1))
+    return max(min(bounds), 0)
+
+
+def effective_limits(*, quota: Quota, backends: list[BackendCapacity]) -> list[dict[str, Any]]:
+    """Per backend the tenant may use: each limit's value and where it comes from."""
+    out = []
+    for backend in backends:
+        cloud = backend.cloud
+        rows = {}
+        for key, portal, cap, cloud_value in (
+            ("cores", quota.cores, backend.cores, cloud.cores if cloud else None),
+            ("memory_gb", quota.memory_gb, backend.memory_gb, cloud.ram_gb if cloud else None),
+            ("nodes", quota.max_nodes, backend.max_nodes, cloud.instances if cloud else None),
+        ):
+            candidates: list[tuple[float, str]] = [
+                (portal, "portal quota"),
+                (cap, "backend capacity"),
+            ]
+            if cloud_value is not None:
+                candidates.append((cloud_value, "cloud project limit"))
+            value, source = min(candidates, key=lambda c: c[0])
+            rows[key] = {"value": value, "source": source}
+        out.append({"backend": backend.name, "kind": backend.kind, "limits": rows})
+    return out
+
+
+def _first(
+    limit: Limit, where: str, checks: list[tuple[str, float, float, float]]
+) -> Problem | None:
+    for resource, need, used, allowed in checks:
+        if used + need > allowed + (EPSILON if resource == "memory" else 0):
+            return Problem(
+                limit=limit, resource=resource, where=where, need=need, used=used, allowed=allowed
+            )
+    return None

@@ -1,0 +1,99 @@
+"""The one capacity check: what submission, preview, admission and the quota panel ask."""
+
+from __future__ import annotations
+
+import pytest
+
+from compute.capacity import BackendCapacity, CloudCaps
+from quotas.fit import (
+    Shape,
+    Usage,
+    effective_limits,
+    run_fit_problem,
+    runs_at_once,
+)
+from quotas.models import Quota
+
+QUOTA = Quota(cores=8, memory_gb=16, max_runs=4, max_nodes=2)
+LOCAL = BackendCapacity(name="local", kind="local", cores=4, memory_gb=32, max_nodes=1)
+CLOUD = BackendCapacity(
+    name="os",
+    kind="openstack",
+    cores=64,
+    memory_gb=256,
+    max_nodes=4,
+    holds_nodes=True,
+    cloud=CloudCaps(cores=6, ram_gb=12, instances=3),
+)
+
+
+@pytest.mark.parametrize(
+    ("shape", "backend", "limit", "resource", "one_run"),
+    [
+        (Shape(cores=9, memory_gb=1), CLOUD, "quota", "cores", "your quota allows 8 cores"),
+        (Shape(cores=1, memory_gb=17), CLOUD, "quota", "memory", "your quota allows 16 GB"),
+        (Shape(cores=3, memory_gb=1, nodes=3), CLOUD, "quota", "nodes", "your quota allows 2"),
+        (Shape(cores=5, memory_gb=1), LOCAL, "backend", "cores", "backend local has 4"),
+        (Shape(cores=1, memory_gb=1, nodes=2), LOCAL, "backend", "nodes", "at most 1 node"),
+        (
+            Shape(cores=7, memory_gb=1),
+            CLOUD,
+            "cloud",
+            "cores",
+            "project of backend os allows 6 cores",
+        ),
+        (
+            Shape(cores=2, memory_gb=13),
+            CLOUD,
+            "cloud",
+            "memory",
+            "13 GB of RAM but the OpenStack project of backend os allows 12 GB",
+        ),
+    ],
+)
+def test_a_single_run_that_cannot_ever_fit_names_the_limit_and_the_fix(
+    shape, backend, limit, resource, one_run
+) -> None:
+    problem = run_fit_problem(shape=shape, quota=QUOTA, backend=backend)
+    assert problem is not None and (problem.limit, problem.resource) == (limit, resource)
+    assert one_run in problem.for_one_run()
+
+
+def test_nodes_count_against_the_quota_only_where_runs_hold_nodes() -> None:
+    wide = Shape(cores=3, memory_gb=1, nodes=1)
+    busy = Usage(cores=0, memory_gb=0, nodes=2, runs=1)
+    assert run_fit_problem(shape=wide, quota=QUOTA, backend=LOCAL, usage=busy) is None
+    held = run_fit_problem(shape=wide, quota=QUOTA, backend=CLOUD, usage=busy)
+    assert held is not None and str(held) == "nodes (2+1 > 2)"
+
+
+def test_in_use_the_problems_read_as_why_a_run_waits() -> None:
+    run = Shape(cores=2, memory_gb=2)
+    four = Usage(runs=4)
+    assert str(run_fit_problem(shape=run, quota=QUOTA, backend=CLOUD, usage=four)) == (
+        "concurrent runs (4/4)"
+    )
+    on_backend = Usage(cores=3, memory_gb=1, runs=1)
+    problem = run_fit_problem(shape=run, quota=QUOTA, backend=LOCAL, backend_usage=on_backend)
+    assert str(problem) == "local: cores (3+2 > 4)"
+    in_cloud = Usage(cores=5, memory_gb=1, nodes=1, runs=1)
+    problem = run_fit_problem(shape=run, quota=QUOTA, backend=CLOUD, backend_usage=in_cloud)
+    assert str(problem) == "cores (5+2 > 6 in the OpenStack project)"
+    off = BackendCapacity(
+        name="off", kind="local", cores=4, memory_gb=8, max_nodes=1, enabled=False
+    )
+    assert str(run_fit_problem(shape=run, quota=QUOTA, backend=off)) == "off: disabled"
+
+
+def test_how_many_runs_fit_at_once_takes_every_limit() -> None:
+    assert runs_at_once(shape=Shape(cores=1, memory_gb=1), quota=QUOTA, backend=LOCAL) == 4
+    assert runs_at_once(shape=Shape(cores=2, memory_gb=5), quota=QUOTA, backend=CLOUD) == 2
+    assert runs_at_once(shape=Shape(cores=7, memory_gb=1), quota=QUOTA, backend=CLOUD) == 0
+
+
+def test_effective_limits_say_where_each_comes_from() -> None:
+    (local, cloud) = effective_limits(quota=QUOTA, backends=[LOCAL, CLOUD])
+    assert local["limits"]["cores"] == {"value": 4, "source": "backend capacity"}
+    assert local["limits"]["memory_gb"] == {"value": 16, "source": "portal quota"}
+    assert cloud["limits"]["cores"] == {"value": 6, "source": "cloud project limit"}
+    assert cloud["limits"]["nodes"] == {"value": 2, "source": "portal quota"}

@@ -1,0 +1,137 @@
+"""A tenant's runs: list, detail, cancel, telemetry (downsampled or gap repair), log, the
+result archive."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from core.api.params import int_param
+from core.exceptions import ApplicationError, ErrorCode, NotFound
+from core.http import file_download
+from runs import archives
+from studies import selectors
+from studies.api import serializers as s
+from studies.api.views import RunFilter, runs_page
+from studies.choices import RunState
+from studies.models import Run
+from studies.transitions import run_cancel
+from telemetry.selectors import log_since, log_tail, series_names, series_read
+
+
+class RunViewSet(viewsets.GenericViewSet):
+    queryset = Run.objects.none()
+    serializer_class = s.RunSerializer
+    filterset_class = RunFilter
+    lookup_value_regex = "[^/]+"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Run.objects.none()
+        return selectors.run_list_visible_to(user=self.request.user).order_by("-queued_at", "index")
+
+    def get_object(self) -> Run:
+        return selectors.run_get(user=self.request.user, run_id=self.kwargs["pk"])
+
+    @extend_schema(responses=s.RunSerializer(many=True))
+    def list(self, request):
+        return runs_page(self, self.filter_queryset(self.get_queryset()), request)
+
+    @extend_schema(responses=s.RunDetailSerializer)
+    def retrieve(self, request, pk=None):
+        run = self.get_object()
+        positions = (
+            selectors.queue_positions(tenant_id=run.tenant_id, run_ids=[run.id])
+            if run.state == RunState.PENDING
+            else {}
+        )
+        return Response(s.RunDetailSerializer(run, context={"positions": positions}).data)
+
+    @extend_schema(request=None, responses=s.RunDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        run = self.get_object()
+        if not run_cancel(run=run, by=request.user):
+            raise ApplicationError(
+                f"the run already ended ({run.state})", status=409, code=ErrorCode.STATE
+            )
+        return Response(s.RunDetailSerializer(self.get_object()).data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "series",
+                OpenApiTypes.STR,
+                description="comma-separated series names; empty = list them",
+            ),
+            OpenApiParameter(
+                "max_points",
+                OpenApiTypes.INT,
+                description="downsample each series to at most this many points (default 2000)",
+            ),
+            OpenApiParameter("attempt", OpenApiTypes.INT),
+            OpenApiParameter(
+                "since_seq",
+                OpenApiTypes.INT,
+                description="gap repair: every point and log line of live events after this seq",
+            ),
+        ],
+        responses=s.TelemetrySerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def telemetry(self, request, pk=None):
+        run = self.get_object()
+        attempt = int_param(request, "attempt", run.attempt, low=0, high=10_000)
+        max_points = int_param(request, "max_points", 2000, low=4, high=1_000_000)
+        names_raw = request.query_params.get("series", "")
+        available = series_names(run=run, attempt=attempt)
+        names = [n for n in names_raw.split(",") if n in available] if names_raw else []
+        last_seq = run.event_seq  # read before the chunks: later events are the client's to apply
+        since = request.query_params.get("since_seq")
+        body = {
+            "run": str(run.id),
+            "attempt": attempt,
+            "last_seq": last_seq,
+            "available": available,
+        }
+        if since not in (None, ""):
+            since_seq = int_param(request, "since_seq", 0, low=0, high=2**62)
+            # gap repair: every point of the missed events, not downsampled
+            body["series"] = series_read(
+                run=run,
+                attempt=attempt,
+                names=names or available,
+                max_points=10**9,
+                since_seq=since_seq,
+                max_seq=last_seq,
+            )
+            body["log"] = log_since(run=run, attempt=attempt, since_seq=since_seq, max_seq=last_seq)
+        else:
+            body["series"] = series_read(
+                run=run, attempt=attempt, names=names, max_points=max_points, max_seq=last_seq
+            )
+        return Response(body)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("lines", OpenApiTypes.INT)], responses=s.LogSerializer
+    )
+    @action(detail=True, methods=["get"])
+    def log(self, request, pk=None):
+        run = self.get_object()
+        lines = int_param(request, "lines", 200, low=1, high=20_000)
+        return Response(
+            {"run": str(run.id), "attempt": run.attempt, "lines": log_tail(run=run, lines=lines)}
+        )
+
+    @extend_schema(responses={(200, "application/gzip"): OpenApiTypes.BINARY})
+    @action(detail=True, methods=["get"])
+    def archive(self, request, pk=None):
+        run = self.get_object()
+        path = archives.run_archive_file(run=run)
+        if path is None:
+            raise NotFound("This run has no result archive yet; it is made when the run ends.")
+        name = f"{run.study.name}-run{run.index:04d}.tar.gz".replace("/", "-").replace(" ", "-")
+        return file_download(path.open("rb"), filename=name, content_type="application/gzip")

@@ -1,0 +1,111 @@
+"""A run's files: the result archive (uploaded by its agent, or built by the portal from a
+run directory it reads itself), the case source for agents on other machines, and the
+files of deleted runs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import IO
+
+from django.conf import settings
+
+from core.exceptions import ApplicationError, Conflict, ErrorCode, NotFound, StaleAttempt
+from orchestration.agent.archive import build_archive
+from studies.choices import STARTED_STATES, TERMINAL_STATES
+from studies.models import Run
+
+log = logging.getLogger(__name__)
+
+
+def run_store_archive(*, run: Run, attempt: int, stream: IO[bytes], max_bytes: int) -> int:
+    """Save the agent's result archive for this attempt; returns its size."""
+    current = Run.objects.filter(pk=run.pk).values_list("attempt", flat=True).first()
+    if current != attempt:
+        raise StaleAttempt()
+    target_dir = Path(settings.ARCHIVE_DIR) / str(run.pk)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / f"attempt-{attempt}.tar.gz"
+    tmp = target.with_suffix(".part")
+    size = 0
+    with tmp.open("wb") as fh:
+        while chunk := stream.read(1024 * 1024):
+            size += len(chunk)
+            if size > max_bytes:
+                fh.close()
+                tmp.unlink(missing_ok=True)
+                raise ApplicationError(
+                    f"the archive is larger than {max_bytes // (1024 * 1024)} MB",
+                    code=ErrorCode.UPLOAD,
+                )
+            fh.write(chunk)
+    tmp.replace(target)
+    Run.objects.filter(pk=run.pk, attempt=attempt).update(
+        archive_path=str(target), archive_bytes=size
+    )
+    return size
+
+
+def run_archive_file(*, run: Run) -> Path | None:
+    """The run's result archive: the one its agent uploaded, or, for a run whose files the
+    portal reads itself (`results_dir`), one built from them now and kept for later
+    downloads. None when there is none (yet)."""
+    if run.archive_path and Path(run.archive_path).is_file():
+        return Path(run.archive_path)
+    if run.state not in TERMINAL_STATES or not run.results_dir or run.results_at is None:
+        return None  # not over, or its agent may still be writing (its final report is due)
+    case = Path(run.results_dir)
+    if not case.is_dir() or case.is_symlink():
+        return None
+    target_dir = Path(settings.ARCHIVE_DIR) / str(run.pk)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / f"attempt-{run.attempt}.tar.gz"
+    fd, name = tempfile.mkstemp(dir=target_dir, suffix=".part")
+    os.close(fd)
+    try:  # symbolic links and special files in the case are left out (archive.py)
+        build_archive(
+            case, Path(name), max_bytes=settings.WINDTUNNEL["ARCHIVE_MAX_MB"] * 1024 * 1024
+        )
+        os.replace(name, target)
+    except OSError as exc:
+        Path(name).unlink(missing_ok=True)
+        log.warning("cannot archive run %s from %s: %s", run.pk, case, exc)
+        return None
+    size = target.stat().st_size
+    Run.objects.filter(pk=run.pk, attempt=run.attempt).update(
+        archive_path=str(target), archive_bytes=size
+    )
+    run.archive_path, run.archive_bytes = str(target), size
+    return target
+
+
+def run_case_archive(*, run: Run, attempt: int) -> Path:
+    """A tar.gz of the run's case source, for agents that cannot read the portal's files
+    (VMs): plain files and directories only, symlinks left out. The caller deletes it."""
+    if run.attempt != attempt:
+        raise StaleAttempt()
+    if run.state not in STARTED_STATES:
+        raise Conflict(f"run {run.pk} is {run.state}: nothing to fetch")
+    source = Path(run.study.case_dir)
+    if not source.is_dir():
+        raise NotFound("this run's case source is gone")
+    fd, name = tempfile.mkstemp(prefix="case-", suffix=".tar.gz", dir=settings.DATA_DIR)
+    os.close(fd)
+    target = Path(name)
+    with tarfile.open(target, mode="w:gz", compresslevel=1) as tar:
+        for path in sorted(source.rglob("*")):
+            if path.is_symlink() or not (path.is_file() or path.is_dir()):
+                continue
+            tar.add(path, arcname=str(path.relative_to(source)), recursive=False)
+    return target
+
+
+def run_files_delete(*, run_ids: list[str]) -> None:
+    """The run directories and result archives of deleted runs (ids only: the rows are gone)."""
+    for run_id in run_ids:
+        for base in (settings.RUNS_DIR, settings.ARCHIVE_DIR):
+            shutil.rmtree(Path(base) / str(run_id), ignore_errors=True)

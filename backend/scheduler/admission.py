@@ -1,0 +1,303 @@
+"""Admission within quotas, never over-admitting under concurrency.
+
+Admission takes the tenant's quota row FOR UPDATE, then the rows of the backends involved
+(in id order, so concurrent schedulers never deadlock), derives usage from the runs that
+hold resources, and admits queued runs in the policy's order (scheduler.policies) while they
+fit (quotas.fit, the one capacity check). Runs left waiting are told why.
+
+Every run that ends calls this, so it is plain SQL, a statement per step (the ORM's query
+building was most of a worker's CPU per run). Starting what was admitted is the caller's
+(dispatch).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+from django.db import connection, transaction
+from django.db.models import Min
+from django.utils import timezone
+
+from catalog.choices import ImageStatus
+from catalog.images import image_wait_detail
+from catalog.models import Backend, Image
+from compute.capacity import BackendCapacity, capacity_of
+from core import jobs
+from core.jobs import Job
+from quotas.fit import Shape, Usage, backend_problem, run_fit_problem
+from quotas.models import Quota
+from scheduler.policies import policy_in_use
+from studies.choices import HOLDING_STATES, RunState, WaitReason
+from studies.models import Run, Study
+from studies.transitions import runs_admit
+from studies.usage import node_holding_kinds
+
+WAIT_REASONS = {"quota": WaitReason.QUOTA, "backend": WaitReason.BACKEND, "cloud": WaitReason.CLOUD}
+WAIT_PREFIXES = {
+    "quota": "tenant quota",
+    "backend": "backend capacity",
+    "cloud": "cloud project limit",
+}
+
+
+def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
+    """Admit the tenant's queued runs that fit; return their ids. Safe to run concurrently.
+
+    A backend is shared by tenants: capacity that frees up is held for the oldest queued
+    run of another tenant that waits for it (a wide run is never starved by a stream of
+    later small ones); a later run takes only what that run does not need. The tenants
+    holding such a reservation are scheduled next."""
+    policy = policy_in_use()
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(_QUOTA_SQL, [tenant_id])
+        row = cur.fetchone()
+        if row is None:
+            return []
+        quota = Quota(tenant_id=tenant_id, cores=row[0], memory_gb=row[1], max_runs=row[2])
+        quota.max_nodes = row[3]
+        cur.execute(_PENDING_KEYS_SQL, [tenant_id, RunState.PENDING])
+        keys = cur.fetchall()
+        backend_ids = sorted({b for b, _ in keys})
+        if not backend_ids:
+            return []
+        cur.execute(_BACKENDS_SQL, [backend_ids])  # locked in id order: no deadlocks
+        backends = {r[0]: capacity_of(_backend(r)) for r in cur.fetchall()}
+        usage, backend_usage = _usages(cur, tenant_id=tenant_id, backend_ids=list(backends))
+        images = _images_not_ready(cur, {i for _, i in keys if i is not None})
+        reserved = _reservations(cur, tenant_id=tenant_id, backends=backends)
+        held_for: set[int] = set()  # tenants whose older runs the capacity is held for
+        admitted: list[Any] = []
+        full_backends: dict[int, tuple[str, str]] = {}
+        quota_problem: str | None = None
+        now = timezone.now()
+        for run in policy.queue(cur, tenant_id=tenant_id):
+            if run.image_id in images:
+                continue  # its image is still building: not admitted, holds nothing
+            if run.retry_at is not None and run.retry_at > now:
+                continue  # its backend could not take it a moment ago: it waits its turn
+            if run.backend_id in full_backends:
+                if len(full_backends) == len(backends):
+                    break
+                continue
+            backend = backends[run.backend_id]
+            shape = Shape(cores=run.processes, memory_gb=run.memory_gb, nodes=run.nodes)
+            problem = run_fit_problem(
+                shape=shape,
+                quota=quota,
+                backend=backend,
+                usage=usage,
+                backend_usage=backend_usage[run.backend_id],
+            )
+            if problem is not None:
+                if policy.blocks(problem):
+                    quota_problem = str(problem)
+                    break  # e.g. strict FIFO: later runs of the tenant wait behind this one
+                full_backends[run.backend_id] = (
+                    WAIT_REASONS[problem.limit],
+                    f"{WAIT_PREFIXES[problem.limit]}: {problem}",
+                )
+                continue
+            older = reserved.get(run.backend_id)
+            if older is not None and older.queued_at < run.queued_at:
+                # this run may only take what the older run of another tenant does not need
+                held = backend_problem(
+                    shape=shape,
+                    backend=backend,
+                    usage=backend_usage[run.backend_id].plus(
+                        older.shape, holds_nodes=backend.holds_nodes
+                    ),
+                )
+                if held:
+                    held_for.add(older.tenant_id)
+                    full_backends[run.backend_id] = (
+                        WaitReason.BACKEND,
+                        f"backend capacity: {backend.name}: what frees up is held for an older "
+                        f"queued run ({older.shape.describe(holds_nodes=backend.holds_nodes)}); "
+                        "this run follows it",
+                    )
+                    continue
+            usage = usage.plus(shape, holds_nodes=backend.holds_nodes)
+            backend_usage[run.backend_id] = backend_usage[run.backend_id].plus(
+                shape, holds_nodes=backend.holds_nodes
+            )
+            admitted.append(run.run_id)
+        runs_admit(run_ids=admitted, publish=publish)
+        _record_wait_reasons(
+            cur,
+            tenant_id=tenant_id,
+            quota_problem=quota_problem,
+            full_backends=full_backends,
+            images=images,
+        )
+        for other in sorted(held_for):  # their turn: the capacity may be theirs now
+            jobs.enqueue(Job.SCHEDULE_TENANT, other)
+    return admitted
+
+
+def tenants_with_queued_runs() -> list[int]:
+    """Every tenant with queued runs, the tenant with the oldest queued run first (first
+    come, first served across tenants too)."""
+    return list(
+        Run.objects.filter(state=RunState.PENDING)
+        .order_by()
+        .values("tenant_id")
+        .annotate(oldest=Min("queued_at"))
+        .order_by("oldest", "tenant_id")
+        .values_list("tenant_id", flat=True)
+    )
+
+
+class _Reservation(NamedTuple):
+    tenant_id: int
+    queued_at: Any
+    shape: Shape
+
+
+_RESERVED_SQL = f"""
+SELECT DISTINCT ON (r.backend_id) r.backend_id, r.tenant_id, r.queued_at, r.processes,
+       r.memory_gb, r.nodes
+FROM {Run._meta.db_table} r
+WHERE r.backend_id = ANY(%s) AND r.state = %s AND r.tenant_id <> %s AND r.wait_reason = %s
+ORDER BY r.backend_id, r.queued_at, r.study_id, r.index
+"""
+
+
+def _reservations(
+    cur: Any, *, tenant_id: int, backends: dict[int, BackendCapacity]
+) -> dict[int, _Reservation]:
+    """Per backend, the oldest queued run of another tenant that waits for its capacity (its
+    own tenant's quota lets it run): what frees up there is held for it."""
+    cur.execute(_RESERVED_SQL, [list(backends), RunState.PENDING, tenant_id, WaitReason.BACKEND])
+    out = {}
+    for bid, other, queued_at, processes, memory_gb, nodes in cur.fetchall():
+        out[bid] = _Reservation(
+            other, queued_at, Shape(cores=processes, memory_gb=memory_gb, nodes=nodes)
+        )
+    return out
+
+
+_QUOTA_SQL = (
+    f"SELECT cores, memory_gb, max_runs, max_nodes FROM {Quota._meta.db_table}"
+    " WHERE tenant_id = %s FOR UPDATE"
+)
+_PENDING_KEYS_SQL = (  # the backends and images of every queued run of the tenant
+    f"SELECT DISTINCT r.backend_id, s.image_id FROM {Run._meta.db_table} r"
+    f" JOIN {Study._meta.db_table} s ON s.id = r.study_id WHERE r.tenant_id = %s AND r.state = %s"
+)
+_BACKENDS_SQL = (
+    f"SELECT id, name, kind, cores, memory_gb, max_nodes, enabled, cloud_limits"
+    f" FROM {Backend._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
+)
+_USAGE_SQL = f"""
+SELECT r.backend_id,
+       count(*) FILTER (WHERE r.tenant_id = %(tenant)s),
+       coalesce(sum(r.processes) FILTER (WHERE r.tenant_id = %(tenant)s), 0),
+       coalesce(sum(r.memory_gb) FILTER (WHERE r.tenant_id = %(tenant)s), 0),
+       coalesce(sum(r.nodes) FILTER (WHERE r.tenant_id = %(tenant)s AND b.kind = ANY(%(kinds)s)), 0),
+       count(*),
+       coalesce(sum(r.processes), 0),
+       coalesce(sum(r.memory_gb), 0),
+       coalesce(sum(r.nodes) FILTER (WHERE b.kind = ANY(%(kinds)s)), 0)
+FROM {Run._meta.db_table} r JOIN {Backend._meta.db_table} b ON b.id = r.backend_id
+WHERE r.state = ANY(%(holding)s) AND r.released_at IS NULL
+  AND (r.tenant_id = %(tenant)s OR r.backend_id = ANY(%(backends)s))
+GROUP BY r.backend_id
+"""
+
+
+def _backend(row: tuple[Any, ...]) -> Backend:
+    """A locked backend row as a Backend (unsaved: what admission reads of it)."""
+    backend_id, name, kind, cores, memory_gb, max_nodes, enabled, limits = row
+    if isinstance(limits, str):  # Django reads jsonb as text
+        limits = json.loads(limits)
+    backend = Backend(name=name, kind=kind, cores=cores, memory_gb=memory_gb)
+    backend.id, backend.max_nodes, backend.enabled = backend_id, max_nodes, enabled
+    backend.cloud_limits = limits
+    return backend
+
+
+def _usages(cur: Any, *, tenant_id: int, backend_ids: list[int]) -> tuple[Usage, dict[int, Usage]]:
+    """What the tenant's runs hold, and what every tenant's runs hold on each backend, in one
+    query: studies.usage.usage_for_tenant and usage_for_backend, together."""
+    cur.execute(
+        _USAGE_SQL,
+        {
+            "tenant": tenant_id,
+            "backends": backend_ids,
+            "kinds": node_holding_kinds(),
+            "holding": [str(s) for s in HOLDING_STATES],
+        },
+    )
+    tenant = Usage()
+    backends = {bid: Usage() for bid in backend_ids}
+    for bid, runs, cores, memory, nodes, all_runs, all_cores, all_memory, all_nodes in cur:
+        tenant = Usage(
+            cores=tenant.cores + cores,
+            memory_gb=tenant.memory_gb + float(memory),
+            nodes=tenant.nodes + nodes,
+            runs=tenant.runs + runs,
+        )
+        if bid in backends:
+            backends[bid] = Usage(
+                cores=all_cores, memory_gb=float(all_memory), nodes=all_nodes, runs=all_runs
+            )
+    return tenant, backends
+
+
+def _images_not_ready(cur: Any, image_ids: set[int]) -> dict[int, str]:
+    """Images of the pending runs' studies that are not ready yet → why the runs wait."""
+    if not image_ids:
+        return {}
+    cur.execute(
+        f"SELECT id, name, digest, status, progress FROM {Image._meta.db_table}"
+        " WHERE id = ANY(%s) AND status <> %s",
+        [list(image_ids), ImageStatus.READY],
+    )
+    columns = ("id", "name", "digest", "status", "progress")
+    return {row[0]: image_wait_detail(dict(zip(columns, row, strict=True))) for row in cur}
+
+
+def _record_wait_reasons(
+    cur: Any,
+    *,
+    tenant_id: int,
+    quota_problem: str | None,
+    full_backends: dict[int, tuple[str, str]],
+    images: dict[int, str] | None = None,
+) -> None:
+    """Tell queued runs why they wait. Writes only rows whose reason changed (a wait reason
+    is not a state: the run stays pending)."""
+    table, studies = Run._meta.db_table, Study._meta.db_table
+    pending = (
+        f"UPDATE {table} r SET wait_reason = %s, wait_detail = %s WHERE r.tenant_id = %s"
+        " AND r.state = %s AND (r.retry_at IS NULL OR r.retry_at <= now())"  # keep 'retry'
+    )
+    changed = " AND (r.wait_reason <> %s OR r.wait_detail <> %s)"
+    for image_id, detail in (images or {}).items():
+        cur.execute(
+            pending
+            + changed
+            + f" AND r.study_id IN (SELECT id FROM {studies} WHERE image_id = %s)",
+            [WaitReason.IMAGE, detail[:200], tenant_id, RunState.PENDING]
+            + [WaitReason.IMAGE, detail[:200], image_id],
+        )
+    not_image = f" AND r.study_id NOT IN (SELECT id FROM {studies} WHERE image_id = ANY(%s))"
+    image_ids = list(images or {})
+    for bid, (reason, detail) in full_backends.items():
+        cur.execute(
+            pending + changed + " AND r.backend_id = %s" + (not_image if image_ids else ""),
+            [reason, detail[:200], tenant_id, RunState.PENDING, reason, detail[:200], bid]
+            + ([image_ids] if image_ids else []),
+        )
+    if quota_problem:
+        detail = f"tenant quota: {quota_problem}"[:200]
+        cur.execute(
+            pending
+            + changed
+            + " AND NOT (r.backend_id = ANY(%s))"
+            + (not_image if image_ids else ""),
+            [WaitReason.QUOTA, detail, tenant_id, RunState.PENDING, WaitReason.QUOTA, detail]
+            + [list(full_backends)]
+            + ([image_ids] if image_ids else []),
+        )

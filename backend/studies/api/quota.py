@@ -1,0 +1,50 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from studies.usage import quota_summary
+from tenancy.selectors import tenant_for_member
+
+
+class LimitSourceSerializer(serializers.Serializer):
+    value = serializers.FloatField()
+    # a field named `source`: DRF's serializer metaclass takes declared fields out of the
+    # class, so it never shadows Field.source, which the stubs cannot see
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=["portal quota", "backend capacity", "cloud project limit"]
+    )
+
+
+class EffectiveLimitsSerializer(serializers.Serializer):
+    cores = LimitSourceSerializer()
+    memory_gb = LimitSourceSerializer()
+    nodes = LimitSourceSerializer()
+
+
+class EffectiveBackendSerializer(serializers.Serializer):
+    backend = serializers.CharField()
+    kind = serializers.CharField()
+    limits = EffectiveLimitsSerializer()
+    cloud_read_at = serializers.DateTimeField(allow_null=True)
+    cloud_error = serializers.CharField(allow_blank=True)
+
+
+class QuotaSerializer(serializers.Serializer):
+    tenant = serializers.CharField()
+    limits = serializers.DictField()
+    usage = serializers.DictField(help_text="held by admitted, provisioning and running runs")
+    queued = serializers.DictField(help_text="demand of queued runs")
+    backends = EffectiveBackendSerializer(
+        many=True,
+        help_text="per backend the tenant may use: the effective limits (the smallest of the "
+        "portal quota, the backend's capacity and, on OpenStack, the cloud project's limits) "
+        "and where each comes from",
+    )
+
+
+class QuotaView(APIView):
+    @extend_schema(responses=QuotaSerializer)
+    def get(self, request):
+        tenant = tenant_for_member(user=request.user)
+        return Response({"tenant": tenant.name, **quota_summary(tenant=tenant)})

@@ -1,0 +1,130 @@
+"""Live events of runs and studies: sequence numbers in PostgreSQL, then the courier.
+
+Every message carries the object's increasing `seq`; a client that sees a gap re-syncs from
+REST (docs/live.md). Sequence numbers are bumped with `UPDATE … RETURNING` so a message with
+a higher seq always carries a newer (or equal) state. Run events are published by the run's
+transitions (studies.transitions), in the same step as the change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+from django.db import connection, transaction
+
+from core import jobs
+from core.jobs import Job
+from core.live import run_group, send, send_many, study_group
+from studies.choices import ACTIVE_STATES
+from studies.models import Run, Study
+
+ACTIVE = {str(s) for s in ACTIVE_STATES}
+
+RUN_FIELDS = (
+    "state",
+    "phase",
+    "attempt",
+    "end_reason",
+    "message",
+    "trust",
+    "objectives",
+    "wait_reason",
+    "wait_detail",
+    "iterations",
+    "started_at",
+    "finished_at",
+)
+
+
+def publish_runs_changed(run_ids: Iterable, *, refresh_when_done: bool = False) -> None:
+    """After commit: a `state` event per run and one `runs` event per study. With
+    `refresh_when_done`, a study none of whose runs is active any more is refreshed (its
+    state derived from its runs'): the event's progress counts say so, no query more."""
+    ids = [str(i) for i in run_ids]
+    if ids:
+        transaction.on_commit(lambda: _publish_now(ids, refresh_when_done=refresh_when_done))
+
+
+def _publish_now(ids: list[str], *, refresh_when_done: bool = False) -> None:
+    """One statement takes the runs' event seqs and their studies' seqs and progress counts
+    (this runs for every change of every run: admission, start, end)."""
+    with connection.cursor() as cur:
+        cur.execute(_PUBLISH_SQL, {"ids": ids})
+        runs_json, studies_json = cur.fetchone()
+    rows = _json(runs_json)
+    studies = {str(s["id"]): s for s in _json(studies_json)}
+    by_study: dict[str, list[dict[str, Any]]] = {}
+    messages = []
+    for row in rows:
+        run = {k: v for k, v in row.items() if k not in ("study_id", "event_seq")}
+        state = {"type": "state", "id": run["id"], "seq": row["event_seq"], "run": run}
+        messages.append((run_group(run["id"]), state))
+        by_study.setdefault(str(row["study_id"]), []).append(run)
+    send_many(messages)
+    for study_id, runs in by_study.items():
+        study = studies.get(study_id)
+        if study is not None:
+            _send_study(study_id, kind="runs", row=study, payload={"runs": runs})
+            if refresh_when_done and not set(_json(study["progress"])) & ACTIVE:
+                # of two last runs ending together, the later commit sees the other one ended
+                jobs.send(Job.REFRESH_STUDY, study_id)
+
+
+def _json(value: Any) -> Any:
+    return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
+_RUN_COLUMNS = ", ".join(("id", "study_id", "index", "parameters", "event_seq", *RUN_FIELDS))
+_PROGRESS = (  # a study's runs counted by state, as {"completed": 3, …}
+    "(SELECT coalesce(json_object_agg(p.state, p.n), '{{}}') FROM (SELECT state, count(*) AS n"
+    " FROM {runs} WHERE study_id = {study} GROUP BY state) AS p)"
+)
+_PUBLISH_SQL = f"""
+WITH r AS (
+    UPDATE {Run._meta.db_table} SET event_seq = event_seq + 1
+    WHERE id = ANY(%(ids)s::uuid[]) RETURNING {_RUN_COLUMNS}
+), s AS (
+    UPDATE {Study._meta.db_table} st SET event_seq = st.event_seq + 1
+    FROM (SELECT DISTINCT study_id FROM r) AS d WHERE st.id = d.study_id
+    RETURNING st.id, st.event_seq, st.state,
+        {_PROGRESS.format(runs=Run._meta.db_table, study="st.id")} AS progress
+)
+SELECT (SELECT coalesce(json_agg(r), '[]') FROM r), (SELECT coalesce(json_agg(s), '[]') FROM s)
+"""
+
+
+def publish_study(*, study_id, kind: str, payload: dict[str, Any]) -> None:
+    """Send a study event now (callers are already after commit). One statement takes the
+    event's seq and counts the study's runs by state."""
+    runs = Run._meta.db_table
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {Study._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s"
+            " RETURNING event_seq, state, "
+            + _PROGRESS.format(runs=runs, study="%s").replace("{{}}", "{}"),
+            [str(study_id), str(study_id)],
+        )
+        row = cur.fetchone()
+    if row:
+        _send_study(
+            study_id,
+            kind=kind,
+            row={"event_seq": row[0], "state": row[1], "progress": row[2]},
+            payload=payload,
+        )
+
+
+def _send_study(study_id, *, kind: str, row: dict[str, Any], payload: dict[str, Any]) -> None:
+    send(
+        study_group(study_id),
+        {
+            "type": kind,
+            "id": str(study_id),
+            "seq": int(row["event_seq"]),
+            "state": row["state"],
+            "progress": _json(row["progress"]),
+            **payload,
+        },
+    )

@@ -1,0 +1,92 @@
+"""What a spec would make, without creating anything: run count, first rows, quota impact.
+
+The wizard asks this on every change (R18: live quota usage and what a new study takes of
+it), so it answers from the same capacity check as submission and admission (quotas.fit).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from compute.capacity import capacity_of
+from quotas.fit import queue_problem, run_fit_problem, runs_at_once
+from quotas.models import Quota
+from studies.services import resolved_shape
+from studies.spec import ResolvedSpec, spec_resolve
+from studies.usage import active_run_count, usage_for_tenant
+
+
+def study_preview(*, tenant: Any, spec: dict[str, Any], rows: int = 20) -> dict[str, Any]:
+    """What a spec would make, without creating anything: run count, first rows, quota impact."""
+    resolved = spec_resolve(tenant=tenant, spec=spec)
+    first = []
+    for i, (params, context) in enumerate(resolved.points()):
+        if i >= rows:
+            break
+        first.append({"index": i, "parameters": params, "context": context})
+    resolved.check()  # every point (bounds, derived values) and the case's placeholders
+    return {
+        "run_count": resolved.run_count,
+        "parameters": [a.name for a in resolved.space.axes],
+        "rows": first,
+        "solver": resolved.solver,
+        "backend": resolved.backend.name,
+        "resources": {
+            "processes": resolved.processes,
+            "nodes": resolved.nodes,
+            "memory_gb": resolved.memory_gb,
+        },
+        "steps": resolved.steps,
+        "objectives": resolved.objectives,
+        "quota": quota_impact(tenant=tenant, resolved=resolved),
+    }
+
+
+def quota_impact(*, tenant: Any, resolved: ResolvedSpec) -> dict[str, Any]:
+    """Per run and in all, what the study takes of the quota; how many runs fit at once."""
+    quota = Quota.objects.get(tenant=tenant)
+    backend = capacity_of(resolved.backend)
+    shape = resolved_shape(resolved)
+    per_run = {"cores": shape.cores, "memory_gb": shape.memory_gb, "nodes": shape.nodes}
+    found = run_fit_problem(shape=shape, quota=quota, backend=backend)
+    problem = found.for_one_run() if found else None
+    concurrent = runs_at_once(shape=shape, quota=quota, backend=backend)
+    waves = math.ceil(resolved.run_count / concurrent) if concurrent else None
+    usage = usage_for_tenant(tenant_id=tenant.id)
+    active = active_run_count(tenant_id=tenant.id)
+    total = {k: v * resolved.run_count for k, v in per_run.items()}
+    # every run may fit but not all of them into the queue at once: submission would say so
+    queued = queue_problem(quota=quota, active=active, adding=resolved.run_count)
+    if problem:
+        summary = f"a single run does not fit: {problem}"
+    elif queued:
+        summary = queued
+    else:
+        summary = (
+            f"{resolved.run_count} run(s) × {resolved.processes} core(s): at most {concurrent} "
+            f"at a time within your {quota.cores}-core quota, about {waves} wave(s)"
+        )
+    return {
+        "per_run": per_run,
+        "total": total,
+        "limits": {
+            "cores": quota.cores,
+            "memory_gb": quota.memory_gb,
+            "nodes": quota.max_nodes,
+            "runs": quota.max_runs,
+            "queued_runs": quota.max_queued_runs,
+        },
+        "in_use": {
+            "cores": usage.cores,
+            "memory_gb": usage.memory_gb,
+            "nodes": usage.nodes,
+            "runs": usage.runs,
+            "queued_runs": active,
+        },
+        "concurrent_runs": concurrent,
+        "waves": waves,
+        "fits": problem is None,  # a single run
+        "problem": problem or queued,
+        "summary": summary,
+    }

@@ -1,0 +1,205 @@
+"""A study's results as downloads (`results/` JSON, `results.csv`), streamed.
+
+The rows come from one server-side cursor in pages of `PAGE` (one statement on the
+(study, index) index, one snapshot: a row is written once, whatever runs change meanwhile),
+and go out as they come: the first byte leaves before the last row is read, and memory holds
+one page whatever the study's size. `StreamedResponse` sends them under ASGI without
+collecting them first.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
+from typing import Any, cast
+
+from asgiref.sync import sync_to_async
+from django.db import connection, transaction
+from django.http import StreamingHttpResponse
+from rest_framework.utils.encoders import JSONEncoder
+
+from studies.models import Run, Study
+
+PAGE = 2000  # rows fetched per round trip of the cursor, and written per chunk
+
+_FIELDS = (
+    "id",
+    "index",
+    "parameters",
+    "state",
+    "objectives",
+    "iterations",
+    "started_at",
+    "finished_at",
+    "end_reason",
+    "attempt",
+    "trust",
+)
+
+
+def _wall_seconds(started: datetime | None, finished: datetime | None) -> float | None:
+    return (finished - started).total_seconds() if started and finished else None
+
+
+def study_result_rows(*, study: Study) -> Iterator[dict[str, Any]]:
+    """The study's runs as result rows, in index order, read through a server-side cursor
+    (inside a transaction, so PostgreSQL sends rows as they are fetched instead of
+    materializing the whole result first)."""
+    with transaction.atomic():
+        rows = (
+            Run.objects.filter(study=study)
+            .order_by("index")
+            .values_list(*_FIELDS)
+            .iterator(chunk_size=PAGE)
+        )
+        for (
+            run_id,
+            index,
+            params,
+            state,
+            objectives,
+            iters,
+            started,
+            finished,
+            end,
+            att,
+            trust,
+        ) in rows:
+            yield {
+                "run": str(run_id),
+                "index": index,
+                "parameters": params,
+                "state": state,
+                "objectives": objectives or {},
+                "iterations": iters,
+                "wall_seconds": _wall_seconds(started, finished),
+                "end_reason": end,
+                "attempts": att,
+                "trust": trust,
+            }
+
+
+def _pages(items: Iterator[Any]) -> Iterator[list[Any]]:
+    page: list[Any] = []
+    for item in items:
+        page.append(item)
+        if len(page) >= PAGE:
+            yield page
+            page = []
+    if page:
+        yield page
+
+
+def results_json_chunks(*, study: Study) -> Iterator[str]:
+    """`{"study", "parameters", "objectives", "rows": [...], "last_seq"}` as DRF's JSON
+    renderer writes it (compact, UTF-8, no NaN), a page of rows per chunk."""
+
+    def dumps(value: Any) -> str:
+        return json.dumps(
+            value, cls=JSONEncoder, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        )
+
+    head = {
+        "study": str(study.id),
+        "parameters": list((study.spec.get("parameters") or {}).keys()),
+        "objectives": list((study.objectives or {}).keys()),
+    }
+    yield dumps(head)[:-1] + ',"rows":['
+    first = True
+    for page in _pages(study_result_rows(study=study)):
+        text = ",".join(dumps(row) for row in page)
+        yield text if first else "," + text
+        first = False
+    yield f'],"last_seq":{dumps(study.event_seq)}}}'
+
+
+def _cell(value):
+    """A text value as a spreadsheet will not run it as a formula (CSV injection): one that
+    starts like a formula gets a leading apostrophe. Numbers stay numbers."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def _extra_parameter_names(*, study: Study, known: list[str]) -> list[str]:
+    """Parameter names some run has beyond the spec's, in the order a pass over the runs by
+    index meets them (one statement; only runs with such a name are expanded)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            f"""
+            SELECT k.key FROM {Run._meta.db_table} r,
+              jsonb_object_keys(r.parameters) WITH ORDINALITY AS k(key, ord)
+            WHERE r.study_id = %s AND (r.parameters - %s::text[]) <> '{{}}'::jsonb
+              AND NOT k.key = ANY(%s::text[])
+            GROUP BY k.key ORDER BY min(r.index), min(k.ord)
+            """,
+            [str(study.pk), known, known],
+        )
+        return [row[0] for row in cur.fetchall()]
+
+
+def results_csv_chunks(*, study: Study) -> Iterator[str]:
+    """results.csv: a header, then one line per run in index order, a page per chunk."""
+    params = list((study.spec.get("parameters") or {}).keys())
+    params += _extra_parameter_names(study=study, known=params)
+    objectives = list((study.objectives or {}).keys())
+    out = io.StringIO()
+    writer = csv.writer(out)
+
+    def flush() -> str:
+        text = out.getvalue()
+        out.seek(0)
+        out.truncate()
+        return text
+
+    writer.writerow(
+        [
+            "run",
+            "index",
+            *params,
+            "state",
+            "trust",
+            *objectives,
+            # a parameter may itself be called `iterations` (the airfoil template's is)
+            "solver_iterations" if "iterations" in params else "iterations",
+            "wall_seconds",
+            "end_reason",
+        ]
+    )
+    yield flush()
+    for page in _pages(study_result_rows(study=study)):
+        for row in page:
+            writer.writerow(
+                [
+                    row["run"],
+                    row["index"],
+                    *[_cell(row["parameters"].get(p, "")) for p in params],
+                    row["state"],
+                    row["trust"],
+                    *[
+                        "" if row["objectives"].get(o) is None else repr(row["objectives"][o])
+                        for o in objectives
+                    ],
+                    "" if row["iterations"] is None else row["iterations"],
+                    "" if row["wall_seconds"] is None else f"{row['wall_seconds']:.3f}",
+                    row["end_reason"],
+                ]
+            )
+        yield flush()
+
+
+class StreamedResponse(StreamingHttpResponse):
+    """A streamed response whose synchronous chunks (reads from the database) are made one at
+    a time in the request's own thread under ASGI, and sent as each is made. (Django's ASGI
+    handler collects a synchronous iterator whole before it sends a byte.) Under WSGI and
+    the test client it is an ordinary streamed response."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks = iter(cast(Iterator[bytes], self.streaming_content))
+        # thread-sensitive: every step in the thread that holds the request's connection
+        step = sync_to_async(lambda: next(chunks, None), thread_sensitive=True)
+        while (chunk := await step()) is not None:
+            yield chunk

@@ -1,0 +1,320 @@
+"""Telemetry ingest: a batch of points becomes one chunk row per series, in one statement.
+
+The portal stores and publishes; it judges the new points by the study's convergence
+policy and returns that judgement (a `Decision`): stopping a run is the caller's
+(ingest → runs.run_stop_by_policy), never this module's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from core.db import bound_cursor
+from core.exceptions import RunEnded, StaleAttempt
+from core.live import run_group, send
+from studies.choices import STARTED_STATES, TERMINAL_STATES
+from studies.models import Run, Study
+from studies.policy import DEFAULT_POLICY
+from telemetry.batches import Columns, clean_batch, extremes, float8s
+from telemetry.convergence import Decision, check
+from telemetry.models import LogChunk, SeriesChunk
+from telemetry.selectors import series_length, series_tail
+from telemetry.watch import is_watched
+
+
+class Stored(NamedTuple):
+    """A stored batch: its seq on the run's stream, whether the agent must stop (the portal
+    wants it stopped, or ended the run), and what the convergence policy decided."""
+
+    seq: int
+    stop: bool
+    decision: Decision | None
+
+
+def telemetry_ingest(
+    *,
+    run: Run,
+    attempt: int,
+    series: Mapping[str, Sequence[Sequence[float]]],
+    log: Sequence[str] = (),
+    heartbeat: bool = False,
+) -> Stored | None:
+    """Store one batch from the agent as one chunk per series, stamped with the run stream's
+    seq, and publish it; judge the new points by the study's convergence policy.
+
+    None when the batch was empty (its heartbeat, if any, is the caller's to record). With
+    `heartbeat` the batch also counts as the run's sign of life (one UPDATE does both); a
+    batch for an attempt that is over raises StaleAttempt, except for a run the portal ended
+    (cancel, policy), whose last points are still kept (and `stop` says so).
+
+    Telemetry commits asynchronously (synchronous_commit off): a database crash can lose the
+    last fraction of a second of points, never the run's state, which commits normally.
+    """
+    clean, lines = clean_batch(series, log)
+    if not clean and not lines:
+        return None
+    row = _store_batch(
+        run_id=str(run.pk), attempt=attempt, heartbeat=heartbeat, clean=clean, lines=lines
+    )
+    stop = heartbeat and row is not None and row.stop
+    if row is None:
+        current = (
+            Run.objects.filter(pk=run.pk).values_list("state", "attempt", "results_at").first()
+        )
+        if not (heartbeat and current and current[1] == attempt and current[0] in TERMINAL_STATES):
+            raise StaleAttempt()
+        # ended by the portal (cancel, policy): keep what came in, and tell the agent to stop,
+        # until its final report is in (then the attempt takes nothing more)
+        row = _store_batch(
+            run_id=str(run.pk), attempt=attempt, heartbeat=False, clean=clean, lines=lines
+        )
+        if row is None:
+            raise RunEnded(current[0])
+        stop = True
+    decision = _after_store(run=run, attempt=attempt, seq=row.seq, clean=clean, lines=lines)
+    return Stored(row.seq, stop, decision)
+
+
+def telemetry_ingest_fenced(
+    *,
+    run_id: str,
+    attempt: int,
+    token_hash: str,
+    series: Any,
+    log: Sequence[str] = (),
+    watched: bool | None = None,
+) -> Stored | None:
+    """The agents' hot path: telemetry_ingest(heartbeat=True) for a run named by id, its
+    token's hash and attempt, in one round trip to PostgreSQL (the fence, the sign of life, the
+    chunks and the log in one statement that also returns what the convergence policy needs).
+
+    None when that statement stores nothing: an empty batch, an unknown run, a wrong token, an
+    attempt that is over or a run that has ended. The caller then takes the slow path, which
+    tells these apart (404, 401, 409, or keeping the last points of a run the portal ended).
+    """
+    clean, lines = clean_batch(series, log)
+    if not clean and not lines:
+        return None
+    row = _store_batch(
+        run_id=run_id,
+        attempt=attempt,
+        heartbeat=True,
+        clean=clean,
+        lines=lines,
+        token_hash=token_hash,
+    )
+    if row is None:
+        return None
+    run = _run_of(run_id, attempt, row)
+    decision = _after_store(
+        run=run, attempt=attempt, seq=row.seq, clean=clean, lines=lines, watched=watched
+    )
+    return Stored(row.seq, row.stop, decision)
+
+
+def telemetry_check_batch(*, series: Any, log: Sequence[str]) -> tuple[dict, list[str]]:
+    """A batch's series as columns and its log lines, checked (ApplicationError naming what
+    is wrong): for a caller that must know the batch is good before it acts."""
+    return clean_batch(series, log)
+
+
+def telemetry_final_batch(
+    *, run_id: Any, attempt: int, batch: tuple[dict[str, Columns], list[str]]
+) -> Stored | None:
+    """Store the last batch that a final report carries (checked by telemetry_check_batch;
+    the caller checked the token).
+
+    Kept under the same fence as any batch, and also for a run the portal ended meanwhile
+    (cancel, policy) as long as its agent's final report is not in yet (RunEnded once it
+    is). It commits with the final report's transaction, synchronously: the run's end is in
+    it. None when nothing was stored."""
+    clean, lines = batch
+    if not clean and not lines:
+        return None
+    row = _store_batch(
+        run_id=str(run_id),
+        attempt=attempt,
+        heartbeat=True,
+        clean=clean,
+        lines=lines,
+        async_commit=False,
+    )
+    if row is None:
+        current = (
+            Run.objects.filter(pk=run_id).values_list("state", "attempt", "results_at").first()
+        )
+        if current is None or current[1] != attempt or current[0] not in TERMINAL_STATES:
+            raise StaleAttempt()
+        row = _store_batch(
+            run_id=str(run_id),
+            attempt=attempt,
+            heartbeat=False,
+            clean=clean,
+            lines=lines,
+            async_commit=False,
+        )
+        if row is None:
+            raise RunEnded(current[0])  # its final report is in already
+    run = _run_of(run_id, attempt, row)
+    decision = _after_store(run=run, attempt=attempt, seq=row.seq, clean=clean, lines=lines)
+    return Stored(row.seq, False, decision)
+
+
+def _run_of(run_id: Any, attempt: int, row: _Stored) -> Run:
+    """The run as far as the policy needs it, from what the storing statement returned."""
+    run = Run(pk=run_id, attempt=attempt, study_id=row.study_id, started_at=row.started_at)
+    field = Study._meta.get_field("convergence")
+    run.study = Study(
+        pk=row.study_id,
+        convergence=field.from_db_value(row.convergence, field.cached_col, connection),
+    )
+    return run
+
+
+def _after_store(
+    *,
+    run: Run,
+    attempt: int,
+    seq: int,
+    clean: dict[str, Columns],
+    lines: list[str],
+    watched: bool | None = None,
+) -> Decision | None:
+    """Publish a stored batch (to the run's subscribers: only while someone watches it, as
+    the caller found just before, else checked after commit) and judge it by the study's
+    convergence policy: a Decision when the run must stop."""
+
+    def publish() -> None:
+        points = {name: [list(p) for p in zip(*cols, strict=True)] for name, cols in clean.items()}
+        send(
+            run_group(run.pk),
+            {
+                "type": "telemetry",
+                "id": str(run.pk),
+                "seq": seq,
+                "attempt": attempt,
+                "series": points,  # the live protocol's [[x, y], …]
+                "log": lines,
+            },
+        )
+
+    def publish_if_watched() -> None:
+        if is_watched(run.pk):
+            publish()
+
+    if watched is None:
+        transaction.on_commit(publish_if_watched)
+    elif watched:
+        transaction.on_commit(publish)
+    return policy_decision(run=run, attempt=attempt, new=clean) if clean else None
+
+
+class _Stored(NamedTuple):
+    seq: int
+    stop: bool
+    study_id: Any
+    started_at: Any
+    convergence: Any
+
+
+def _store_batch(
+    *,
+    run_id: str,
+    attempt: int,
+    heartbeat: bool,
+    clean: dict[str, Columns],
+    lines: list[str],
+    token_hash: str | None = None,
+    async_commit: bool = True,
+) -> _Stored | None:
+    """One statement, its own transaction: bump the run stream's seq (with `heartbeat` also
+    the sign of life, fenced by attempt and started state, and by the token's hash when
+    given; without, fenced by attempt and a final report not yet in: a run the portal ended)
+    and insert the batch's chunks and log lines stamped with it. None when the fence held.
+
+    It commits asynchronously (synchronous_commit off for this transaction only, unless
+    `async_commit` is false: inside a caller's transaction that also changes a run's state):
+    a database crash may lose the last fraction of a second of points, never a run's state,
+    whose reports commit normally.
+    """
+    run_table, study_table = Run._meta.db_table, Study._meta.db_table
+    where = "r.id = %s AND r.attempt = %s"
+    params: list[Any] = [run_id, attempt]
+    sets = "event_seq = r.event_seq + 1"
+    if heartbeat:
+        sets += ", heartbeat_at = now()"
+        where += f" AND r.state IN ({', '.join(['%s'] * len(STARTED_STATES))})"
+        params += [*STARTED_STATES]
+    else:
+        where += " AND r.results_at IS NULL"
+    if token_hash is not None:
+        where += " AND r.token_hash = %s"
+        params.append(token_hash)
+    parts = [
+        f"s AS (UPDATE {run_table} r SET {sets} FROM {study_table} st"
+        f" WHERE {where} AND st.id = r.study_id"
+        " RETURNING r.event_seq, r.stop_requested, r.study_id, r.started_at, st.convergence)"
+    ]
+    if clean:
+        rows = []
+        params += [run_id, attempt]
+        for name, (xs, ys) in clean.items():
+            rows.append("(%s, %s, %s, %s, %s, %s, %s, %s, %s)")
+            params += [name, float8s(xs), float8s(ys), min(xs), max(xs)]
+            params += extremes(xs, ys)
+        parts.append(
+            f"c AS (INSERT INTO {SeriesChunk._meta.db_table} (run_id, attempt, name, seq,"
+            " event_seq, xs, ys, x_min, x_max, low_x, low_y, high_x, high_y, created_at)"
+            " SELECT %s, %s, v.name, s.event_seq, s.event_seq, v.xs::float8[], v.ys::float8[],"
+            " v.x_min::float8, v.x_max::float8, v.low_x::float8, v.low_y::float8,"
+            " v.high_x::float8, v.high_y::float8, now()"
+            f" FROM s, (VALUES {', '.join(rows)})"
+            " AS v(name, xs, ys, x_min, x_max, low_x, low_y, high_x, high_y))"
+        )
+    if lines:  # chunks are ordered by the run stream's seq: no per-series counter
+        parts.append(
+            f"l AS (INSERT INTO {LogChunk._meta.db_table} (run_id, attempt, seq, event_seq,"
+            " lines, created_at) SELECT %s, %s, s.event_seq, s.event_seq, %s::text[], now()"
+            " FROM s)"
+        )
+        params += [run_id, attempt, lines]
+    sql = (
+        f"WITH {', '.join(parts)} SELECT event_seq, stop_requested, study_id, started_at,"
+        " convergence"
+        + (", set_config('synchronous_commit', 'off', true)" if async_commit else "")
+        + " FROM s"
+    )
+    # outside a transaction block the statement is its own transaction (one round trip);
+    # inside one (a caller's atomic block) the setting holds for that whole transaction
+    with bound_cursor() as cur:
+        cur.execute(sql, params)
+        row = cur.fetchone()
+    return None if row is None else _Stored(int(row[0]), bool(row[1]), row[2], row[3], row[4])
+
+
+def policy_decision(*, run: Run, attempt: int, new: Mapping[str, Columns]) -> Decision | None:
+    """What the study's convergence policy says of the newest points (and the run's wall
+    time): a Decision to stop the run, or None."""
+    policy = run.study.convergence or DEFAULT_POLICY
+    iterations = 0
+    if policy.get("converge") and policy.get("min_iterations"):
+        residual = next((n for n in sorted(new) if n.startswith("residual.")), None)
+        iterations = series_length(run=run, attempt=attempt, name=residual) if residual else 0
+    decision = check(
+        policy,
+        new=new,
+        history=lambda name, n: series_tail(run=run, attempt=attempt, name=name, n=n),
+        iterations=iterations,
+    )
+    if decision is None and policy.get("max_wall_seconds") and run.started_at:
+        elapsed = (timezone.now() - run.started_at).total_seconds()
+        if elapsed > policy["max_wall_seconds"]:
+            decision = Decision(
+                "max_wall_time",
+                f"ran {elapsed:.0f} s, over the {policy['max_wall_seconds']:g} s limit",
+            )
+    return decision

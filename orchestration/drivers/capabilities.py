@@ -1,0 +1,91 @@
+"""Optional driver capabilities: runtime-checkable protocols a driver class may implement.
+
+The portal asks `isinstance(driver, ResultsReader)` (or, without a driver,
+`driver_supports(kind, CloudLimited)`) instead of probing for method names. Every capability
+a built-in driver declares is covered by the conformance suite
+(orchestration/tests/test_driver_conformance.py). `VmImageHost` (a cloud that keeps VM
+images: what a bake, an upload and a registration ask of it) is declared by the composer,
+which bakes on it (orchestration/composer/vm_host.py), and listed here with the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from orchestration.composer.vm_host import VmImageHost
+from orchestration.drivers.base import CloudLimits, RunSpec
+
+__all__ = [
+    "BatchStart",
+    "CloudLimited",
+    "EndExplainer",
+    "HealthCheck",
+    "LeakReaper",
+    "ResultsReader",
+    "RunEvents",
+    "StartupLog",
+    "VmImageHost",
+]
+
+
+@runtime_checkable
+class BatchStart(Protocol):
+    """Starts many runs in one call (a Slurm job array): one handle per spec, in order."""
+
+    def start_batch(self, specs: Sequence[RunSpec]) -> list[str]: ...
+
+
+@runtime_checkable
+class ResultsReader(Protocol):
+    """The portal reads a run's directory itself (the same host, a shared filesystem): the
+    attempt's case directory, or None where it cannot. Its agent then uploads no archive."""
+
+    def results_dir(self, spec: RunSpec) -> str | None: ...
+
+
+@runtime_checkable
+class StartupLog(Protocol):
+    """The last lines of an attempt's agent.log, for a job that ended before its agent
+    reported anything."""
+
+    def startup_log(self, *, run_id: str, attempt: int, work_dir: str, lines: int = 12) -> str: ...
+
+
+@runtime_checkable
+class EndExplainer(Protocol):
+    """Did the backend itself end a job (a time limit, a node failure)? (message, retry)."""
+
+    def ended_by_backend(self, handle: str) -> tuple[str, bool] | None: ...
+
+
+@runtime_checkable
+class HealthCheck(Protocol):
+    """Connect and report capacity and health for an admin (raises DriverError)."""
+
+    def check(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class CloudLimited(Protocol):
+    """The backend sits in a cloud project whose own limits cap what the portal may start."""
+
+    def cloud_limits(self) -> CloudLimits: ...
+
+
+@runtime_checkable
+class LeakReaper(Protocol):
+    """Deletes what the portal made on the backend that no live run attempt holds (servers,
+    stacks), sparing image builders in progress; the names of what it deleted."""
+
+    def reap_leaks(
+        self, *, tracked: set[tuple[str, int]], builders: frozenset[str] | set[str] = frozenset()
+    ) -> list[str]: ...
+
+
+@runtime_checkable
+class RunEvents(Protocol):
+    """The backend's own events of a run (a Heat stack coming up) after the event `since`, as
+    log lines, and the newest event id."""
+
+    def run_events(self, handle: str, *, since: str | None) -> tuple[list[str], str | None]: ...

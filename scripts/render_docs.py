@@ -1,0 +1,141 @@
+"""The docs' field tables, rendered from the JSON Schemas that validate the input.
+
+    scripts/render_docs.py           rewrite the tables in docs/ (between their markers)
+    scripts/render_docs.py --check   exit 1 when a table is stale (`make lint`)
+
+A table sits between `<!-- fields: <schema file>[#<definition>] -->` and `<!-- /fields -->`
+in a Markdown file; it lists every field with its type, default and description, nested
+fields by their dotted path (resources.processes), so the docs say what the API checks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+MARKER = re.compile(
+    r"(<!-- fields: (?P<ref>[^ ]+) -->\n)(?P<body>.*?)(<!-- /fields -->)", re.DOTALL
+)
+
+
+def resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return resolve(root, root["$defs"][ref.rsplit("/", 1)[1]])
+    return node
+
+
+def type_of(root: dict[str, Any], node: dict[str, Any]) -> str:
+    node = resolve(root, node)
+    if "enum" in node and len(node["enum"]) > 6 and node.get("title"):
+        return str(node["title"])
+    if "enum" in node:
+        return " \\| ".join(f"`{v}`" for v in node["enum"])
+    kinds = node.get("type")
+    if isinstance(kinds, list):
+        return " or ".join(k for k in kinds if k != "null") + (
+            " or null" if "null" in kinds else ""
+        )
+    if kinds == "array":
+        items = node.get("items") or {}
+        first = (node.get("prefixItems") or [None])[0]
+        if first is not None:
+            return f"list [{type_of(root, first)}, …]"
+        return f"list of {type_of(root, items)}" if items else "list"
+    if kinds == "object" and "additionalProperties" in node and not node.get("properties"):
+        value = node["additionalProperties"]
+        return f"name → {type_of(root, value)}" if isinstance(value, dict) else "object"
+    if kinds:
+        return str(kinds)
+    if "anyOf" in node:
+        return " or ".join(resolve(root, b).get("title") or type_of(root, b) for b in node["anyOf"])
+    return "any"
+
+
+def bounds(node: dict[str, Any]) -> str:
+    parts = []
+    for key, sign in (
+        ("minimum", "≥"),
+        ("exclusiveMinimum", ">"),
+        ("maximum", "≤"),
+        ("exclusiveMaximum", "<"),
+    ):
+        if key in node:
+            parts.append(
+                f"{sign} {node[key] if isinstance(node[key], int) else format(node[key], 'g')}"
+            )
+    if "maxLength" in node:
+        parts.append(f"≤ {node['maxLength']} characters")
+    return ", ".join(parts)
+
+
+def rows(
+    root: dict[str, Any], node: dict[str, Any], prefix: str, *, variant: bool = False
+) -> list[tuple[str, ...]]:
+    node = resolve(root, node)
+    required = set() if variant else set(node.get("required") or [])
+    out: list[tuple[str, ...]] = []
+    for name, child in (node.get("properties") or {}).items():
+        path = f"{prefix}{name}"
+        target = resolve(root, child)
+        description = target.get("description") or child.get("description") or ""
+        limits = bounds(target)
+        default = target.get("default", child.get("default"))
+        out.append(
+            (
+                f"`{path}`" + (" (required)" if name in required else ""),
+                type_of(root, child),
+                "" if default is None else f"`{json.dumps(default)}`",
+                " ".join(x for x in (description, f"({limits})" if limits else "") if x),
+            )
+        )
+        if target.get("type") == "object" and target.get("properties"):
+            out += rows(root, target, f"{path}.")
+        value = target.get("additionalProperties")
+        if isinstance(value, dict) and not target.get("properties"):
+            inner = resolve(root, value)
+            for branch in inner.get("anyOf") or [inner]:
+                branch = resolve(root, branch)
+                if branch.get("properties"):
+                    out += rows(root, branch, f"{path}.<name>.", variant=True)
+    return out
+
+
+def table(ref: str) -> str:
+    file, _, definition = ref.partition("#")
+    root = json.loads((ROOT / file).read_text())
+    node = root["$defs"][definition] if definition else root
+    lines = ["| field | type | default | what it is |", "|---|---|---|---|"]
+    for cells in rows(root, node, ""):
+        lines.append("| " + " | ".join(c.replace("\n", " ") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render(text: str) -> str:
+    return MARKER.sub(lambda m: m.group(1) + table(m.group("ref")) + m.group(4), text)
+
+
+def main(argv: list[str]) -> int:
+    stale = []
+    for doc in sorted(DOCS.rglob("*.md")):
+        text = doc.read_text()
+        new = render(text)
+        if new != text:
+            stale.append(doc.relative_to(ROOT))
+            if "--check" not in argv:
+                doc.write_text(new)
+    if "--check" in argv and stale:
+        names = ", ".join(map(str, stale))
+        print(f"render-docs: stale field tables in {names}; run scripts/render_docs.py")
+        return 1
+    print(f"render-docs: {'rewrote ' + ', '.join(map(str, stale)) if stale else 'ok'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
