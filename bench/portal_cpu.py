@@ -16,11 +16,11 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import emit, fresh_stack, progress, setup_django
+from bench.common import emit, fresh_stack, progress, setup_django, sized
 
-RUNS = 16
+RUNS = sized(16, 2)
 PARAMS = {"lid_velocity": {"linspace": [0.5, 2.0, RUNS]}, "cells": 40, "end_time": 0.5}
-STUDIES = int(os.environ.get("WT_BENCH_REPEATS", "3"))
+STUDIES = sized(int(os.environ.get("WT_BENCH_REPEATS", "3")), 1)
 PARTS = ("web", "worker", "beat", "postgres", "agents")
 
 
@@ -58,12 +58,12 @@ def main() -> None:
     setup_django()
     from django.conf import settings
 
+    from quotas.services import tenant_provision
     from studies.choices import TERMINAL_STATES
-    from studies.models import Simulation
+    from studies.models import Run
     from studies.services import study_create
-    from tenancy.services import tenant_create_or_update
 
-    tenant = tenant_create_or_update(
+    tenant = tenant_provision(
         name="bench-portal-cpu",
         username="bench-portal-cpu",
         quota={"cores": 2, "memory_gb": 8, "max_runs": 2},
@@ -85,7 +85,7 @@ def main() -> None:
             before = portal_cpu(pids)
             t0 = time.time()
             study = study_create(tenant=tenant, owner=user, spec=spec, submit=True)
-            runs = Simulation.objects.filter(study=study)
+            runs = Run.objects.filter(study=study)
             while runs.exclude(state__in=TERMINAL_STATES).exists():
                 time.sleep(0.5)
             end = max(runs.values_list("finished_at", flat=True)).timestamp() - t0
@@ -114,6 +114,11 @@ def main() -> None:
         stack.stop()
     mean = {k: sum(s[k] for s in samples) / len(samples) for k in (*PARTS, "solver")}
     portal = sum(mean[k] for k in PARTS)
+    if mean["solver"] <= 0:
+        raise SystemExit(
+            "portal_cpu: the agents reported no CPU in their steps (agent.log's last line):"
+            " the solver's CPU time is not reaching the agent's accounting"
+        )
     emit(
         "portal_cpu_share",
         portal / mean["solver"],

@@ -11,14 +11,31 @@ import signal
 import time
 from collections.abc import Callable
 
+TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    import psutil as psutil_types
+
+    class _Psutil(Protocol):
+        """What this module uses of the psutil module."""
+
+        Process: type[psutil_types.Process]
+        Error: type[psutil_types.Error]
+
+        @property
+        def STATUS_ZOMBIE(self) -> str: ...
+
+
 HAVE_PROC = os.path.exists("/proc/self/stat")
-if HAVE_PROC:
-    psutil = None
-else:  # pragma: no cover - not Linux
+psutil: _Psutil | None = None
+if not HAVE_PROC:  # pragma: no cover - not Linux
     try:
-        import psutil
+        import psutil as _psutil
     except ImportError:
-        psutil = None  # type: ignore[assignment]
+        pass
+    else:
+        psutil = _psutil
 
 __all__ = ["TreeSampler", "group_alive", "kill_group", "tree_pids"]
 
@@ -173,19 +190,54 @@ def _any_alive(pids: list[int]) -> bool:
     return any(_alive(pid) for pid in pids)
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Adopt the orphans of our children (Linux prctl). bubblewrap's outer process exits
+    without waiting for its PID namespace's init, which has reaped the step: reaping that
+    init ourselves (reap_orphans) is what brings the step's CPU time into RUSAGE_CHILDREN."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(*, timeout: float) -> int:
+    """Reap the children left once the step's own process has been waited for (the
+    sandbox's namespace init, on its way out); at most `timeout` seconds. Only called while
+    no other child of ours runs: it would take that child's exit status."""
+    reaped = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
+        if pid:
+            reaped += 1
+            continue
+        if time.monotonic() >= deadline:
+            return reaped
+        time.sleep(0.005)
+
+
 class TreeSampler:
     """CPU % (summed over processes, 100 = one core) and RSS bytes of a process tree."""
 
     RESCAN = 5.0  # seconds between walks of the process table for new descendants
 
     def __init__(self) -> None:
-        self._procs: dict[int, object] = {}  # psutil.Process objects keep cpu_percent state
+        self._procs: dict[int, psutil_types.Process] = {}  # they keep cpu_percent state
         self._ticks: dict[int, int] = {}
         self._last = time.monotonic()
         self._tree: tuple[int, float, list[int]] = (0, 0.0, [])  # root, when, pids
 
     def sample(self, root: int) -> tuple[float, int]:
-        return self._sample_psutil(root) if psutil is not None else self._sample_proc(root)
+        return self._sample_psutil(root, psutil) if psutil is not None else self._sample_proc(root)
 
     def _pids(self, root: int) -> list[int]:
         """The tree's pids; the process table is walked again only every RESCAN seconds (and
@@ -197,17 +249,17 @@ class TreeSampler:
             self._tree = (root, now, pids)
         return pids
 
-    def _sample_psutil(self, root: int) -> tuple[float, int]:
+    def _sample_psutil(self, root: int, ps: _Psutil) -> tuple[float, int]:
         cpu, rss = 0.0, 0
         current = {}
         for pid in self._pids(root):
             try:
-                proc = self._procs.get(pid) or psutil.Process(pid)
+                proc = self._procs.get(pid) or ps.Process(pid)
                 with proc.oneshot():
                     cpu += proc.cpu_percent(None)  # 0.0 on the first call for a process
                     rss += proc.memory_info().rss
                 current[pid] = proc
-            except psutil.Error:
+            except ps.Error:
                 continue
         self._procs = current
         return cpu, rss

@@ -12,8 +12,15 @@ import threading
 import time
 from collections.abc import Callable
 
-from orchestration.agent.procs import TreeSampler, kill_group, tree_pids
+from orchestration.agent.procs import (
+    TreeSampler,
+    become_subreaper,
+    kill_group,
+    reap_orphans,
+    tree_pids,
+)
 from orchestration.agent.reporter import Reporter
+from orchestration.agent.sandbox import Sandbox, SandboxError, find_program
 from orchestration.agent.spec import AgentSpec, AgentStep
 from orchestration.dat import DatFollower
 from orchestration.environment import step_environment
@@ -157,12 +164,22 @@ class Supervisor:
         self.dat = DatFollower(spec.case_path)
         # the allowlist of the agent's environment, the run configuration's variables and a
         # HOME of the run's own (no system operations for the case: orchestration/environment)
+        self.home = os.path.join(spec.work_dir, "home")
         self.env = step_environment(
             os.environ,
             spec.env,
-            home=os.path.join(spec.work_dir, "home"),
+            home=self.home,
             allow_system_operations=spec.allow_system_operations,
         )
+        # every step runs confined: an unprivileged uid, limits, and (bwrap) nothing of the
+        # host but a read-only system, its case and its home (orchestration/agent/sandbox.py)
+        self.sandbox = Sandbox(spec.sandbox, run_id=spec.run_id)
+        # the step's CPU time reaches the agent's RUSAGE_CHILDREN through bubblewrap's
+        # namespace init, which its outer process leaves behind: the agent reaps it
+        self._reap = self.sandbox.mode == "bwrap" and become_subreaper()
+        if self.sandbox.mode != "off":  # no step runs as root, so none may run MPI as root
+            for name in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
+                self.env.pop(name, None)
         self._follow_dat = False
         self.iterations: int | None = None  # time steps of the last solve step, as it counted
         self.last_time: float | None = None
@@ -173,6 +190,20 @@ class Supervisor:
         """Run every step in order; stop at the first failure, `stop` or SIGTERM."""
         messages: list[str] = []
         converged = False
+        try:
+            self.sandbox.prepare(
+                case=self.spec.case_path,
+                home=self.home,
+                writable_home=self.spec.allow_system_operations,
+                mounts=self.spec.mounts,
+            )
+        except (SandboxError, OSError) as exc:
+            log(f"sandbox: {exc}")
+            self.reporter.add_log([f"sandbox: {exc}"])
+            return Outcome(state="failed", reason="the case sandbox cannot start", message=str(exc))
+        return self._run_steps(messages, converged)
+
+    def _run_steps(self, messages: list[str], converged: bool) -> Outcome:
         for index, step in enumerate(self.spec.steps):
             self._check_interrupts()
             if self.terminate.is_set():
@@ -221,12 +252,20 @@ class Supervisor:
         if step.role == "solve":
             self._follow_dat = True
         log_path = os.path.join(case, f"log.{step.name}")
+        program = step.argv[0] if step.argv else ""
+        if "/" not in program and find_program(program, self.env.get("PATH", "")) is None:
+            # said here: inside the sandbox it would be bubblewrap's "execvp" error
+            problem = f"cannot start {program}: no such program on PATH"
+            with open(log_path, "wb") as logfile:
+                logfile.write(f"{problem}\n".encode())
+            self.reporter.add_log([problem])
+            return StepResult(returncode=127, fatal_error=problem)
         # the step writes straight into its log file (as in a shell loop) and the agent follows
         # the file: a solver never waits on a pipe the agent has not drained yet
         with open(log_path, "wb") as logfile:
             try:
                 proc = subprocess.Popen(
-                    list(step.argv),
+                    self.sandbox.command(list(step.argv)),
                     cwd=case,
                     env=self.env,
                     stdin=subprocess.DEVNULL,
@@ -244,6 +283,8 @@ class Supervisor:
         follower = _LogFollower(log_path, parser, self.reporter, solve=step.role == "solve")
         interrupted = self._watch(proc, follower, interruptible=interruptible)
         proc.wait()
+        if self._reap:
+            reap_orphans(timeout=1.0)
         follower.poll(final=True)
         if step.role == "solve":
             self.reporter.add_columns(parser.flush_block())
