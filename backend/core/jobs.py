@@ -23,6 +23,8 @@ class Job(enum.StrEnum):
     DISPATCH_RUNS = "dispatch.dispatch_runs"
     # studies: derive a study's state from its runs
     REFRESH_STUDY = "studies.refresh_study"
+    # studies: the live events of a large set of runs that changed at once (a cancel)
+    PUBLISH_RUNS = "studies.publish_runs"
     # runs: what a run's end leaves to do on its backend and on disk
     KILL_RUN = "runs.kill_run"
     RELEASE_RUN = "runs.release_run"

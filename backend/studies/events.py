@@ -47,6 +47,11 @@ def publish_runs_changed(run_ids: Iterable, *, refresh_when_done: bool = False) 
         transaction.on_commit(lambda: _publish_now(ids, refresh_when_done=refresh_when_done))
 
 
+def publish_runs_now(ids: list[str]) -> None:
+    """The events of runs that changed, sent now (a worker's job, after the commit)."""
+    _publish_now([str(i) for i in ids])
+
+
 def _publish_now(ids: list[str], *, refresh_when_done: bool = False) -> None:
     """One statement takes the runs' event seqs and their studies' seqs and progress counts
     (this runs for every change of every run: admission, start, end)."""

@@ -21,6 +21,7 @@ from core.exceptions import ApplicationError, Conflict, ErrorCode
 from core.jobs import Job
 from quotas.fit import Shape, queue_problem, run_fit_problem
 from quotas.models import Quota
+from studies.bulk import runs_copy
 from studies.choices import ACTIVE_STATES, HOLDING_STATES, RunState, StudyState, WaitReason
 from studies.events import publish_study
 from studies.models import Run, Study
@@ -84,12 +85,14 @@ def study_update(*, study: Study, spec: dict[str, Any]) -> Study:
     return study
 
 
-def _runs_for(
-    *, study: Study, resolved: ResolvedSpec, start_index: int, skip: set[tuple] | None = None
-) -> list[Run]:
+Point = tuple[int, dict[str, Any], dict[str, Any]]  # a run's index, parameters and context
+
+
+def _points_for(
+    *, resolved: ResolvedSpec, start_index: int, skip: set[tuple] | None = None
+) -> list[Point]:
     names = [a.name for a in resolved.space.axes]
-    now = timezone.now()
-    runs = []
+    points = []
     index = start_index
     for params, context in resolved.points():
         if skip is not None:
@@ -97,24 +100,25 @@ def _runs_for(
             if key in skip:
                 continue
             skip.add(key)
-        runs.append(
-            Run(
-                study=study,
-                tenant_id=study.tenant_id,
-                backend=resolved.backend,
-                index=index,
-                parameters=params,
-                context=context,
-                processes=resolved.processes,
-                nodes=resolved.nodes,
-                memory_gb=resolved.memory_gb,
-                queued_at=now,
-                state=RunState.PENDING,
-                wait_reason=WaitReason.QUEUED,
-            )
-        )
+        points.append((index, params, context))
         index += 1
-    return runs
+    return points
+
+
+def _runs_insert(*, study: Study, resolved: ResolvedSpec, points: list[Point]) -> None:
+    """The runs of `points`, queued now, in one COPY (studies/bulk.py)."""
+    template = Run(
+        study=study,
+        tenant_id=study.tenant_id,
+        backend=resolved.backend,
+        processes=resolved.processes,
+        nodes=resolved.nodes,
+        memory_gb=resolved.memory_gb,
+        queued_at=timezone.now(),
+        state=RunState.PENDING,
+        wait_reason=WaitReason.QUEUED,
+    )
+    runs_copy(template=template, points=points)
 
 
 def single_run_problem(*, tenant: Any, resolved: ResolvedSpec) -> str | None:
@@ -161,12 +165,12 @@ def study_submit(*, study: Study) -> Study:
     _apply(study, resolved, study.spec)
     # an image composed from packages is created now and built while the runs wait
     study.image = study_image_ensure(choice=resolved.image, user=study.owner)
-    runs = _runs_for(study=study, resolved=resolved, start_index=0)
-    queue_check(tenant_id=study.tenant_id, adding=len(runs))
-    if runs:
-        resolved.check_case(runs[0].context)  # the case may have changed since the draft
-    Run.objects.bulk_create(runs, batch_size=1000)
-    study.run_count = len(runs)
+    points = _points_for(resolved=resolved, start_index=0)
+    queue_check(tenant_id=study.tenant_id, adding=len(points))
+    if points:
+        resolved.check_case(points[0][2])  # the case may have changed since the draft
+    _runs_insert(study=study, resolved=resolved, points=points)
+    study.run_count = len(points)
     study.state = StudyState.SUBMITTED
     study.submitted_at = timezone.now()
     study.save()
@@ -175,8 +179,9 @@ def study_submit(*, study: Study) -> Study:
 
 
 @transaction.atomic
-def study_extend(*, study: Study, parameters: dict[str, Any]) -> list[Run]:
-    """Add parameter values; only the points not already in the study get new runs."""
+def study_extend(*, study: Study, parameters: dict[str, Any]) -> int:
+    """Add parameter values; only the points not already in the study get new runs (how
+    many)."""
     study = Study.objects.select_for_update().get(pk=study.pk)
     if study.state == StudyState.DRAFT:
         raise Conflict(
@@ -208,11 +213,11 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> list[Run]:
     existing = {point_key(p, names) for p in study.runs.values_list("parameters", flat=True)}
     last = study.runs.order_by("-index").values_list("index", flat=True).first()
     start = 0 if last is None else last + 1
-    runs = _runs_for(study=study, resolved=resolved, start_index=start, skip=existing)
+    points = _points_for(resolved=resolved, start_index=start, skip=existing)
     # the stored spec describes every run the study has (clone reproduces them): the old and
     # the new values together
     spec["parameters"] = _merged_parameters(old, parameters, combine=combine)
-    total = study.runs.count() + len(runs)
+    total = study.runs.count() + len(points)
     limit = settings.WINDTUNNEL["MAX_RUNS_PER_STUDY"]
     if total > limit:
         raise ApplicationError(
@@ -220,16 +225,16 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> list[Run]:
             code=ErrorCode.TOO_MANY_RUNS,
             field="parameters",
         )
-    queue_check(tenant_id=study.tenant_id, adding=len(runs))
-    Run.objects.bulk_create(runs, batch_size=1000)
+    queue_check(tenant_id=study.tenant_id, adding=len(points))
+    _runs_insert(study=study, resolved=resolved, points=points)
     study.spec = spec
     study.run_count = total
-    if runs:
+    if points:
         study.state = StudyState.SUBMITTED if study.state != StudyState.RUNNING else study.state
         study.finished_at = None
         jobs.enqueue(Job.SCHEDULE_TENANT, study.tenant_id)
     study.save()
-    return runs
+    return len(points)
 
 
 def _merged_parameters(old: dict, added: dict, *, combine: str) -> dict:

@@ -38,7 +38,7 @@ from studies.choices import (
     StudyState,
     WaitReason,
 )
-from studies.events import publish_runs_changed
+from studies.events import publish_runs_changed, publish_study
 from studies.models import Run, Study
 
 MESSAGE_MAX = 5000
@@ -342,10 +342,22 @@ def runs_cancel_for_study(*, study: Study, by: Any = None) -> int:
         if before in STARTED_STATES and handle:
             countdown = grace if before == RunState.RUNNING else None
             jobs.enqueue(Job.KILL_RUN, str(run_id), attempt, handle, countdown=countdown)
-    publish_runs_changed([r[0] for r in rows])
+    ids = [str(r[0]) for r in rows]
+    if len(ids) <= PUBLISH_INLINE:
+        publish_runs_changed(ids)
+    else:
+        # a large set answers at once: the study's counts now, each run's own event from
+        # the worker (an event per run of 100,000 would hold the request for seconds)
+        transaction.on_commit(lambda: publish_study(study_id=study.pk, kind="study", payload={}))
+        for i in range(0, len(ids), PUBLISH_CHUNK):
+            jobs.enqueue(Job.PUBLISH_RUNS, ids[i : i + PUBLISH_CHUNK])
     for tenant_id in {r[4] for r in rows}:
         jobs.enqueue(Job.SCHEDULE_TENANT, tenant_id)
-    return len(rows)
+    return len(ids)
+
+
+PUBLISH_INLINE = 500  # runs whose events a cancel sends itself; more are the worker's
+PUBLISH_CHUNK = 2000
 
 
 def _cancel_fields(who: str, now: datetime) -> dict[str, Any]:
