@@ -78,3 +78,28 @@ def test_a_nul_error_is_told_where_the_nul_was():
     # not the request's: the portal's own error, left a 500
     assert nul_refusal(NUL_ERROR, _context("/?name=x", data={"a": "b"})) is None
     assert nul_refusal(DataError("integer out of range"), _context(pk="a\x00")) is None
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "says"),
+    [
+        ("page=2", "page", "page 2 is past the last page (1); ask for page 1 to 1"),
+        ("page=0", "page", "page must be a whole number from 1"),
+        ("page=abc", "page", "page must be a whole number from 1"),
+        ("page_size=0", "page_size", "page_size must be a whole number from 1 to 1000"),
+        ("page_size=5000", "page_size", "page_size must be a whole number from 1 to 1000"),
+        ("page_size=-3", "page_size", "page_size must be a whole number from 1 to 1000"),
+    ],
+)
+def test_pagination_out_of_range_is_a_400_naming_the_parameter(api, query, field, says):
+    r = api.get(f"/api/v1/studies/?{query}")
+    assert r.status_code == 400, r.content
+    assert r.json()["field"] == field
+    assert says in r.json()["message"]
+
+
+def test_pages_in_range_and_the_last_page_answer(api):
+    for query in ("", "page=1", "page=last", "page_size=1000", "page=1&page_size=1"):
+        r = api.get(f"/api/v1/studies/?{query}")
+        assert r.status_code == 200, (query, r.content)
+        assert r.json()["results"] == []
