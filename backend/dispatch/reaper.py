@@ -136,8 +136,10 @@ def queued_message(run: Run, status: str) -> str:
 
 def run_ended_before_its_agent(*, run: Run, driver: Any, reason: str) -> str:
     """A job that ended before its agent reported anything: Python or the agent missing on
-    the nodes, a node that failed at start. Failed with the job's own words (retried only
-    where the backend says it ended the job itself, e.g. a node failure)."""
+    the nodes, a node that failed at start. Failed with the job's own words; retried where
+    the backend says it ended the job itself for a reason worth a retry (a node failure), or
+    ended it (e.g. Slurm cancelling a job it could not launch for a duplicate job id after a
+    controller lost its state) before the agent wrote a line: nothing of the run ran then."""
     ended = ended_by_backend(driver, run.handle)
     text = ended[0] if ended else (reason or "it exited")
     message = f"the job on {run.backend.name} ended before its agent reported: {text}"
@@ -153,5 +155,5 @@ def run_ended_before_its_agent(*, run: Run, driver: Any, reason: str) -> str:
         run=run,
         reason=EndReason.TERMINATED if ended else EndReason.DISPATCH_FAILED,
         message=message,
-        retry=bool(ended and ended[1]),
+        retry=bool(ended and (ended[1] or not tail)),
     )

@@ -394,3 +394,43 @@ def test_a_node_failure_requeues_the_run_and_the_next_attempt_finishes(cluster_l
     run = Run.objects.get(pk=run_id)
     assert body["state"] == "completed", (run.state, run.message)
     assert run.attempt == 2 and run.state == "completed"
+
+
+def test_a_job_slurm_ends_before_its_agent_starts_is_retried(cluster_live):
+    """Slurm itself ends a job before its agent has written a line (here an scancel from
+    outside the portal while the job waits; in the chaos benchmark, a job Slurm could not
+    launch for a duplicate job id after slurmctld lost its state): nothing of the run ran,
+    so it goes back to the queue and its next attempt finishes."""
+    node = cluster()["node"]
+    env = {**os.environ, "SLURM_CONF": cluster()["slurm_conf"]}
+    _scontrol("update", f"nodename={node}", "state=drain", "reason=windtunnel-test")
+    try:
+        study = _submit(
+            cluster_live, {"name": "cancelled by Slurm", "template": "cavity", "backend": "slurm"}
+        )
+        run = wait_for(
+            lambda: (
+                (r := Run.objects.filter(study_id=study["id"]).exclude(handle="").first())
+                and r.state == "provisioning"
+                and r
+            ),
+            timeout=90,
+            what="the run's job to wait in Slurm's queue",
+        )
+        assert _job_state(run.handle) == "PENDING"
+        subprocess.run(["scancel", run.handle], env=env, check=True, timeout=30)
+        requeued = wait_for(
+            lambda: (r := Run.objects.get(pk=run.pk)).attempt >= 2 and r,
+            timeout=90,
+            what="the run to go back to the queue",
+        )
+        assert "CANCELLED" in requeued.message or "CANCELLED" in requeued.wait_detail, (
+            requeued.message,
+            requeued.wait_detail,
+        )
+    finally:
+        _scontrol("update", f"nodename={node}", "state=resume", check=False)
+    body = _finished(cluster_live, study["id"], timeout=180)
+    run = Run.objects.get(pk=run.pk)
+    assert body["state"] == "completed", (run.state, run.message)
+    assert run.attempt == 2
