@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from catalog.models import Backend
+from quotas.models import Quota
 from core.jobs import Job
 from studies import transitions
 from studies.models import Run
@@ -220,3 +221,37 @@ def test_the_release_of_a_cloud_server_follows_the_end_of_its_run(api, published
     assert transitions.run_end(run=run, state="completed", end_reason="success")
     release = [a for job, a, _ in published.jobs if job == Job.RELEASE_RUN]
     assert release == [(str(run.pk), 1, "server:abc")]
+
+
+def test_a_large_cancel_answers_with_the_studys_counts_and_leaves_each_runs_event_to_the_worker(
+    api, published
+) -> None:
+    Quota.objects.filter(tenant=api.tenant).update(max_queued_runs=5000)
+    big = study_create(
+        tenant=api.tenant,
+        owner=api.tenant.user,
+        spec={
+            "name": "big",
+            "template": "cavity",
+            "parameters": {"lid_velocity": {"linspace": [0.5, 2.0, 2500]}},
+        },
+        submit=True,
+    )
+    runs = _runs(big)
+    assert len(runs) == 2500
+    published.messages.clear()
+    published.jobs.clear()
+    assert transitions.runs_cancel_for_study(study=big) == 2500
+    # in the request: the study's own event, with its counts, and no event per run
+    study_events = [m for _, m in published.messages if m.get("type") == "study"]
+    assert [m["progress"] for m in study_events] == [{"cancelled": 2500}]
+    assert not [m for _, m in published.messages if m.get("type") == "state"]
+    chunks = [a[0] for job, a, _ in published.jobs if job == Job.PUBLISH_RUNS]
+    assert sorted(i for chunk in chunks for i in chunk) == sorted(str(r.pk) for r in runs)
+    assert max(len(c) for c in chunks) <= transitions.PUBLISH_CHUNK
+    # the worker's jobs: every run's own `state` event
+    from studies.tasks import publish_runs
+
+    for chunk in chunks:
+        publish_runs(chunk)
+    assert all([s for s, _ in published.states(r)] == ["cancelled"] for r in runs)
