@@ -30,6 +30,7 @@ from typing import Any
 
 import jinja2
 import jinja2.meta
+import jinja2.runtime
 from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
@@ -304,9 +305,31 @@ def _expression_names(expr: str) -> frozenset[str]:
     return frozenset(_names_in(_parse_expression(expr)))
 
 
+class _Expression:
+    """A compiled expression, called with a plain dict of names.
+
+    jinja's own TemplateExpression copies the environment's globals out of a ChainMap on
+    every call (twice), which was ~80 % of a call's cost: 100,000 runs with two derived
+    values took 17 s to resolve. Here the globals are copied once, and each call builds its
+    context from one dict merge; the compiled code, and so the sandbox's checks, are jinja's."""
+
+    def __init__(self, expr: str) -> None:
+        self._template = _ENV.compile_expression(expr, undefined_to_none=False)._template
+        self._globals = dict(self._template.globals)
+
+    def __call__(self, names: Mapping[str, Any]) -> Any:
+        template = self._template
+        context = jinja2.runtime.new_context(
+            _ENV, template.name, template.blocks, {**self._globals, **names}, shared=True
+        )
+        for _ in template.root_render_func(context):
+            pass
+        return context.vars["result"]
+
+
 @functools.lru_cache(maxsize=1024)
-def _compiled(expr: str) -> Any:
-    return _ENV.compile_expression(expr, undefined_to_none=False)
+def _compiled(expr: str) -> _Expression:
+    return _Expression(expr)
 
 
 def expression_names(expr: str) -> set[str]:
@@ -323,7 +346,7 @@ def evaluate(expr: str, names: Mapping[str, Any]) -> Any:
         )
     _BUDGET.left = _MAX_BUILT
     try:
-        result = _compiled(expr)(**names)
+        result = _compiled(expr)(names)
     except (RecursionError, MemoryError, SyntaxError) as exc:
         raise RenderError(f"expression {expr!r} is too complex ({exc})") from exc
     except jinja2.TemplateSyntaxError as exc:
@@ -341,15 +364,11 @@ def evaluate(expr: str, names: Mapping[str, Any]) -> Any:
     return result
 
 
-def evaluate_derived(derived: Mapping[str, str], values: Mapping[str, Any]) -> dict[str, Any]:
-    """Evaluate derived expressions in dependency order; returns only the derived values.
-
-    A derived expression may use parameters (`values`) and other derived values. A derived
-    name takes precedence over a parameter of the same name. Cycles raise RenderError.
-    """
-    if len(derived) > MAX_DERIVED:
-        raise RenderError(f"{len(derived)} derived values; at most {MAX_DERIVED}")
-    deps = {name: expression_names(expr) & derived.keys() for name, expr in derived.items()}
+@functools.lru_cache(maxsize=256)
+def _derived_order(derived: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """The derived values' names in dependency order (raises RenderError on a cycle)."""
+    exprs = dict(derived)
+    deps = {name: expression_names(expr) & exprs.keys() for name, expr in exprs.items()}
     order: list[str] = []
     state: dict[str, int] = {}  # 1 visiting, 2 done
 
@@ -365,8 +384,20 @@ def evaluate_derived(derived: Mapping[str, str], values: Mapping[str, Any]) -> d
         state[name] = 2
         order.append(name)
 
-    for name in sorted(derived):
+    for name in sorted(exprs):
         visit(name, [])
+    return tuple(order)
+
+
+def evaluate_derived(derived: Mapping[str, str], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Evaluate derived expressions in dependency order; returns only the derived values.
+
+    A derived expression may use parameters (`values`) and other derived values. A derived
+    name takes precedence over a parameter of the same name. Cycles raise RenderError.
+    """
+    if len(derived) > MAX_DERIVED:
+        raise RenderError(f"{len(derived)} derived values; at most {MAX_DERIVED}")
+    order = _derived_order(tuple(sorted(derived.items())))  # the same for every run of a study
     scope: dict[str, Any] = dict(values)
     result: dict[str, Any] = {}
     for name in order:
