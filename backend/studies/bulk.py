@@ -28,7 +28,8 @@ def runs_copy(*, template: Run, points: Iterable[tuple[int, dict, dict]]) -> int
     (its study, tenant, backend, shape, state and wait reason); how many. In the caller's
     transaction: a failure leaves no run behind."""
     now = timezone.now()
-    fields = [f for f in Run._meta.concrete_fields if f.attname not in _OWN]
+    concrete = {f.attname: f for f in Run._meta.concrete_fields}
+    fields = [f for name, f in concrete.items() if name not in _OWN]
     shared: list[Any] = []
     for field in fields:
         if field.attname in ("created_at", "updated_at"):
@@ -38,8 +39,7 @@ def runs_copy(*, template: Run, points: Iterable[tuple[int, dict, dict]]) -> int
         else:
             shared.append(field.get_db_prep_save(getattr(template, field.attname), connection))
     columns = ", ".join(
-        connection.ops.quote_name(f.column)
-        for f in (*(Run._meta.get_field(n) for n in _OWN), *fields)
+        connection.ops.quote_name(str(f.column)) for f in (*(concrete[n] for n in _OWN), *fields)
     )
     sql = f"COPY {connection.ops.quote_name(Run._meta.db_table)} ({columns}) FROM STDIN"
     count = 0

@@ -11,11 +11,12 @@ import pytest
 from django.utils import timezone
 
 from catalog.models import Backend
-from quotas.models import Quota
 from core.jobs import Job
+from quotas.models import Quota
 from studies import transitions
 from studies.models import Run
 from studies.services import study_create
+from studies.tasks import publish_runs
 
 
 @pytest.fixture
@@ -250,8 +251,6 @@ def test_a_large_cancel_answers_with_the_studys_counts_and_leaves_each_runs_even
     assert sorted(i for chunk in chunks for i in chunk) == sorted(str(r.pk) for r in runs)
     assert max(len(c) for c in chunks) <= transitions.PUBLISH_CHUNK
     # the worker's jobs: every run's own `state` event
-    from studies.tasks import publish_runs
-
     for chunk in chunks:
         publish_runs(chunk)
     assert all([s for s, _ in published.states(r)] == ["cancelled"] for r in runs)
