@@ -1,4 +1,7 @@
-"""The portal as separate processes (uvicorn + a Celery worker with beat), for tests and benchmarks."""
+"""The portal as separate processes (uvicorn + a Celery worker with beat), for tests and benchmarks.
+
+Beat runs inside the worker (`celery worker -B`) unless asked for apart (`start_worker(beat=False)`
+then `start_beat()`): bench/chaos.py kills and restarts each on its own."""
 
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ class Stack:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.web: subprocess.Popen | None = None
         self.worker: subprocess.Popen | None = None
+        self.beat: subprocess.Popen | None = None
 
     def start_web(self) -> None:
         self.web = subprocess.Popen(
@@ -73,7 +77,8 @@ class Stack:
             time.sleep(0.2)
         raise RuntimeError(f"uvicorn did not come up; see {self.logs / 'web.log'}")
 
-    def start_worker(self) -> None:
+    def start_worker(self, *, beat: bool = True) -> None:
+        """The Celery worker; with `beat`, the beat scheduler inside it (else start_beat())."""
         self.worker = subprocess.Popen(
             [
                 sys.executable,
@@ -82,7 +87,7 @@ class Stack:
                 "-A",
                 "config",
                 "worker",
-                "-B",
+                *(["-B"] if beat else []),
                 "--pool",
                 "threads",
                 "--concurrency",
@@ -103,24 +108,59 @@ class Stack:
             start_new_session=True,  # its embedded beat is a child: signal them together
         )
 
+    def start_beat(self) -> None:
+        """The beat scheduler as a process of its own (with start_worker(beat=False))."""
+        self.beat = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                str(self.logs / "beat-schedule-apart"),
+            ],
+            env=self.env,
+            cwd=ROOT,
+            stdout=open(self.logs / "beat.log", "ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
     def stop_worker(self, sig: int = signal.SIGTERM) -> None:
         if self.worker is None:
             return
-        group = self.worker.pid
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, sig)
-        try:
-            self.worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(group, signal.SIGKILL)
-            self.worker.wait()
-        # the beat child may outlive a SIGKILLed parent by a moment: make sure it is gone
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGKILL)
+        _stop_group(self.worker, sig)
+
+    def stop_beat(self, sig: int = signal.SIGTERM) -> None:
+        if self.beat is None:
+            return
+        _stop_group(self.beat, sig)
 
     def stop(self) -> None:
+        self.stop_beat()
         self.stop_worker()
         if self.web and self.web.poll() is None:
             self.web.terminate()
             self.web.wait(timeout=30)
+
+
+def _stop_group(proc: subprocess.Popen, sig: int) -> None:
+    """Signal a process started in a session of its own and its group, and wait for it:
+    SIGKILL after 30 s."""
+    group = proc.pid
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, sig)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+        proc.wait()
+    # a child (the worker's embedded beat, its agent launcher) may outlive a SIGKILLed
+    # parent by a moment: make sure the group is gone
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
