@@ -17,6 +17,10 @@ from django.utils import timezone
 from studies.models import Run
 
 _OWN = ("id", "index", "parameters", "context")  # the columns that differ from run to run
+# After this many rows at once the planner's statistics are refreshed in the same step:
+# autovacuum would within a minute, and until then a study's first pages were planned for
+# one row (a sort of all 100,000 runs for a page of 100: 0.4 s instead of a few ms)
+ANALYZE_AFTER = 10_000
 
 
 def _json(value: Any) -> str:
@@ -47,4 +51,7 @@ def runs_copy(*, template: Run, points: Iterable[tuple[int, dict, dict]]) -> int
         for index, parameters, context in points:
             copy.write_row((uuid.uuid4(), index, _json(parameters), _json(context), *shared))
             count += 1
+    if count >= ANALYZE_AFTER:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {connection.ops.quote_name(Run._meta.db_table)}")
     return count
