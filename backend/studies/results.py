@@ -141,10 +141,15 @@ def _extra_parameter_names(*, study: Study, known: list[str]) -> list[str]:
         return [row[0] for row in cur.fetchall()]
 
 
+def study_parameter_names(study: Study) -> list[str]:
+    """The spec's parameters, then any a run has beyond them (runs added by extend)."""
+    params = list((study.spec.get("parameters") or {}).keys())
+    return params + _extra_parameter_names(study=study, known=params)
+
+
 def results_csv_chunks(*, study: Study) -> Iterator[str]:
     """results.csv: a header, then one line per run in index order, a page per chunk."""
-    params = list((study.spec.get("parameters") or {}).keys())
-    params += _extra_parameter_names(study=study, known=params)
+    params = study_parameter_names(study)
     objectives = list((study.objectives or {}).keys())
     out = io.StringIO()
     writer = csv.writer(out)

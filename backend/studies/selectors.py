@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import connection
@@ -76,21 +76,43 @@ def upload_list_visible_to(*, user) -> QuerySet[Upload]:
     return Upload.objects.filter(tenant=_tenant(user)).order_by("-created_at")
 
 
-def queue_positions(*, tenant_id: int, run_ids: Iterable) -> dict[str, int]:
-    """1-based position of each queued run in its tenant's FIFO queue (one query)."""
-    ids = [str(i) for i in run_ids]
-    if not ids:
+def queue_positions(*, tenant_id: int, runs: Sequence[Run]) -> dict[str, int]:
+    """1-based position of each queued run in its tenant's FIFO queue, counted for these runs
+    only: the runs ahead of the first of them (an index range count), then a window over the
+    span from the first to the last. A page of a 100,000-run queue costs its span, not the
+    queue."""
+    keys = [(r.queued_at, str(r.study_id), r.index) for r in runs]
+    if not keys:
         return {}
+    low, high = min(keys), max(keys)
     table = Run._meta.db_table
     with connection.cursor() as cur:
         cur.execute(
             f"""
-            SELECT id, pos FROM (
+            WITH ahead AS (
+              SELECT count(*) AS n FROM {table}
+              WHERE tenant_id = %(tenant)s AND state = %(state)s
+                AND (queued_at, study_id, index) < (%(lq)s, %(ls)s::uuid, %(li)s)
+            )
+            SELECT q.id, ahead.n + q.pos FROM ahead, (
               SELECT id, row_number() OVER (ORDER BY queued_at, study_id, index) AS pos
-              FROM {table} WHERE tenant_id = %s AND state = %s
-            ) q WHERE id = ANY(%s::uuid[])
+              FROM {table}
+              WHERE tenant_id = %(tenant)s AND state = %(state)s
+                AND (queued_at, study_id, index) >= (%(lq)s, %(ls)s::uuid, %(li)s)
+                AND (queued_at, study_id, index) <= (%(hq)s, %(hs)s::uuid, %(hi)s)
+            ) q WHERE q.id = ANY(%(ids)s::uuid[])
             """,
-            [tenant_id, RunState.PENDING.value, ids],
+            {
+                "tenant": tenant_id,
+                "state": RunState.PENDING.value,
+                "lq": low[0],
+                "ls": low[1],
+                "li": low[2],
+                "hq": high[0],
+                "hs": high[1],
+                "hi": high[2],
+                "ids": [str(r.id) for r in runs],
+            },
         )
         return {str(r[0]): int(r[1]) for r in cur.fetchall()}
 

@@ -15,7 +15,7 @@ from core.http import file_download
 from runs import archives
 from studies import selectors
 from studies.api import serializers as s
-from studies.api.views import RunFilter, runs_page
+from studies.api.views import RUN_QUERY_PARAMETERS, RunFilter, runs_page, runs_query
 from studies.choices import RunState
 from studies.models import Run
 from studies.transitions import run_cancel
@@ -36,15 +36,25 @@ class RunViewSet(viewsets.GenericViewSet):
     def get_object(self) -> Run:
         return selectors.run_get(user=self.request.user, run_id=self.kwargs["pk"])
 
-    @extend_schema(responses=s.RunSerializer(many=True))
+    @extend_schema(
+        responses=s.RunSerializer(many=True),
+        parameters=[
+            *RUN_QUERY_PARAMETERS,
+            OpenApiParameter("study", OpenApiTypes.UUID, description="one study's runs"),
+            OpenApiParameter("backend", OpenApiTypes.STR, description="a backend's name"),
+        ],
+    )
     def list(self, request):
-        return runs_page(self, self.filter_queryset(self.get_queryset()), request)
+        """The tenant's runs across studies (newest first), filtered and sorted as a study's."""
+        return runs_page(
+            self, runs_query(self.filter_queryset(self.get_queryset()), request), request
+        )
 
     @extend_schema(responses=s.RunDetailSerializer)
     def retrieve(self, request, pk=None):
         run = self.get_object()
         positions = (
-            selectors.queue_positions(tenant_id=run.tenant_id, run_ids=[run.id])
+            selectors.queue_positions(tenant_id=run.tenant_id, runs=[run])
             if run.state == RunState.PENDING
             else {}
         )

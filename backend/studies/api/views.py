@@ -8,15 +8,16 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from core.exceptions import ApplicationError, NotFound
 from core.ids import parse_uuid
 from core.parsers import YAML_PARSERS
-from studies import preview, results, selectors, services, uploads
+from studies import preview, results, run_query, selectors, services, uploads
 from studies.api import serializers as s
-from studies.choices import RunState, StudyState
+from studies.choices import RunState, StudyState, Trust
 from studies.models import Run, Study, Upload
 from tenancy.selectors import tenant_for_member, tenant_for_user
 
@@ -37,19 +38,70 @@ class RunFilter(django_filters.FilterSet):
     state = django_filters.MultipleChoiceFilter(  # no DISTINCT: see StudyFilter
         choices=RunState.choices, distinct=False
     )
+    trust = django_filters.MultipleChoiceFilter(
+        choices=[(t.value, t.label) for t in Trust if t.value], distinct=False
+    )
+    study = django_filters.UUIDFilter(field_name="study_id")
+    backend = django_filters.CharFilter(field_name="backend__name")
 
     class Meta:
         model = Run
-        fields = ["state"]
+        fields = ["state", "trust", "study", "backend"]
+
+
+#: the query parameters of a runs list beyond RunFilter's columns (run_query.py), for the schema
+RUN_QUERY_PARAMETERS = [
+    OpenApiParameter("state", OpenApiTypes.STR, many=True, enum=RunState.values),
+    OpenApiParameter(
+        "trust", OpenApiTypes.STR, many=True, enum=[t.value for t in Trust if t.value]
+    ),
+    OpenApiParameter(
+        "param",
+        OpenApiTypes.STR,
+        many=True,
+        description="a parameter's range `NAME:LOW..HIGH` (either bound may be left out) or "
+        "value `NAME:VALUE`; repeat for several",
+    ),
+    OpenApiParameter(
+        "objective",
+        OpenApiTypes.STR,
+        many=True,
+        description="an objective's range `NAME:LOW..HIGH` or value `NAME:VALUE`",
+    ),
+    OpenApiParameter(
+        "ordering",
+        OpenApiTypes.STR,
+        description="comma-separated sort keys, a leading `-` for descending: "
+        + ", ".join(run_query.ORDER_COLUMNS)
+        + ", param.NAME, objective.NAME",
+    ),
+]
+
+
+def runs_query(queryset: Any, request: Any, *, study: Study | None = None) -> Any:
+    """Parameter and objective ranges, and the sort order, of a runs list (400s name mistakes).
+
+    With a study, the names are checked against its parameters and objectives."""
+    parameters = list(results.study_parameter_names(study)) if study is not None else None
+    objectives = list((study.objectives or {}).keys()) if study is not None else None
+    params = request.query_params
+    terms = run_query.run_terms_parse(params.getlist("param"), field="param", known=parameters)
+    terms += run_query.run_terms_parse(
+        params.getlist("objective"), field="objective", known=objectives
+    )
+    queryset = run_query.run_terms_apply(queryset, terms)
+    return run_query.run_ordering_apply(
+        queryset, params.get("ordering"), parameters=parameters, objectives=objectives
+    )
 
 
 def runs_page(view: Any, queryset: Any, request: Any) -> Response:
-    """A page of runs with the queue positions of those that wait (one query for them)."""
+    """A page of runs with the queue positions of those that wait (counted for this page only)."""
     page = view.paginate_queryset(queryset)
     items = page if page is not None else list(queryset)
     tenant = tenant_for_member(user=request.user)
     positions = selectors.queue_positions(
-        tenant_id=tenant.id, run_ids=[r.id for r in items if r.state == RunState.PENDING]
+        tenant_id=tenant.id, runs=[r for r in items if r.state == RunState.PENDING]
     )
     data = s.RunSerializer(items, many=True, context={"positions": positions}).data
     return view.get_paginated_response(data) if page is not None else Response(data)
@@ -163,17 +215,18 @@ class StudyViewSet(viewsets.GenericViewSet):
             s.StudySerializer(self.get_object_for(clone)).data, status=status.HTTP_201_CREATED
         )
 
-    @extend_schema(
-        responses=s.RunSerializer(many=True),
-        parameters=[OpenApiParameter("state", OpenApiTypes.STR, many=True, enum=RunState.values)],
-    )
+    @extend_schema(responses=s.RunSerializer(many=True), parameters=RUN_QUERY_PARAMETERS)
     @action(detail=True, methods=["get"])
     def runs(self, request, pk=None):
+        """The study's runs, a page at a time: filtered by state, trust, parameter and
+        objective ranges, sorted by a column, a parameter or an objective (index by default)."""
         study = self.get_object()
-        qs = RunFilter(
+        runs = RunFilter(
             request.query_params, queryset=study.runs.select_related("backend").order_by("index")
-        ).qs
-        return runs_page(self, qs, request)
+        )
+        if not runs.is_valid():
+            raise ValidationError(runs.errors)
+        return runs_page(self, runs_query(runs.qs, request, study=study), request)
 
     @extend_schema(responses=s.ResultsSerializer)
     @action(detail=True, methods=["get"])

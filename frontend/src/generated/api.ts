@@ -430,6 +430,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** @description The tenant's runs across studies (newest first), filtered and sorted as a study's. */
         get: operations["v1_runs_list"];
         put?: never;
         post?: never;
@@ -671,6 +672,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description The study's runs, a page at a time: filtered by state, trust, parameter and
+         *     objective ranges, sorted by a column, a parameter or an objective (index by default).
+         */
         get: operations["v1_studies_runs_list"];
         put?: never;
         post?: never;
@@ -2453,20 +2458,22 @@ export interface operations {
     v1_runs_list: {
         parameters: {
             query?: {
+                /** @description a backend's name */
+                backend?: string;
+                /** @description an objective's range `NAME:LOW..HIGH` or value `NAME:VALUE` */
+                objective?: string[];
+                /** @description comma-separated sort keys, a leading `-` for descending: index, state, trust, queued_at, started_at, finished_at, iterations, cpu_percent, rss_bytes, param.NAME, objective.NAME */
+                ordering?: string;
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /**
-                 * @description * `pending` - Queued
-                 *     * `admitted` - Admitted
-                 *     * `provisioning` - Provisioning
-                 *     * `running` - Running
-                 *     * `completed` - Completed
-                 *     * `failed` - Failed
-                 *     * `cancelled` - Cancelled
-                 */
+                /** @description a parameter's range `NAME:LOW..HIGH` (either bound may be left out) or value `NAME:VALUE`; repeat for several */
+                param?: string[];
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
+                /** @description one study's runs */
+                study?: string;
+                trust?: ("converged" | "diverged" | "not_converged")[];
             };
             header?: never;
             path?: never;
@@ -2891,13 +2898,20 @@ export interface operations {
     v1_studies_runs_list: {
         parameters: {
             query?: {
+                /** @description an objective's range `NAME:LOW..HIGH` or value `NAME:VALUE` */
+                objective?: string[];
+                /** @description comma-separated sort keys, a leading `-` for descending: index, state, trust, queued_at, started_at, finished_at, iterations, cpu_percent, rss_bytes, param.NAME, objective.NAME */
+                ordering?: string;
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
+                /** @description a parameter's range `NAME:LOW..HIGH` (either bound may be left out) or value `NAME:VALUE`; repeat for several */
+                param?: string[];
                 search?: string;
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
                 template?: string;
+                trust?: ("converged" | "diverged" | "not_converged")[];
             };
             header?: never;
             path: {
