@@ -107,6 +107,12 @@ def runs_page(view: Any, queryset: Any, request: Any) -> Response:
     return view.get_paginated_response(data) if page is not None else Response(data)
 
 
+def spec_body(by_type: dict[str, Any]) -> dict[str, Any]:
+    """A spec body as JSON or as YAML (the same document; docs/study-spec.md)."""
+    schema = by_type["application/json"]
+    return {**by_type, **{parser.media_type: schema for parser in YAML_PARSERS}}
+
+
 class StudyViewSet(viewsets.GenericViewSet):
     queryset = Study.objects.none()  # for the schema; get_queryset() scopes to the tenant
     serializer_class = s.StudySerializer
@@ -139,7 +145,7 @@ class StudyViewSet(viewsets.GenericViewSet):
         selectors.studies_count_runs(studies=page or [])
         return self.get_paginated_response(s.StudySerializer(page, many=True).data)
 
-    @extend_schema(request=s.CREATE_REQUEST, responses={201: s.StudySerializer})
+    @extend_schema(request=spec_body(s.CREATE_REQUEST), responses={201: s.StudySerializer})
     def create(self, request):
         study = services.study_create(
             tenant=tenant_for_user(user=request.user),
@@ -158,7 +164,7 @@ class StudyViewSet(viewsets.GenericViewSet):
     def retrieve(self, request, pk=None):
         return Response(s.StudySerializer(self.get_object()).data)
 
-    @extend_schema(request=s.SPEC_REQUEST, responses=s.StudySerializer)
+    @extend_schema(request=spec_body(s.SPEC_REQUEST), responses=s.StudySerializer)
     def update(self, request, pk=None):
         study = self.get_object()
         services.study_update(study=study, spec=s.spec_of(request.data))
@@ -169,7 +175,7 @@ class StudyViewSet(viewsets.GenericViewSet):
         services.study_delete(study=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(request=s.SPEC_REQUEST, responses=s.PreviewSerializer)
+    @extend_schema(request=spec_body(s.SPEC_REQUEST), responses=s.PreviewSerializer)
     @action(detail=False, methods=["post"])
     def preview(self, request):
         """What a spec would make: run count, first rows, quota impact. Creates nothing."""

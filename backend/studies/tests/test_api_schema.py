@@ -69,3 +69,23 @@ def test_a_study_of_an_uploaded_case_matches_the_schema(api, openapi):
     study = api.post("/api/v1/studies/", spec, format="json").json()
     assert study["template"] is None and study["case"] == case["id"]
     assert_matches(openapi, "Study", study)
+
+
+@pytest.mark.parametrize(
+    "path, method",
+    [
+        ("/api/v1/studies/", "post"),
+        ("/api/v1/studies/preview/", "post"),
+        ("/api/v1/studies/{id}/", "put"),
+    ],
+)
+def test_a_spec_may_be_sent_as_yaml_and_the_schema_says_so(api, openapi, path, method):
+    content = openapi["paths"][path][method]["requestBody"]["content"]
+    assert content["application/yaml"]["schema"] == content["application/json"]["schema"]
+    r = api.post(
+        "/api/v1/studies/preview/",
+        "name: sweep\ntemplate: airfoil2d\nparameters:\n  aoa: {values: [0, 4]}\n",
+        content_type="application/yaml",
+    )
+    assert r.status_code == 200, r.json()
+    assert r.json()["run_count"] == 2

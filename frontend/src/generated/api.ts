@@ -2657,6 +2657,27 @@ export interface operations {
                      */
                     draft?: boolean;
                 };
+                "application/x-yaml": components["schemas"]["StudySpec"] & {
+                    /**
+                     * @description save without submitting
+                     * @default false
+                     */
+                    draft?: boolean;
+                };
+                "application/yaml": components["schemas"]["StudySpec"] & {
+                    /**
+                     * @description save without submitting
+                     * @default false
+                     */
+                    draft?: boolean;
+                };
+                "text/yaml": components["schemas"]["StudySpec"] & {
+                    /**
+                     * @description save without submitting
+                     * @default false
+                     */
+                    draft?: boolean;
+                };
             };
         };
         responses: {
@@ -2703,6 +2724,9 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": components["schemas"]["StudySpec"];
+                "application/x-yaml": components["schemas"]["StudySpec"];
+                "application/yaml": components["schemas"]["StudySpec"];
+                "text/yaml": components["schemas"]["StudySpec"];
             };
         };
         responses: {
@@ -2962,6 +2986,9 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": components["schemas"]["StudySpec"];
+                "application/x-yaml": components["schemas"]["StudySpec"];
+                "application/yaml": components["schemas"]["StudySpec"];
+                "text/yaml": components["schemas"]["StudySpec"];
             };
         };
         responses: {
