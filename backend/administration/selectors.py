@@ -12,21 +12,77 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Q
+from django.db.models import Count, Model, Q
+from django.urls import reverse
 from django.utils import timezone
 
 from catalog.models import Backend, Image, Package
+from core.exceptions import NotFound
 from studies import usage as quota_usage
 from studies.choices import EndReason, RunState
 from studies.models import Run, Study
-from tenancy.models import Tenant
+from tenancy.models import Membership, Tenant
 
 # A backend that failed to start or lost this many runs in the last hour is "degraded".
 HEALTH_WINDOW = timedelta(hours=1)
 DEGRADED_AFTER = 3
 
 
-def tenant_overview_list() -> list[dict[str, Any]]:
+def admin_url(obj: Model) -> str:
+    """The path of the object's change form in the Django admin."""
+    meta = obj._meta
+    return reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[obj.pk])
+
+
+def quota_limits(quota: Any) -> dict[str, Any] | None:
+    """A quota row as the admin API shows it (None: the tenant has none)."""
+    if quota is None:
+        return None
+    return {
+        "cores": quota.cores,
+        "memory_gb": quota.memory_gb,
+        "nodes": quota.max_nodes,
+        "runs": quota.max_runs,
+        "queued_runs": quota.max_queued_runs,
+        "storage_gb": quota.storage_gb,
+        "core_hours_budget": quota.core_hours_budget,
+    }
+
+
+def tenant_get(*, name: str) -> Tenant:
+    """The tenant named `name` (with its quota), or a 404."""
+    tenant = Tenant.objects.select_related("quota").filter(name=name).first()
+    if tenant is None:
+        raise NotFound(f"No tenant named {name!r}.")
+    return tenant
+
+
+def member_list(*, tenant: Tenant) -> list[Membership]:
+    return list(
+        Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")
+    )
+
+
+def member_get(*, tenant: Tenant, user_id: int) -> Membership:
+    membership = (
+        Membership.objects.filter(tenant=tenant, user_id=user_id)
+        .select_related("user", "tenant")
+        .first()
+    )
+    if membership is None:
+        raise NotFound(f"User {user_id} is not a member of tenant {tenant.name}.")
+    return membership
+
+
+def tenant_overview(*, tenant: Tenant) -> dict[str, Any]:
+    """One tenant as the tenants list shows it."""
+    row = tenant_overview_list(tenant_id=tenant.pk)
+    if not row:
+        raise NotFound(f"No tenant named {tenant.name!r}.")
+    return row[0]
+
+
+def tenant_overview_list(*, tenant_id: int | None = None) -> list[dict[str, Any]]:
     """Every tenant with its quota limits, derived usage, queued demand and members count."""
     tenants = (
         Tenant.objects.select_related("quota")
@@ -36,6 +92,8 @@ def tenant_overview_list() -> list[dict[str, Any]]:
         )
         .order_by("name")
     )
+    if tenant_id is not None:
+        tenants = tenants.filter(pk=tenant_id)
     out = []
     for t in tenants:
         quota = getattr(t, "quota", None)
@@ -45,19 +103,12 @@ def tenant_overview_list() -> list[dict[str, Any]]:
             {
                 "name": t.name,
                 "display_name": t.display_name or t.name,
+                "active": t.is_active,
+                "admin_url": admin_url(t),
+                "quota_admin_url": admin_url(quota) if quota is not None else None,
                 "members": t.members,
                 "studies": t.studies_count,
-                "limits": None
-                if quota is None
-                else {
-                    "cores": quota.cores,
-                    "memory_gb": quota.memory_gb,
-                    "nodes": quota.max_nodes,
-                    "runs": quota.max_runs,
-                    "queued_runs": quota.max_queued_runs,
-                    "storage_gb": quota.storage_gb,
-                    "core_hours_budget": quota.core_hours_budget,
-                },
+                "limits": quota_limits(quota),
                 "usage": dataclasses.asdict(usage),
                 "queued": dataclasses.asdict(queued),
                 "created_at": t.created_at,
@@ -101,6 +152,7 @@ def backend_overview_list() -> list[dict[str, Any]]:
             "queued": dataclasses.asdict(quota_usage.queued_demand_for_backend(backend_id=b.id)),
             "tenants": [t.name for t in b.tenants.all()],
             "health": _backend_health(b, failures.get(b.id, 0)),
+            "admin_url": admin_url(b),
         }
         for b in backends
     ]
@@ -120,6 +172,7 @@ def image_list() -> list[dict[str, Any]]:
             "error": i.error,
             "built_at": i.built_at,
             "created_at": i.created_at,
+            "admin_url": admin_url(i),
         }
         for i in Image.objects.order_by("-created_at")[:200]
     ]

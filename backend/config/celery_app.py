@@ -24,4 +24,6 @@ def _beat_schedule(sender: Celery, **_: object) -> None:
         },
         "cloud-leaks": {"task": "dispatch.reap_leaks", "schedule": settings.CLOUD_REFRESH_SECONDS},
         "backend-events": {"task": "dispatch.backend_events", "schedule": tick},
+        # webhook deliveries whose retry is due (or whose worker died mid-send)
+        "webhook-deliveries": {"task": "notifications.deliver_due", "schedule": tick},
     }

@@ -158,7 +158,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     bin_dir = Path(sys.executable).parent
-    layout = Layout(data=args.data.resolve(), port=args.port, python=Path(sys.executable), bin=bin_dir)
+    layout = Layout(
+        data=args.data.resolve(), port=args.port, python=Path(sys.executable), bin=bin_dir
+    )
     layout.logs.mkdir(parents=True, exist_ok=True)
     layout.conf.write_text(supervisor_conf(layout=layout))
     if args.write_only:

@@ -11,6 +11,7 @@ from administration.api.backends import (
     AdminBackendDetailView,
     AdminBackendListView,
 )
+from administration.api.metrics import metrics_view
 from administration.spa import SPA_PATH_REGEX, spa_index
 from catalog.api.views import BackendViewSet, PackageViewSet, TemplateViewSet
 from images.api.views import ImageViewSet
@@ -19,6 +20,7 @@ from ingest.api import views as ingest
 from runs.api.views import RunViewSet
 from studies.api.quota import QuotaView
 from studies.api.views import StudyViewSet, UploadViewSet
+from tenancy.api.tokens import ApiTokenDetailView, ApiTokenListView
 from tenancy.api.views import CsrfView, LoginView, LogoutView, MeView, TokenView
 from tenancy.throttle import login_throttled
 
@@ -83,6 +85,7 @@ ingest_urls = [
 
 urlpatterns = [
     path("healthz", healthz),
+    path("metrics", metrics_view),  # Prometheus, with the scrape token (docs/metrics.md)
     # the login forms of the admin and of the browsable API, under the sign-in limits of the
     # API's own sign-in (tenancy.throttle); matched before the includes that also name them
     path("admin/login/", login_throttled(admin.site.login)),
@@ -105,8 +108,11 @@ urlpatterns = [
     path("api/v1/admin/images/<int:pk>/register/", AdminImageRegisterView.as_view()),
     path("api/v1/admin/", include("administration.api.urls")),
     path("api/v1/me/", MeView.as_view()),
+    path("api/v1/tokens/", ApiTokenListView.as_view()),
+    path("api/v1/tokens/<str:pk>/", ApiTokenDetailView.as_view()),
     path("api/v1/quota/", QuotaView.as_view()),
     path("api/v1/ingest/", include(ingest_urls)),
+    path("api/v1/notifications/", include("notifications.api.urls")),
     path("api/v1/studies/<str:pk>/results.csv", StudyViewSet.as_view({"get": "results_csv"})),
     path("api/v1/", include(router.urls)),
     path("api-auth/", include("rest_framework.urls")),

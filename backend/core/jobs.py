@@ -32,6 +32,12 @@ class Job(enum.StrEnum):
     # images: a composed image's build (a container image, or VM bakes on cloud backends)
     BUILD_IMAGE = "images.build_image"
     BAKE_VM_IMAGE = "images.bake_vm_image"
+    # notifications: a study's end, runs that failed or diverged (webhooks, e-mail)
+    NOTIFY_STUDY_ENDED = "notifications.study_ended"
+    NOTIFY_RUNS_FAILED = "notifications.runs_failed"
+    # notifications: one webhook delivery's next attempt; one e-mail to one user
+    DELIVER_WEBHOOK = "notifications.deliver"
+    SEND_EMAIL = "notifications.send_email"
 
 
 def enqueue(job: Job, *args: Any, countdown: float | None = None, **kwargs: Any) -> None:

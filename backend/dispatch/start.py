@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from catalog.images import image_reference
 from compute.drivers import (
@@ -32,6 +33,7 @@ from compute.drivers import (
 )
 from core import jobs
 from core.jobs import Job
+from core.metrics import DISPATCH_FAILURES, DISPATCH_LATENCY
 from orchestration import render
 from runs.services import run_dispatch_later, run_requeue_or_fail
 from scheduler.admission import admit, tenants_with_queued_runs
@@ -169,6 +171,7 @@ def _start_group(runs: list[Run], tokens: dict[Any, str]) -> int:
         else:
             handles = [driver.start(spec) for spec in specs]
     except (DriverError, OSError) as exc:
+        DISPATCH_FAILURES.labels(backend=backend.name).inc(len(runs))
         retryable = getattr(exc, "retryable", False)
         for run in runs:
             if retryable:  # e.g. slurmctld restarting: the run never started anywhere
@@ -187,8 +190,12 @@ def _start_group(runs: list[Run], tokens: dict[Any, str]) -> int:
             for run, handle, d in zip(runs, handles, dirs, strict=True)
         ]
     )
+    started = timezone.now()
+    latency = DISPATCH_LATENCY.labels(backend=backend.name)
     for run, handle in zip(runs, handles, strict=True):
         if str(run.pk) in stored:
+            if run.admitted_at is not None:
+                latency.observe((started - run.admitted_at).total_seconds())
             continue
         # cancelled, finished or given to a new attempt while we were starting it (a slow
         # backend the reaper gave up on): this attempt must not run on

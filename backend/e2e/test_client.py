@@ -327,6 +327,32 @@ def test_login_stores_a_named_token_only_its_owner_can_read(cli, live, tmp_path)
     assert gone.returncode == ExitCode.UNAVAILABLE and "cannot reach the portal" in gone.stderr
 
 
+def test_tokens_are_made_listed_and_revoked_from_the_command_line(cli, live):
+    made = cli("tokens", "create", "ci", "--expires-in-days", "30")
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.splitlines()[0]
+    assert key.startswith("wt_") and "not shown again" in made.stderr
+    assert cli("templates", WINDTUNNEL_TOKEN=key).returncode == 0
+
+    listed = {t["name"]: t for t in cli.json("tokens")}
+    assert set(listed) == {"default", "ci"}  # the fixture's token, and this one
+    assert listed["ci"]["expires_at"] and key not in json.dumps(listed)
+    table = cli("tokens").stdout
+    assert "ci" in table and key[:10] in table and "never" in table
+
+    taken = cli("tokens", "create", "ci")
+    assert taken.returncode == ExitCode.API and "a token named 'ci' already" in taken.stderr
+    assert cli("tokens", "revoke", "ci").returncode == 0
+    refused = cli("templates", WINDTUNNEL_TOKEN=key)
+    assert refused.returncode == ExitCode.AUTH and "Invalid or revoked API token" in refused.stderr
+    missing = cli("tokens", "revoke", "ci")
+    assert missing.returncode == ExitCode.API and "no API token named 'ci'" in missing.stderr
+    # by id too
+    other = cli.json("tokens", "create", "other")
+    assert cli("tokens", "revoke", str(other["id"])).returncode == 0
+    assert [t["name"] for t in cli.json("tokens")] == ["default"]
+
+
 # --- the Python API ------------------------------------------------------------------------
 
 

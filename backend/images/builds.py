@@ -18,15 +18,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from catalog.choices import ImageKind, ImageStatus
-from catalog.images import composition_for
+from catalog.images import composition_for, image_label
 from catalog.models import Image
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from images.log_stream import LogStream
 from images.outcomes import advisory_lock, fail, wake_waiting
 from images.vm import vm_bake_enqueue
 from orchestration.composer import Buildah, BuildError
-from studies.choices import ACTIVE_STATES
+from studies.choices import HOLDING_STATES
 from studies.models import Run
+from studies.transitions import runs_fail_waiting_for_image
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +102,17 @@ def _build_container(*, image_id: int, force: bool) -> str:
 
 @transaction.atomic
 def image_retire(*, image: Image) -> Image:
-    """No new studies may use it; its container image is removed from local storage."""
+    """No new runs may use it; its container image is removed from local storage.
+
+    Runs holding it (admitted, provisioning, running) keep it: retiring waits until they end
+    (a 409 says how many). Runs queued for it fail with a message that says why and what to
+    do (through their transition: fenced, published live)."""
     image = Image.objects.select_for_update().get(pk=image.pk)
-    active = Run.objects.filter(study__image_id=image.pk, state__in=ACTIVE_STATES).count()
-    if active:
+    holding = Run.objects.filter(study__image_id=image.pk, state__in=HOLDING_STATES).count()
+    if holding:
         raise Conflict(
-            f"{active} queued or running run(s) use this image; cancel them or let them finish first",
+            f"{holding} run(s) are starting or running in this image; let them finish or "
+            "cancel them first",
             code=ErrorCode.STATE,
         )
     if image.status == ImageStatus.BUILDING:
@@ -114,6 +120,12 @@ def image_retire(*, image: Image) -> Image:
     ref = (image.references or {}).get("container")
     image.status = ImageStatus.RETIRED
     image.save(update_fields=["status", "updated_at"])
+    runs_fail_waiting_for_image(
+        image_id=image.pk,
+        message=f"image {image_label(image)} was retired by an operator before this run "
+        "started; clone the study and choose another image (or name its packages to compose "
+        "a new one)",
+    )
     if ref:
         transaction.on_commit(lambda: Buildah().remove(ref))
     return image

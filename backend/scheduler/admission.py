@@ -25,6 +25,7 @@ from catalog.models import Backend, Image
 from compute.capacity import BackendCapacity, capacity_of
 from core import jobs
 from core.jobs import Job
+from core.metrics import ADMISSION_DURATION, RUNS_ADMITTED
 from quotas.fit import Shape, Usage, backend_problem, run_fit_problem
 from quotas.models import Quota
 from scheduler.policies import policy_in_use
@@ -41,6 +42,7 @@ WAIT_PREFIXES = {
 }
 
 
+@ADMISSION_DURATION.time()  # every pass, also one that finds nothing to admit
 def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
     """Admit the tenant's queued runs that fit; return their ids. Safe to run concurrently.
 
@@ -132,6 +134,7 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
         )
         for other in sorted(held_for):  # their turn: the capacity may be theirs now
             jobs.enqueue(Job.SCHEDULE_TENANT, other)
+    RUNS_ADMITTED.inc(len(admitted))
     return admitted
 
 

@@ -26,6 +26,13 @@ class StudyState(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+ENDED_STUDY_STATES = (
+    StudyState.COMPLETED,
+    StudyState.COMPLETED_WITH_FAILURES,
+    StudyState.CANCELLED,
+)
+
+
 class WaitReason(models.TextChoices):
     NONE = "", "—"
     QUEUED = "queued", "Waiting for the scheduler"

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from catalog.choices import ImageStatus
 from catalog.images import study_image_ensure
 from compute.capacity import capacity_of
 from core import jobs
@@ -22,7 +23,14 @@ from core.jobs import Job
 from quotas.fit import Shape, queue_problem, run_fit_problem
 from quotas.models import Quota
 from studies.bulk import runs_copy
-from studies.choices import ACTIVE_STATES, HOLDING_STATES, RunState, StudyState, WaitReason
+from studies.choices import (
+    ACTIVE_STATES,
+    ENDED_STUDY_STATES,
+    HOLDING_STATES,
+    RunState,
+    StudyState,
+    WaitReason,
+)
 from studies.events import publish_study
 from studies.models import Run, Study
 from studies.space import parse_space, point_key
@@ -187,6 +195,12 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> int:
         raise Conflict(
             "a draft study is edited, not extended; submit it first", code=ErrorCode.STATE
         )
+    if study.image is not None and study.image.status == ImageStatus.RETIRED:
+        raise Conflict(
+            f"the study's image {study.image.name} was retired by an operator: it gets no new "
+            "runs; clone the study and choose another image (or name its packages)",
+            code=ErrorCode.STATE,
+        )
     if not isinstance(parameters, dict) or not parameters:
         raise ApplicationError(
             "give the new values as parameters: {name: {values: [...]}}", field="parameters"
@@ -304,6 +318,7 @@ def study_cancel(*, study: Study, by) -> int:
     study.state = StudyState.CANCELLED
     study.finished_at = timezone.now()
     study.save(update_fields=["state", "finished_at", "updated_at"])
+    jobs.enqueue(Job.NOTIFY_STUDY_ENDED, str(study.pk))  # under the row lock: once
     return count
 
 
@@ -332,11 +347,16 @@ def study_refresh_state(*, study_id) -> None:
             )
             finished = study.finished_at or timezone.now()
         if new != study.state or finished != study.finished_at:
+            # the study's end, found once: refreshes of one study queue on its row lock, so
+            # of two last runs ending together only the first refresh sees it go from active
+            ended = finished is not None and study.state not in ENDED_STUDY_STATES
             study.state, study.finished_at = new, finished
             study.save(update_fields=["state", "finished_at", "updated_at"])
             transaction.on_commit(
                 lambda: publish_study(study_id=study.pk, kind="study", payload={})
             )
+            if ended:
+                jobs.enqueue(Job.NOTIFY_STUDY_ENDED, str(study.pk))
 
 
 def studies_settle() -> int:

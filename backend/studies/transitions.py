@@ -459,6 +459,8 @@ def runs_fail_waiting_for_image(*, image_id: int, message: str) -> int:
         )
         ids = [row[0] for row in cur.fetchall()]
     publish_runs_changed(ids, refresh_when_done=True)
+    for i in range(0, len(ids), PUBLISH_CHUNK):
+        jobs.enqueue(Job.NOTIFY_RUNS_FAILED, [str(x) for x in ids[i : i + PUBLISH_CHUNK]])
     return len(ids)
 
 
@@ -483,6 +485,8 @@ def _after_end(run: Run, *, requeued: bool = False) -> None:
         publish_runs_changed([run.pk], refresh_when_done=True)
     if requeued or run.released_at is None:  # else its cores went back (and were scheduled)
         jobs.enqueue(Job.SCHEDULE_TENANT, run.tenant_id)
+    if run.state == RunState.FAILED:  # failed or diverged: its subscribers are told
+        jobs.enqueue(Job.NOTIFY_RUNS_FAILED, [str(run.pk)])
     if run.handle and traits_of(_backend_kind(run)).frees_on_end:
         # the server (or stack) of a finished run costs money until deleted: at once
         jobs.enqueue(Job.RELEASE_RUN, str(run.pk), run.attempt, run.handle)

@@ -8,10 +8,13 @@ whose runs hold whole nodes (compute.traits_of).
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from catalog.models import Backend
 from compute.capacity import capacity_of
@@ -19,7 +22,7 @@ from compute.drivers import kinds, traits_of
 from quotas.fit import Usage, effective_limits
 from quotas.models import Quota
 from studies.choices import ACTIVE_STATES, HOLDING_STATES, RunState
-from studies.models import Run
+from studies.models import Run, Upload
 
 
 def node_holding_kinds() -> list[str]:
@@ -86,6 +89,8 @@ def quota_summary(*, tenant: Any) -> dict[str, Any]:
     for row, backend in zip(effective, backends, strict=True):
         row["cloud_read_at"] = backend.cloud_limits_at
         row["cloud_error"] = backend.cloud_error or ""
+    now = timezone.now()
+    since = budget_period_start(now=now)
     return {
         "limits": {
             "cores": quota.cores,
@@ -99,4 +104,52 @@ def quota_summary(*, tenant: Any) -> dict[str, Any]:
         "usage": dataclasses.asdict(usage_for_tenant(tenant_id=tenant.id)),
         "queued": dataclasses.asdict(queued_demand_for_tenant(tenant_id=tenant.id)),
         "backends": effective,
+        "core_hours": {
+            "used": round(core_hours_used(tenant_id=tenant.id, since=since, until=now), 2),
+            "budget": quota.core_hours_budget,
+            "period_start": since,
+        },
+        "storage": {
+            "used_gb": round(storage_used_bytes(tenant_id=tenant.id) / GB, 3),
+            "limit_gb": quota.storage_gb,
+        },
     }
+
+
+GB = 1024**3
+
+
+def budget_period_start(*, now: datetime) -> datetime:
+    """The start of the core-hour budget's period: the calendar month (UTC) `now` is in."""
+    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def core_hours_used(*, tenant_id: int, since: datetime, until: datetime) -> float:
+    """Core-hours the tenant's runs used from `since` to `until`: each run's cores times the
+    part of its solver's time (from its start to the end of its steps: released, else ended,
+    else now) that lies in the period. One aggregate over the tenant's runs that started."""
+    table = Run._meta.db_table
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT COALESCE(SUM(processes * EXTRACT(EPOCH FROM ("
+            " LEAST(COALESCE(released_at, finished_at, %(until)s), %(until)s)"
+            " - GREATEST(started_at, %(since)s)))), 0) / 3600.0"
+            f" FROM {table} WHERE tenant_id = %(tenant)s AND started_at IS NOT NULL"
+            " AND started_at < %(until)s"
+            " AND COALESCE(released_at, finished_at, %(until)s) > %(since)s",
+            {"tenant": tenant_id, "since": since, "until": until},
+        )
+        return float(cur.fetchone()[0])
+
+
+def storage_used_bytes(*, tenant_id: int) -> int:
+    """What the portal stores for the tenant, as recorded when it was stored: its case
+    uploads (unpacked) and its runs' result archives. Run directories the portal reads in
+    place (local, container, Slurm) are not walked: sizes come from the rows, two sums."""
+    uploads = Upload.objects.filter(tenant_id=tenant_id).aggregate(
+        n=Coalesce(Sum("unpacked_bytes"), 0)
+    )["n"]
+    archives = Run.objects.filter(tenant_id=tenant_id, archive_bytes__isnull=False).aggregate(
+        n=Coalesce(Sum("archive_bytes"), 0)
+    )["n"]
+    return int(uploads) + int(archives)

@@ -13,6 +13,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from core.ids import parse_uuid
 from core.live import run_group, study_group
+from core.metrics import WEBSOCKET_CLIENTS
 from studies.models import Run, Study
 from telemetry.watch import mark_watched, stop_watching, watch_run
 from tenancy.selectors import tenant_for_user
@@ -34,6 +35,7 @@ def _visible(model, user, pk) -> tuple[bool, int]:
 class _StreamConsumer(AsyncJsonWebsocketConsumer):
     model: type = Run
     kind = "run"
+    counted = False  # in windtunnel_websocket_clients (core.metrics) while subscribed
 
     def group_for(self, pk) -> str:
         raise NotImplementedError
@@ -52,6 +54,8 @@ class _StreamConsumer(AsyncJsonWebsocketConsumer):
         self.group = self.group_for(pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.watching = await self.watch(pk)
+        WEBSOCKET_CLIENTS.labels(stream=self.kind).inc()
+        self.counted = True
         # the seq at subscription time: later events continue from here
         await self.send_json({"type": "subscribed", "id": str(pk), "object": self.kind, "seq": seq})
 
@@ -60,6 +64,9 @@ class _StreamConsumer(AsyncJsonWebsocketConsumer):
         return None
 
     async def disconnect(self, code: int) -> None:
+        if self.counted:
+            self.counted = False
+            WEBSOCKET_CLIENTS.labels(stream=self.kind).dec()
         await stop_watching(getattr(self, "watching", None))
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)

@@ -16,6 +16,7 @@ from django.utils import timezone
 from core.db import bound_cursor
 from core.exceptions import RunEnded, StaleAttempt
 from core.live import run_group, send
+from core.metrics import INGEST_BATCHES, INGEST_POINTS
 from studies.choices import STARTED_STATES, TERMINAL_STATES
 from studies.models import Run, Study
 from studies.policy import DEFAULT_POLICY
@@ -293,7 +294,12 @@ def _store_batch(
     with bound_cursor() as cur:
         cur.execute(sql, params)
         row = cur.fetchone()
-    return None if row is None else _Stored(int(row[0]), bool(row[1]), row[2], row[3], row[4])
+    if row is None:
+        return None
+    INGEST_BATCHES.inc()
+    if clean:
+        INGEST_POINTS.inc(sum(len(xs) for xs, _ in clean.values()))
+    return _Stored(int(row[0]), bool(row[1]), row[2], row[3], row[4])
 
 
 def policy_decision(*, run: Run, attempt: int, new: Mapping[str, Columns]) -> Decision | None:

@@ -10,7 +10,8 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ["name", "display_name", "created_at"]
+    list_display = ["name", "display_name", "is_active", "created_at"]
+    list_filter = ["is_active"]
     search_fields = ["name"]
     inlines = [MembershipInline]
 
@@ -23,5 +24,5 @@ class MembershipAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["key_prefix", "user", "name", "created_at", "last_used_at"]
+    list_display = ["key_prefix", "user", "name", "created_at", "last_used_at", "expires_at"]
     readonly_fields = ["key_hash", "key_prefix"]

@@ -9,7 +9,17 @@ class IsTenantMember(BasePermission):
     def has_permission(self, request, view) -> bool:
         if not request.user or not request.user.is_authenticated:
             return False
-        return tenant_for_user(user=request.user) is not None
+        tenant = tenant_for_user(user=request.user)
+        if tenant is None:
+            return False
+        if not tenant.is_active:
+            # per request: DRF builds the permission objects for each request
+            self.message = (
+                f"Your tenant {tenant.name} is deactivated: its studies and runs cannot be "
+                "used or changed. Ask an operator to activate it again."
+            )
+            return False
+        return True
 
 
 class IsStaff(BasePermission):

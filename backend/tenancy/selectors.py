@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
 from rest_framework.exceptions import PermissionDenied
 
 from tenancy.choices import Role
-from tenancy.models import Membership, Tenant
+from tenancy.models import ApiToken, Membership, Tenant
 
 # the user's tenant, kept on the user object (a request's user) once looked up
 _TENANT_CACHE = "_windtunnel_tenant"
@@ -39,3 +40,8 @@ def user_is_tenant_admin(*, user) -> bool:
     if getattr(user, "is_superuser", False):
         return True
     return Membership.objects.filter(user=user, role=Role.ADMIN).exists()
+
+
+def api_token_list(*, user: AbstractBaseUser) -> QuerySet[ApiToken]:
+    """The user's API tokens, newest first (a user holds at most tokens.TOKENS_PER_USER)."""
+    return ApiToken.objects.filter(user_id=user.pk).order_by("-created_at", "-id")

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from administration.backends import backend_check, backend_create, backend_delete, backend_update
+from administration.selectors import admin_url
 from catalog.choices import BackendKind
 from catalog.models import Backend
 from core.crypto import decrypt_json
@@ -26,6 +27,7 @@ class BackendAdminOutSerializer(serializers.ModelSerializer):
     tenants = serializers.SerializerMethodField()
     has_key = serializers.SerializerMethodField()
     secrets_set = serializers.SerializerMethodField()
+    admin_url = serializers.SerializerMethodField(help_text="its Django admin change form")
 
     class Meta:
         model = Backend
@@ -40,6 +42,7 @@ class BackendAdminOutSerializer(serializers.ModelSerializer):
             "tenants",
             "has_key",
             "secrets_set",
+            "admin_url",
             "created_at",
             "updated_at",
         ]
@@ -58,6 +61,9 @@ class BackendAdminOutSerializer(serializers.ModelSerializer):
 
     def get_secrets_set(self, obj) -> list[str]:
         return self._secret_names(obj)
+
+    def get_admin_url(self, obj) -> str:
+        return admin_url(obj)
 
 
 class BackendAdminInSerializer(serializers.Serializer):

@@ -13,6 +13,7 @@ class LimitsSerializer(serializers.Serializer):
     memory_gb = serializers.FloatField()
     nodes = serializers.IntegerField()
     runs = serializers.IntegerField()
+    queued_runs = serializers.IntegerField()
     storage_gb = serializers.FloatField()
     core_hours_budget = serializers.FloatField(allow_null=True)
 
@@ -20,6 +21,11 @@ class LimitsSerializer(serializers.Serializer):
 class AdminTenantSerializer(serializers.Serializer):
     name = serializers.CharField()
     display_name = serializers.CharField()
+    active = serializers.BooleanField(help_text="false: deactivated, its members are refused")
+    admin_url = serializers.CharField(help_text="the tenant's Django admin change form")
+    quota_admin_url = serializers.CharField(
+        allow_null=True, help_text="the quota's Django admin change form"
+    )
     members = serializers.IntegerField()
     studies = serializers.IntegerField()
     limits = LimitsSerializer(allow_null=True)
@@ -48,6 +54,7 @@ class AdminBackendSerializer(serializers.Serializer):
     queued = ResourceSerializer()
     tenants = serializers.ListField(child=serializers.CharField(), help_text="empty = every tenant")
     health = HealthSerializer()
+    admin_url = serializers.CharField(help_text="the backend's Django admin change form")
 
 
 class AdminPackageSerializer(serializers.Serializer):
@@ -70,6 +77,7 @@ class AdminImageSerializer(serializers.Serializer):
     error = serializers.CharField()
     built_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
+    admin_url = serializers.CharField(help_text="the image's Django admin change form")
 
 
 class RunsByStateSerializer(serializers.Serializer):

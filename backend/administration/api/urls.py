@@ -1,8 +1,27 @@
 from django.urls import path
 
-from administration.api.views import AdminOverviewView, AdminTenantsView
+from administration.api.tenants import (
+    AdminTenantDetailView,
+    AdminTenantMembersView,
+    AdminTenantMemberView,
+    AdminTenantQuotaView,
+    AdminTenantsView,
+)
+from administration.api.views import AdminOverviewView
 
 urlpatterns = [
     path("tenants/", AdminTenantsView.as_view(), name="admin-tenants"),
+    path("tenants/<slug:name>/", AdminTenantDetailView.as_view(), name="admin-tenant"),
+    path("tenants/<slug:name>/quota/", AdminTenantQuotaView.as_view(), name="admin-tenant-quota"),
+    path(
+        "tenants/<slug:name>/members/",
+        AdminTenantMembersView.as_view(),
+        name="admin-tenant-members",
+    ),
+    path(
+        "tenants/<slug:name>/members/<int:user_id>/",
+        AdminTenantMemberView.as_view(),
+        name="admin-tenant-member",
+    ),
     path("overview/", AdminOverviewView.as_view(), name="admin-overview"),
 ]

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "dispatch",
     "ingest",
     "administration",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -179,6 +180,11 @@ SPECTACULAR_SETTINGS = {
         "BackendKindEnum": "catalog.choices.BackendKind",
         "ImageKindEnum": "catalog.choices.ImageKind",
         "ImageStatusEnum": "catalog.choices.ImageStatus",
+        "NotificationEventEnum": "notifications.choices.EventType",
+        "SubscribableEventEnum": "notifications.choices.SUBSCRIBABLE_CHOICES",
+        "WebhookScopeEnum": "notifications.choices.WebhookScope",
+        "EmailScopeEnum": "notifications.choices.EmailScope",
+        "DeliveryStateEnum": "notifications.choices.DeliveryState",
     },
 }
 
@@ -264,6 +270,27 @@ WINDTUNNEL = {
     # still decrypt until `manage.py reencrypt_secrets` moves everything to SECRETS_KEY
     "SECRETS_KEY_FALLBACKS": env.list("WINDTUNNEL_SECRETS_KEY_FALLBACKS", default=[]),
     "LEGACY_SECRET_KEYS": env.list("WINDTUNNEL_LEGACY_SECRET_KEYS", default=[]),
+    # notifications (docs/notifications.md): webhooks to private, loopback or link-local
+    # addresses are refused unless this is set (local and test settings set it: a
+    # self-hosted portal's receivers are often on its own network)
+    "WEBHOOK_ALLOW_PRIVATE": env.bool("WINDTUNNEL_WEBHOOK_ALLOW_PRIVATE", default=False),
+    "WEBHOOK_TIMEOUT": env.float("WINDTUNNEL_WEBHOOK_TIMEOUT", default=10.0),
+    # seconds before each retry of a failed delivery: 6 attempts over about 7 hours
+    "WEBHOOK_RETRY_DELAYS": env.list(
+        "WINDTUNNEL_WEBHOOK_RETRY_DELAYS", cast=float, default=[30, 120, 600, 3600, 21600]
+    ),
+    # run.failed / run.diverged events per study; past it they are counted in the study's
+    # end event (data.run_events_suppressed)
+    "NOTIFY_RUN_EVENTS_PER_STUDY": env.int("WINDTUNNEL_NOTIFY_RUN_EVENTS_PER_STUDY", default=10),
+    # /metrics for Prometheus (docs/metrics.md): answered only with this bearer token (unset:
+    # 404); the web and worker processes count into files under METRICS_DIR
+    # (prometheus-client's multiprocess mode), which every process of the portal must share
+    "METRICS_TOKEN": env("WINDTUNNEL_METRICS_TOKEN", default=""),
+    # beside the data directory, not in it: backups and restores of the data directory leave
+    # it alone (every process of the portal, even a management command, opens it)
+    "METRICS_DIR": Path(
+        env("WINDTUNNEL_METRICS_DIR", default=str(DATA_DIR.with_name(DATA_DIR.name + "-metrics")))
+    ),
     "TEMPLATES_DIR": Path(env("WINDTUNNEL_TEMPLATES_DIR", default=str(ROOT_DIR / "templates"))),
     "PACKAGES_DIR": Path(env("WINDTUNNEL_PACKAGES_DIR", default=str(ROOT_DIR / "packages"))),
 }
@@ -272,6 +299,22 @@ if WINDTUNNEL["CASE_SANDBOX"] not in ("on", "off"):
         f"WINDTUNNEL_CASE_SANDBOX={WINDTUNNEL['CASE_SANDBOX']!r}: use on (the default) or off "
         "(only where every user is trusted with the compute hosts)"
     )
+
+# E-mail (notifications): SMTP when EMAIL_HOST is set, else printed on the console
+EMAIL_HOST = env("EMAIL_HOST", default="")
+EMAIL_BACKEND = env(
+    "EMAIL_BACKEND",
+    default="django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=30)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Windtunnel <windtunnel@localhost>")
 
 LOGGING = {
     "version": 1,

@@ -3,6 +3,8 @@
 from config.env import env
 
 env.ENVIRON.setdefault("DJANGO_DEBUG", "true")
+# webhooks to receivers on this machine or its network (docs/notifications.md)
+env.ENVIRON.setdefault("WINDTUNNEL_WEBHOOK_ALLOW_PRIVATE", "true")
 
 from config.keys import require_secret_key  # noqa: E402
 from config.settings.base import *  # noqa: E402,F403

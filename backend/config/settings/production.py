@@ -21,13 +21,16 @@ SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600)
 # subdomains of the portal's own host name only (not of its parent domain)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
-# Not redirected: health checks of the load balancer, and the agents' reports where the
-# portal's agent URL is plain HTTP (a private network the operator chose; redirecting the
-# agents' POSTs would fail every run).
+# Not redirected: health checks of the load balancer, Prometheus' scrapes, and the agents'
+# reports where the portal's agent URL is plain HTTP (a private network the operator chose;
+# redirecting the agents' POSTs would fail every run).
 SECURE_REDIRECT_EXEMPT = env.list(
     "SECURE_REDIRECT_EXEMPT",
     default=[
         r"^healthz$",
+        # Prometheus on the private network: a redirect would not protect the token anyway
+        # (the first request carried it)
+        r"^metrics$",
         *([r"^api/v1/ingest/"] if WINDTUNNEL["PUBLIC_URL"].startswith("http://") else []),
     ],
 )

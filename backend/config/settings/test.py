@@ -20,6 +20,10 @@ env.ENVIRON.setdefault("CELERY_QUEUE", "windtunnel-test")
 # processes that tests and benchmarks start (core.stack) set DB_POOL=1 like production
 env.ENVIRON.setdefault("DB_POOL", "0")
 env.ENVIRON.setdefault("DB_CONN_MAX_AGE", "0")
+# webhooks to receivers on this machine or its network (docs/notifications.md)
+env.ENVIRON.setdefault("WINDTUNNEL_WEBHOOK_ALLOW_PRIVATE", "true")
+# /metrics on (docs/metrics.md): the portal's processes that tests start serve it
+env.ENVIRON.setdefault("WINDTUNNEL_METRICS_TOKEN", "test-metrics-token")
 
 from config.settings.base import *  # noqa: E402,F403
 

@@ -82,8 +82,10 @@ def test_a_crashed_worker_is_restarted_the_log_says_why_and_the_web_stays_up(
         os.kill(first, signal.SIGKILL)
 
         _wait(
-            lambda: _pid(layout, "worker") not in (0, first)
-            and "RUNNING" in _ctl(layout, "status", "worker"),
+            lambda: (
+                _pid(layout, "worker") not in (0, first)
+                and "RUNNING" in _ctl(layout, "status", "worker")
+            ),
             "the worker's restart",
         )
         log = (layout.logs / "supervisord.log").read_text()

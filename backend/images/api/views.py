@@ -14,6 +14,7 @@ POST /api/v1/images/{id}/retire/     staff: no new studies; removed from local s
 from __future__ import annotations
 
 from django.http import HttpResponse
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
@@ -55,6 +56,9 @@ class ImageSerializer(serializers.ModelSerializer):
 class ImageDetailSerializer(ImageSerializer):
     log_tail = serializers.SerializerMethodField()
     references = serializers.SerializerMethodField()
+    admin_url = serializers.SerializerMethodField(
+        help_text="staff: the image's Django admin change form (null for others)"
+    )
 
     class Meta(ImageSerializer.Meta):
         fields = [
@@ -63,6 +67,7 @@ class ImageDetailSerializer(ImageSerializer):
             "build_started_at",
             "references",
             "log_tail",
+            "admin_url",
         ]
 
     def get_log_tail(self, obj: Image) -> list[str]:
@@ -71,6 +76,12 @@ class ImageDetailSerializer(ImageSerializer):
     def get_references(self, obj: Image) -> dict:
         request = self.context.get("request")
         return dict(obj.references or {}) if request and request.user.is_staff else {}
+
+    def get_admin_url(self, obj: Image) -> str | None:
+        request = self.context.get("request")
+        if not (request and request.user.is_staff):
+            return None
+        return reverse("admin:catalog_image_change", args=[obj.pk])
 
 
 class ImageComposeSerializer(serializers.Serializer):

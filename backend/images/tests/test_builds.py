@@ -77,13 +77,14 @@ def test_the_log_stream_appends_about_once_a_second(catalog, builds) -> None:
     assert image.progress == 0.25
 
 
-def test_retire_refuses_while_runs_use_the_image(api, containers, builds) -> None:
+def test_retire_refuses_while_runs_hold_the_image(api, containers, builds) -> None:
     study = submitted(
         tenant=api.tenant,
         owner=api.tenant.user,
         spec={"name": "r", "template": "cavity", "backend": containers.name},
     )
-    with pytest.raises(ApplicationError, match="1 queued or running run"):
+    Run.objects.filter(study=study).update(state="running", started_at=timezone.now())
+    with pytest.raises(ApplicationError, match="1 run\\(s\\) are starting or running"):
         builds_svc.image_retire(image=study.image)
     Run.objects.filter(study=study).update(state="cancelled", finished_at=timezone.now())
     assert builds_svc.image_retire(image=study.image).status == ImageStatus.RETIRED

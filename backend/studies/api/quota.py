@@ -30,6 +30,19 @@ class EffectiveBackendSerializer(serializers.Serializer):
     cloud_error = serializers.CharField(allow_blank=True)
 
 
+class CoreHoursSerializer(serializers.Serializer):
+    used = serializers.FloatField(help_text="core-hours the tenant's runs used this period")
+    budget = serializers.FloatField(allow_null=True, help_text="null: no budget set")
+    period_start = serializers.DateTimeField(help_text="the period: the calendar month (UTC)")
+
+
+class StorageSerializer(serializers.Serializer):
+    used_gb = serializers.FloatField(
+        help_text="case uploads (unpacked) and result archives the portal stores"
+    )
+    limit_gb = serializers.FloatField()
+
+
 class QuotaSerializer(serializers.Serializer):
     tenant = serializers.CharField()
     limits = serializers.DictField()
@@ -41,6 +54,8 @@ class QuotaSerializer(serializers.Serializer):
         "portal quota, the backend's capacity and, on OpenStack, the cloud project's limits) "
         "and where each comes from",
     )
+    core_hours = CoreHoursSerializer()
+    storage = StorageSerializer()
 
 
 class QuotaView(APIView):

@@ -10,9 +10,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.exceptions import ApplicationError, ErrorCode
+from tenancy.models import ApiToken
 from tenancy.selectors import tenant_for_user, user_is_tenant_admin
-from tenancy.services import api_token_create
 from tenancy.throttle import login_check, login_failed, login_succeeded
+from tenancy.tokens import api_token_issue
 
 # Django's User.username is at most 150 characters; a password longer than this is no one's
 USERNAME_MAX = 150
@@ -22,7 +23,12 @@ PASSWORD_MAX = 4096
 class TokenRequestSerializer(serializers.Serializer):
     username = serializers.CharField(max_length=USERNAME_MAX)
     password = serializers.CharField(max_length=PASSWORD_MAX, style={"input_type": "password"})
-    name = serializers.CharField(required=False, default="api", max_length=100)
+    name = serializers.CharField(
+        required=False,
+        default="api",
+        max_length=ApiToken.NAME_MAX,
+        help_text="the token's name; signing in again with the same name replaces that token",
+    )
 
 
 class TokenSerializer(serializers.Serializer):
@@ -71,12 +77,10 @@ class TokenView(APIView):
                 code=ErrorCode.FORBIDDEN,
                 status=403,
             )
-        return Response(
-            {
-                "token": api_token_create(user=user, name=ser.validated_data["name"]),
-                "tenant": tenant.name,
-            }
-        )
+        # one token per name: signing in again (a new laptop session, a CI job's login)
+        # replaces the one of that name instead of adding another
+        issued = api_token_issue(user=user, name=ser.validated_data["name"], replace=True)
+        return Response({"token": issued.key, "tenant": tenant.name})
 
 
 class MeView(APIView):

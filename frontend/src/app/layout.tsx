@@ -20,6 +20,8 @@ import {
   IconPlus,
   IconServerCog,
   IconBook,
+  IconBell,
+  IconKey,
 } from "@/components/icons";
 import { useQueryClient } from "@tanstack/react-query";
 import { useEffect } from "react";
@@ -125,6 +127,22 @@ export function AppLayout() {
               <Menu.Label>
                 {user.tenant} · {user.is_admin ? "tenant admin" : "member"}
               </Menu.Label>
+              <Menu.Item
+                component={Link}
+                to="/settings/tokens"
+                leftSection={<IconKey size={14} />}
+                data-testid="api-tokens-link"
+              >
+                API tokens
+              </Menu.Item>
+              <Menu.Item
+                component={Link}
+                to="/settings/notifications"
+                leftSection={<IconBell size={14} />}
+                data-testid="notifications-link"
+              >
+                Notifications
+              </Menu.Item>
               <Menu.Item component="a" href="/api/docs/" leftSection={<IconBook size={14} />}>
                 API documentation
               </Menu.Item>

@@ -6,8 +6,10 @@ import { LoginPage } from "./routes/login";
 import { NewStudyPage, EditStudyPage } from "./routes/new-study";
 import { NotFoundPage, RouteError } from "./routes/not-found";
 import { RunPage } from "./routes/run";
+import { NotificationSettingsPage } from "./routes/settings-notifications";
 import { StudiesPage } from "./routes/studies";
 import { StudyPage } from "./routes/study";
+import { TokensPage } from "./routes/tokens";
 
 export const routes = [
   { path: "/login", element: <LoginPage />, errorElement: <RouteError /> },
@@ -21,6 +23,8 @@ export const routes = [
       { path: "/studies/:id", element: <StudyPage /> },
       { path: "/studies/:id/edit", element: <EditStudyPage /> },
       { path: "/runs/:id", element: <RunPage /> },
+      { path: "/settings/tokens", element: <TokensPage /> },
+      { path: "/settings/notifications", element: <NotificationSettingsPage /> },
       { path: "/operations", element: <AdminPage /> },
       { path: "/operations/:tab", element: <AdminPage /> },
       { path: "*", element: <NotFoundPage /> },

@@ -11,6 +11,7 @@ export function Meter({
   limit,
   format = (v: number) => String(v),
   testId,
+  caption,
 }: {
   label: string;
   used: number;
@@ -18,6 +19,8 @@ export function Meter({
   limit: number;
   format?: (v: number) => string;
   testId?: string;
+  /** Said under the bar instead of the queued demand (a gauge without a queue). */
+  caption?: string;
 }) {
   const pct = (v: number) => (limit > 0 ? Math.min(100, (v / limit) * 100) : 0);
   const usedPct = pct(used);
@@ -50,7 +53,8 @@ export function Meter({
         </Progress.Root>
       </Tooltip>
       <Text size="xs" c="dimmed">
-        {queued > 0 ? `${format(queued)} more wanted by queued runs` : "nothing queued"}
+        {caption ??
+          (queued > 0 ? `${format(queued)} more wanted by queued runs` : "nothing queued")}
       </Text>
     </Stack>
   );

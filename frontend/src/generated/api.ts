@@ -111,11 +111,75 @@ export interface paths {
         };
         get: operations["admin_tenants"];
         put?: never;
-        post?: never;
+        post: operations["admin_tenant_create"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/tenants/{name}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["admin_tenant"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch: operations["admin_tenant_update"];
+        trace?: never;
+    };
+    "/api/v1/admin/tenants/{name}/members/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["admin_tenant_members"];
+        put?: never;
+        post: operations["admin_tenant_member_add"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/tenants/{name}/members/{user_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete: operations["admin_tenant_member_remove"];
+        options?: never;
+        head?: never;
+        patch: operations["admin_tenant_member_update"];
+        trace?: never;
+    };
+    "/api/v1/admin/tenants/{name}/quota/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["admin_tenant_quota"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch: operations["admin_tenant_quota_update"];
         trace?: never;
     };
     "/api/v1/auth/csrf/": {
@@ -385,6 +449,113 @@ export interface paths {
         get: operations["v1_me_retrieve"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/notifications/email/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Which events you are e-mailed about, for your studies or all of your tenant's. */
+        get: operations["v1_notifications_email_retrieve"];
+        /** @description Which events you are e-mailed about, for your studies or all of your tenant's. */
+        put: operations["v1_notifications_email_update"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/notifications/webhooks/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Webhooks: your personal ones (the studies you own), and the tenant's if you are one
+         *     of its admins. docs/notifications.md has the payload, the headers and the signature.
+         */
+        get: operations["v1_notifications_webhooks_list"];
+        put?: never;
+        /**
+         * @description Webhooks: your personal ones (the studies you own), and the tenant's if you are one
+         *     of its admins. docs/notifications.md has the payload, the headers and the signature.
+         */
+        post: operations["v1_notifications_webhooks_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/notifications/webhooks/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Webhooks: your personal ones (the studies you own), and the tenant's if you are one
+         *     of its admins. docs/notifications.md has the payload, the headers and the signature.
+         */
+        get: operations["v1_notifications_webhooks_retrieve"];
+        put?: never;
+        post?: never;
+        /**
+         * @description Webhooks: your personal ones (the studies you own), and the tenant's if you are one
+         *     of its admins. docs/notifications.md has the payload, the headers and the signature.
+         */
+        delete: operations["v1_notifications_webhooks_destroy"];
+        options?: never;
+        head?: never;
+        /**
+         * @description Webhooks: your personal ones (the studies you own), and the tenant's if you are one
+         *     of its admins. docs/notifications.md has the payload, the headers and the signature.
+         */
+        patch: operations["v1_notifications_webhooks_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/notifications/webhooks/{id}/deliveries/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The delivery log, newest first: each event sent and every attempt. */
+        get: operations["v1_notifications_webhooks_deliveries_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/notifications/webhooks/{id}/test/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Send a `ping` event now, once: the delivery with its attempt (status code or
+         *     error) is the answer, whatever the receiver said.
+         */
+        post: operations["v1_notifications_webhooks_test_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -750,6 +921,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tokens/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["tokens"];
+        put?: never;
+        post: operations["token_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tokens/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete: operations["token_revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/uploads/": {
         parameters: {
             query?: never;
@@ -787,6 +990,8 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         AdminBackend: {
+            /** @description the backend's Django admin change form */
+            admin_url: string;
             capacity: components["schemas"]["Capacity"];
             enabled: boolean;
             health: components["schemas"]["Health"];
@@ -798,6 +1003,8 @@ export interface components {
             usage: components["schemas"]["Resource"];
         };
         AdminImage: {
+            /** @description the image's Django admin change form */
+            admin_url: string;
             /** Format: date-time */
             built_at: string | null;
             /** Format: date-time */
@@ -830,6 +1037,10 @@ export interface components {
             version: string;
         };
         AdminTenant: {
+            /** @description false: deactivated, its members are refused */
+            active: boolean;
+            /** @description the tenant's Django admin change form */
+            admin_url: string;
             /** Format: date-time */
             created_at: string;
             display_name: string;
@@ -838,6 +1049,8 @@ export interface components {
             name: string;
             /** @description demand of queued runs */
             queued: components["schemas"]["Resource"];
+            /** @description the quota's Django admin change form */
+            quota_admin_url: string | null;
             studies: number;
             /** @description held by admitted, provisioning and running runs */
             usage: components["schemas"]["Resource"];
@@ -848,6 +1061,34 @@ export interface components {
             interval?: number;
             /** @description The portal ended the run (cancel, convergence policy): end cleanly now, keeping the results. */
             stop: boolean;
+        };
+        ApiToken: {
+            /** Format: date-time */
+            readonly created_at: string;
+            /** @description it opens nothing any more */
+            readonly expired: boolean;
+            /**
+             * Format: date-time
+             * @description null: it does not expire
+             */
+            readonly expires_at: string | null;
+            readonly id: number;
+            /** Format: date-time */
+            readonly last_used_at: string | null;
+            readonly name: string;
+            /** @description the key's first characters, to tell tokens apart */
+            prefix: string;
+        };
+        ApiTokenCreateRequest: {
+            /**
+             * Format: date-time
+             * @description instead of expires_in_days: a moment at most 365 days ahead
+             */
+            expires_at?: string | null;
+            /** @description 1 to 365; leave out (with expires_at) for no expiry */
+            expires_in_days?: number | null;
+            /** @description yours to choose; unique among your tokens */
+            name: string;
         };
         /** @description The attempt the agent was started for (run.json's attempt). */
         Attempt: number;
@@ -878,6 +1119,8 @@ export interface components {
             tenants?: string[];
         };
         BackendAdminOut: {
+            /** @description its Django admin change form */
+            readonly admin_url: string;
             /** @description cores the portal may use at once */
             cores: number;
             /** Format: date-time */
@@ -950,10 +1193,67 @@ export interface components {
             /** @description No convergence stop before this many iterations. */
             min_iterations?: number;
         };
+        CoreHours: {
+            /**
+             * Format: double
+             * @description null: no budget set
+             */
+            budget: number | null;
+            /**
+             * Format: date-time
+             * @description the period: the calendar month (UTC)
+             */
+            period_start: string;
+            /**
+             * Format: double
+             * @description core-hours the tenant's runs used this period
+             */
+            used: number;
+        };
         Csrf: {
             /** @description also set as the csrftoken cookie */
             csrf_token: string;
         };
+        Delivery: {
+            readonly attempts: number;
+            readonly attempts_log: components["schemas"]["DeliveryAttempt"][];
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly delivered_at: string | null;
+            /** Format: uuid */
+            readonly event_id: string;
+            readonly event_type: components["schemas"]["NotificationEventEnum"];
+            /** Format: uuid */
+            readonly id: string;
+            readonly last_status_code: number | null;
+            readonly max_attempts: number;
+            /**
+             * Format: date-time
+             * @description when it is (re)tried; a sending delivery's lease
+             */
+            readonly next_attempt_at: string | null;
+            readonly state: components["schemas"]["DeliveryStateEnum"];
+        };
+        DeliveryAttempt: {
+            /** Format: date-time */
+            readonly created_at: string;
+            readonly duration_ms: number;
+            readonly error: string;
+            /** Format: date-time */
+            readonly next_retry_at: string | null;
+            readonly number: number;
+            readonly response_excerpt: string;
+            readonly status_code: number | null;
+        };
+        /**
+         * @description * `pending` - Pending
+         *     * `sending` - Sending
+         *     * `delivered` - Delivered
+         *     * `failed` - Failed
+         * @enum {string}
+         */
+        DeliveryStateEnum: "pending" | "sending" | "delivered" | "failed";
         EffectiveBackend: {
             backend: string;
             cloud_error: string;
@@ -967,6 +1267,32 @@ export interface components {
             memory_gb: components["schemas"]["LimitSource"];
             nodes: components["schemas"]["LimitSource"];
         };
+        EmailPreference: {
+            /**
+             * Format: email
+             * @description where the e-mails go (your account's)
+             */
+            readonly email: string;
+            events: components["schemas"]["SubscribableEventEnum"][];
+            scope: components["schemas"]["EmailScopeEnum"];
+        };
+        EmailPreferenceUpdateRequest: {
+            /**
+             * Format: email
+             * @description change your account's address too
+             */
+            email?: string;
+            /** @description events to send: study.completed, study.completed_with_failures, study.cancelled, run.failed, run.diverged */
+            events: components["schemas"]["SubscribableEventEnum"][];
+            /** @default own */
+            scope?: components["schemas"]["EmailScopeEnum"];
+        };
+        /**
+         * @description * `own` - Studies I own
+         *     * `tenant` - Every study of my tenant
+         * @enum {string}
+         */
+        EmailScopeEnum: "own" | "tenant";
         /**
          * @description * `` - —
          *     * `success` - Finished
@@ -1037,6 +1363,8 @@ export interface components {
             packages: string[];
         };
         ImageDetail: {
+            /** @description staff: the image's Django admin change form (null for others) */
+            readonly admin_url: string | null;
             /** Format: date-time */
             build_started_at?: string | null;
             /** Format: date-time */
@@ -1099,6 +1427,7 @@ export interface components {
             /** Format: double */
             memory_gb: number;
             nodes: number;
+            queued_runs: number;
             runs: number;
             /** Format: double */
             storage_gb: number;
@@ -1128,6 +1457,54 @@ export interface components {
             tenant: string;
             username: string;
         };
+        Member: {
+            /** @description the membership's Django admin change form */
+            admin_url: string;
+            email: string;
+            /** Format: date-time */
+            joined_at: string;
+            role: components["schemas"]["RoleEnum"];
+            /** @description the user's Django admin change form */
+            user_admin_url: string;
+            user_id: number;
+            username: string;
+        };
+        MemberAddRequest: {
+            /** @default member */
+            role?: components["schemas"]["RoleEnum"];
+            /** @description an existing username or e-mail */
+            user: string;
+        };
+        /** @description A new token's answer (the schema's): its record and, this once, its key. */
+        NewApiToken: {
+            /** Format: date-time */
+            readonly created_at: string;
+            /** @description it opens nothing any more */
+            readonly expired: boolean;
+            /**
+             * Format: date-time
+             * @description null: it does not expire
+             */
+            readonly expires_at: string | null;
+            readonly id: number;
+            /** @description send as 'Authorization: Token <key>'; shown this once, only its hash is kept */
+            key: string;
+            /** Format: date-time */
+            readonly last_used_at: string | null;
+            readonly name: string;
+            /** @description the key's first characters, to tell tokens apart */
+            prefix: string;
+        };
+        /**
+         * @description * `study.completed` - Study completed
+         *     * `study.completed_with_failures` - Study completed with failures
+         *     * `study.cancelled` - Study cancelled
+         *     * `run.failed` - Run failed
+         *     * `run.diverged` - Run diverged
+         *     * `ping` - Test (ping)
+         * @enum {string}
+         */
+        NotificationEventEnum: "study.completed" | "study.completed_with_failures" | "study.cancelled" | "run.failed" | "run.diverged" | "ping";
         /** @description A series reduced when the run ends, or an expression of other objectives and parameters. */
         ObjectiveSpec: {
             /**
@@ -1154,6 +1531,21 @@ export interface components {
             provides?: unknown;
             run_configurations?: unknown;
             version: string;
+        };
+        PaginatedDeliveryList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["Delivery"][];
         };
         PaginatedRunList: {
             /** @example 123 */
@@ -1200,6 +1592,21 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["Upload"][];
         };
+        PaginatedWebhookList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["Webhook"][];
+        };
         /** @description One parameter: a single value, a list, a range, a linspace, or sampling bounds. */
         ParameterSpec: components["schemas"]["Scalar"] | components["schemas"]["Scalar"][] | {
             /** @description A list of values. */
@@ -1244,6 +1651,38 @@ export interface components {
                 [key: string]: unknown;
             };
             tenants?: string[];
+        };
+        PatchedMemberPatchRequest: {
+            role?: components["schemas"]["RoleEnum"];
+        };
+        /** @description Any of the quota's fields; the bounds are quotas.services.QUOTA_BOUNDS. */
+        PatchedQuotaInRequest: {
+            /**
+             * Format: double
+             * @description core-hours per calendar month (UTC); null: no budget
+             */
+            core_hours_budget?: number | null;
+            cores?: number;
+            max_nodes?: number;
+            max_queued_runs?: number;
+            max_runs?: number;
+            /** Format: double */
+            memory_gb?: number;
+            /** Format: double */
+            storage_gb?: number;
+        };
+        PatchedTenantPatchRequest: {
+            /** @description false deactivates: its members are refused by the API; its queued and running runs go on */
+            active?: boolean;
+            display_name?: string;
+            name?: string;
+        };
+        PatchedWebhookUpdateRequest: {
+            active?: boolean;
+            description?: string;
+            /** @description events to send: study.completed, study.completed_with_failures, study.cancelled, run.failed, run.diverged */
+            events?: components["schemas"]["SubscribableEventEnum"][];
+            url?: string;
         };
         /**
          * an allowed utility
@@ -1294,6 +1733,7 @@ export interface components {
         Quota: {
             /** @description per backend the tenant may use: the effective limits (the smallest of the portal quota, the backend's capacity and, on OpenStack, the cloud project's limits) and where each comes from */
             backends: components["schemas"]["EffectiveBackend"][];
+            core_hours: components["schemas"]["CoreHours"];
             limits: {
                 [key: string]: unknown;
             };
@@ -1301,11 +1741,55 @@ export interface components {
             queued: {
                 [key: string]: unknown;
             };
+            storage: components["schemas"]["Storage"];
             tenant: string;
             /** @description held by admitted, provisioning and running runs */
             usage: {
                 [key: string]: unknown;
             };
+        };
+        QuotaAdmin: {
+            /** @description the quota's Django admin change form */
+            admin_url: string;
+            /** @description when a changed quota applies */
+            note: string;
+            /** @description limits the runs holding resources are over now (they go on; queued runs wait until usage falls under them) */
+            over: string[];
+            quota: components["schemas"]["QuotaFields"];
+            tenant: string;
+            /** @description held now by the tenant's admitted and running runs */
+            usage: components["schemas"]["Resource"];
+        };
+        QuotaFields: {
+            /** Format: double */
+            core_hours_budget?: number | null;
+            cores?: number;
+            /** @description instances / nodes held at once */
+            max_nodes?: number;
+            /** @description runs submitted and not yet ended (queued or running) at once; a submission or extension past it is refused */
+            max_queued_runs?: number;
+            /** @description concurrent runs */
+            max_runs?: number;
+            /** Format: double */
+            memory_gb?: number;
+            /** Format: double */
+            storage_gb?: number;
+        };
+        /** @description Any of the quota's fields; the bounds are quotas.services.QUOTA_BOUNDS. */
+        QuotaInRequest: {
+            /**
+             * Format: double
+             * @description core-hours per calendar month (UTC); null: no budget
+             */
+            core_hours_budget?: number | null;
+            cores?: number;
+            max_nodes?: number;
+            max_queued_runs?: number;
+            max_runs?: number;
+            /** Format: double */
+            memory_gb?: number;
+            /** Format: double */
+            storage_gb?: number;
         };
         RegisterRequest: {
             backend: string;
@@ -1344,6 +1828,12 @@ export interface components {
             /** Format: uuid */
             study: string;
         };
+        /**
+         * @description * `member` - Member
+         *     * `admin` - Admin
+         * @enum {string}
+         */
+        RoleEnum: "member" | "admin";
         Run: {
             /** Format: date-time */
             admitted_at?: string | null;
@@ -1544,6 +2034,15 @@ export interface components {
              */
             state: "running" | "completed" | "failed" | "cancelled";
         };
+        Storage: {
+            /** Format: double */
+            limit_gb: number;
+            /**
+             * Format: double
+             * @description case uploads (unpacked) and result archives the portal stores
+             */
+            used_gb: number;
+        };
         Study: {
             readonly backend: string;
             /**
@@ -1670,6 +2169,15 @@ export interface components {
          * @enum {string}
          */
         StudyStateEnum: "draft" | "submitted" | "running" | "completed" | "completed_with_failures" | "cancelled";
+        /**
+         * @description * `study.completed` - Study completed
+         *     * `study.completed_with_failures` - Study completed with failures
+         *     * `study.cancelled` - Study cancelled
+         *     * `run.failed` - Run failed
+         *     * `run.diverged` - Run diverged
+         * @enum {string}
+         */
+        SubscribableEventEnum: "study.completed" | "study.completed_with_failures" | "study.cancelled" | "run.failed" | "run.diverged";
         Telemetry: {
             attempt: number;
             available: string[];
@@ -1710,13 +2218,23 @@ export interface components {
             readonly solvers: string[];
             title: string;
         };
+        TenantCreateRequest: {
+            display_name?: string;
+            /** @description letters, digits, - and _ */
+            name: string;
+            /** @description the defaults, then these */
+            quota?: components["schemas"]["QuotaInRequest"];
+        };
         Token: {
             tenant: string;
             /** @description send as 'Authorization: Token <token>'; shown once */
             token: string;
         };
         TokenRequestRequest: {
-            /** @default api */
+            /**
+             * @description the token's name; signing in again with the same name replaces that token
+             * @default api
+             */
             name?: string;
             password: string;
             username: string;
@@ -1762,6 +2280,68 @@ export interface components {
          * @enum {string}
          */
         WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit";
+        Webhook: {
+            readonly active: boolean;
+            /** Format: date-time */
+            readonly created_at: string;
+            readonly description: string;
+            readonly disabled_reason: string;
+            events: components["schemas"]["SubscribableEventEnum"][];
+            /** Format: uuid */
+            readonly id: string;
+            readonly owner: string | null;
+            readonly scope: components["schemas"]["WebhookScopeEnum"];
+            /** @description the secret's first characters, to tell secrets apart */
+            readonly secret_prefix: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+            /** Format: uri */
+            readonly url: string;
+        };
+        WebhookCreated: {
+            readonly active: boolean;
+            /** Format: date-time */
+            readonly created_at: string;
+            readonly description: string;
+            readonly disabled_reason: string;
+            events: components["schemas"]["SubscribableEventEnum"][];
+            /** Format: uuid */
+            readonly id: string;
+            readonly owner: string | null;
+            readonly scope: components["schemas"]["WebhookScopeEnum"];
+            /** @description the signing secret (HMAC-SHA256 key of Windtunnel-Signature); shown once */
+            secret: string;
+            /** @description the secret's first characters, to tell secrets apart */
+            readonly secret_prefix: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+            /** Format: uri */
+            readonly url: string;
+        };
+        WebhookCreateRequest: {
+            /** @default true */
+            active?: boolean;
+            /** @default  */
+            description?: string;
+            /** @description events to send: study.completed, study.completed_with_failures, study.cancelled, run.failed, run.diverged */
+            events: components["schemas"]["SubscribableEventEnum"][];
+            /**
+             * @description personal: the studies you own; tenant: every study of the tenant (admins)
+             *
+             *     * `personal` - Personal: the studies I own
+             *     * `tenant` - Tenant: every study of the tenant
+             * @default personal
+             */
+            scope?: components["schemas"]["WebhookScopeEnum"];
+            /** @description http:// or https:// address that receives POSTed events */
+            url: string;
+        };
+        /**
+         * @description * `personal` - Personal: the studies I own
+         *     * `tenant` - Tenant: every study of the tenant
+         * @enum {string}
+         */
+        WebhookScopeEnum: "personal" | "tenant";
     };
     responses: never;
     parameters: never;
@@ -1999,6 +2579,224 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AdminTenant"][];
+                };
+            };
+        };
+    };
+    admin_tenant_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TenantCreateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["TenantCreateRequest"];
+                "multipart/form-data": components["schemas"]["TenantCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminTenant"];
+                };
+            };
+        };
+    };
+    admin_tenant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminTenant"];
+                };
+            };
+        };
+    };
+    admin_tenant_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedTenantPatchRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedTenantPatchRequest"];
+                "multipart/form-data": components["schemas"]["PatchedTenantPatchRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminTenant"];
+                };
+            };
+        };
+    };
+    admin_tenant_members: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Member"][];
+                };
+            };
+        };
+    };
+    admin_tenant_member_add: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemberAddRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["MemberAddRequest"];
+                "multipart/form-data": components["schemas"]["MemberAddRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Member"];
+                };
+            };
+        };
+    };
+    admin_tenant_member_remove: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    admin_tenant_member_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedMemberPatchRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedMemberPatchRequest"];
+                "multipart/form-data": components["schemas"]["PatchedMemberPatchRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Member"];
+                };
+            };
+        };
+    };
+    admin_tenant_quota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaAdmin"];
+                };
+            };
+        };
+    };
+    admin_tenant_quota_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedQuotaInRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedQuotaInRequest"];
+                "multipart/form-data": components["schemas"]["PatchedQuotaInRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaAdmin"];
                 };
             };
         };
@@ -2413,6 +3211,214 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Me"];
+                };
+            };
+        };
+    };
+    v1_notifications_email_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EmailPreference"];
+                };
+            };
+        };
+    };
+    v1_notifications_email_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailPreferenceUpdateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["EmailPreferenceUpdateRequest"];
+                "multipart/form-data": components["schemas"]["EmailPreferenceUpdateRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EmailPreference"];
+                };
+            };
+        };
+    };
+    v1_notifications_webhooks_list: {
+        parameters: {
+            query?: {
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedWebhookList"];
+                };
+            };
+        };
+    };
+    v1_notifications_webhooks_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookCreateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["WebhookCreateRequest"];
+                "multipart/form-data": components["schemas"]["WebhookCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCreated"];
+                };
+            };
+        };
+    };
+    v1_notifications_webhooks_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+        };
+    };
+    v1_notifications_webhooks_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_notifications_webhooks_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedWebhookUpdateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedWebhookUpdateRequest"];
+                "multipart/form-data": components["schemas"]["PatchedWebhookUpdateRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+        };
+    };
+    v1_notifications_webhooks_deliveries_list: {
+        parameters: {
+            query?: {
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedDeliveryList"];
+                };
+            };
+        };
+    };
+    v1_notifications_webhooks_test_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Delivery"];
                 };
             };
         };
@@ -3040,6 +4046,70 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Template"];
                 };
+            };
+        };
+    };
+    tokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiToken"][];
+                };
+            };
+        };
+    };
+    token_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApiTokenCreateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ApiTokenCreateRequest"];
+                "multipart/form-data": components["schemas"]["ApiTokenCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NewApiToken"];
+                };
+            };
+        };
+    };
+    token_revoke: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

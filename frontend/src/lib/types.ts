@@ -62,6 +62,10 @@ export interface QuotaSnapshot {
   usage: ResourceAmounts;
   queued: ResourceAmounts;
   backends: EffectiveBackend[];
+  /** Core-hours the tenant's runs used this period (the calendar month, UTC), and the budget. */
+  core_hours?: Schemas["CoreHours"];
+  /** What the portal stores for the tenant (uploads, result archives), and the limit. */
+  storage?: Schemas["Storage"];
 }
 
 export interface QuotaImpact {

@@ -122,8 +122,10 @@ def login(state: State, url: str, name: str, username: str | None, password_stdi
         password = sys.stdin.readline().rstrip("\r\n")
     else:
         password = click.prompt("Password", hide_input=True, err=True)
-    label = f"windtunnel-cli@{socket.gethostname()}"[:100]
-    client, token = Client.login(base, username=username, password=password, name=label)
+    # the token's name on the portal: logging in again from here replaces that token
+    host = socket.gethostname()
+    label = f"windtunnel-cli@{host}" + (f" {name}" if name != "default" else "")
+    client, token = Client.login(base, username=username, password=password, name=label[:100])
     client.close()
     path = config.store(
         config.Profile(
@@ -160,6 +162,77 @@ def logout(state: State, name: str) -> None:
         state.out.print(f"forgot profile {name!r} ({config.config_path()})")
     else:
         raise UsageError(f"no profile named {name!r} in {config.config_path()}")
+
+
+# --- API tokens ----------------------------------------------------------------------------
+
+
+def _when(value: str | None, never: str = "") -> str:
+    """An API moment as a table shows it: `2026-05-01 12:00` (UTC)."""
+    return value[:16].replace("T", " ") if value else never
+
+
+@cli.group(invoke_without_command=True)
+@json_option
+@click.pass_context
+def tokens(ctx: click.Context) -> None:
+    """Your API tokens on the portal: list them (this), `tokens create NAME`, or
+    `tokens revoke NAME|ID`. The dashboard has them too (/settings/tokens)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    state = ctx.ensure_object(State)
+    found = state.client().tokens()
+    if state.json:
+        state.print_json([as_json(t) for t in found])
+        return
+    if not found:
+        state.out.print("no API tokens; make one with `windtunnel tokens create NAME`")
+        return
+    table = Table("id", "name", "prefix", "created (UTC)", "last used", "expires", box=None)
+    for t in found:
+        expires = _when(t.expires_at, "never") + (" (expired)" if t.expired else "")
+        table.add_row(
+            str(t.id),
+            t.name,
+            t.prefix + "…",
+            _when(t.created_at),
+            _when(t.last_used_at, "never"),
+            expires,
+        )
+    state.out.print(table)
+
+
+@tokens.command("create")
+@click.argument("name")
+@click.option(
+    "--expires-in-days", type=int, metavar="DAYS", help="It expires after DAYS (1 to 365)."
+)
+@json_option
+@pass_state
+def tokens_create(state: State, name: str, expires_in_days: int | None) -> None:
+    """Make an API token named NAME; its key is printed this once (the first line)."""
+    made = state.client().token_create(name, expires_in_days=expires_in_days)
+    if state.json:
+        state.print_json(as_json(made))
+        return
+    click.echo(made.key)
+    state.note(
+        f"token {made.name!r} (id {made.id}), expires {_when(made.expires_at, 'never')}: "
+        "copy the key now, it is not shown again"
+    )
+
+
+@tokens.command("revoke")
+@click.argument("token", metavar="NAME|ID")
+@json_option
+@pass_state
+def tokens_revoke(state: State, token: str) -> None:
+    """Revoke one of your API tokens (by name, or id): it opens nothing from now on."""
+    revoked = state.client().token_revoke(token)
+    if state.json:
+        state.print_json(as_json(revoked))
+        return
+    state.out.print(f"revoked token {revoked.name!r} (id {revoked.id}, {revoked.prefix}…)")
 
 
 # --- templates and cases -------------------------------------------------------------------

@@ -21,8 +21,10 @@ from .archive import pack_case
 from .errors import ApiError, UnavailableError, UsageError, error_from_response
 from .models import (
     ENDPOINTS,
+    ApiTokenRecord,
     LogTail,
     Me,
+    NewApiToken,
     Preview,
     Results,
     RunRecord,
@@ -82,7 +84,8 @@ class Client:
     def login(
         cls, url: str, *, username: str, password: str, name: str = "windtunnel-cli"
     ) -> tuple[Client, Token]:
-        """Sign in with a password: a new API token (named `name`) and a client using it."""
+        """Sign in with a password: an API token named `name` (replacing the one of that name,
+        if any) and a client using it."""
         with cls(url) as anonymous:
             answer = anonymous.call(
                 "post",
@@ -163,6 +166,35 @@ class Client:
     def me(self) -> Me:
         """Who this token signs in, and the tenant."""
         return build(Me, self.get_json("/api/v1/me/"))
+
+    def tokens(self) -> list[ApiTokenRecord]:
+        """Your API tokens: names, when each was made and last used, expiry (never keys)."""
+        return [build(ApiTokenRecord, t) for t in self.get_json("/api/v1/tokens/")]
+
+    def token_create(self, name: str, *, expires_in_days: int | None = None) -> NewApiToken:
+        """A new API token named `name` (expiring after `expires_in_days`, or never): its
+        key is in the answer this once."""
+        body: dict[str, Any] = {"name": name}
+        if expires_in_days is not None:
+            body["expires_in_days"] = expires_in_days
+        return build(NewApiToken, self.call("post", "/api/v1/tokens/", json=body).json())
+
+    def token_revoke(self, token: str | int) -> ApiTokenRecord:
+        """Revoke one of your tokens, by name (or, when no name matches, by id): it opens
+        nothing from then on. The revoked token's record."""
+        mine = self.tokens()
+        found = next((t for t in mine if t.name == str(token)), None) or next(
+            (t for t in mine if str(t.id) == str(token).strip()), None
+        )
+        if found is None:
+            raise ApiError(
+                f"you have no API token named {str(token)!r} (nor with that id); "
+                "`windtunnel tokens` lists yours",
+                status=404,
+                code="not_found",
+            )
+        self.call("delete", "/api/v1/tokens/{id}/", id=str(found.id))
+        return found
 
     def templates(self) -> list[Template]:
         """The case templates a study can start from."""

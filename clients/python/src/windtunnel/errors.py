@@ -126,7 +126,11 @@ def error_from_response(response: httpx.Response) -> ApiError:
         message = f"the portal answered {status} {response.reason_phrase}" + (
             f": {text}" if text else ""
         )
-    if status == 401 and not response.request.url.path.endswith("/auth/token/"):
+    if (
+        status == 401
+        and not response.request.url.path.endswith("/auth/token/")
+        and "windtunnel login" not in message  # the portal's message says it already
+    ):
         message += (
             " (sign in again with `windtunnel login URL`, or set WINDTUNNEL_TOKEN to a valid token)"
         )

@@ -197,6 +197,35 @@ class Token:
 
 
 @dataclasses.dataclass(frozen=True)
+class ApiTokenRecord:
+    """One of your API tokens as `GET /api/v1/tokens/` lists it (never its key)."""
+
+    SCHEMA: ClassVar[str] = "ApiToken"
+    id: int
+    name: str
+    prefix: str
+    created_at: str
+    last_used_at: str | None
+    expires_at: str | None
+    expired: bool
+    raw: dict[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class NewApiToken:
+    """A token just made: its record and its key, shown this once."""
+
+    SCHEMA: ClassVar[str] = "NewApiToken"
+    id: int
+    name: str
+    prefix: str
+    key: str
+    created_at: str
+    expires_at: str | None
+    raw: dict[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
 class Me:
     """Who a token signs in."""
 
@@ -233,6 +262,8 @@ MODELS: tuple[type[Any], ...] = (
     Telemetry,
     LogTail,
     Token,
+    ApiTokenRecord,
+    NewApiToken,
     Me,
     Preview,
 )
@@ -241,6 +272,9 @@ MODELS: tuple[type[Any], ...] = (
 ENDPOINTS: tuple[tuple[str, str], ...] = (
     ("post", "/api/v1/auth/token/"),
     ("get", "/api/v1/me/"),
+    ("get", "/api/v1/tokens/"),
+    ("post", "/api/v1/tokens/"),
+    ("delete", "/api/v1/tokens/{id}/"),
     ("get", "/api/v1/templates/"),
     ("get", "/api/v1/templates/{id}/"),
     ("post", "/api/v1/uploads/"),

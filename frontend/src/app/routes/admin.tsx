@@ -4,7 +4,10 @@ import { PageHeader } from "@/components/page-header";
 import { ErrorState } from "@/components/states";
 import {
   BackendsTable,
+  ComposeImageButton,
   ImagesTable,
+  NewBackendButton,
+  NewTenantButton,
   PackagesTable,
   TenantsTable,
   useAdminOverview,
@@ -44,7 +47,7 @@ export function AdminPage() {
     <>
       <PageHeader
         title="Admin"
-        subtitle="Every tenant's quota and usage, compute backends, packages and images. Read-only: change them in the Django admin."
+        subtitle="Every tenant's quota and usage, compute backends, packages and images: edit them here, or open any of them in the Django admin."
       />
       <Stack gap="lg">
         <SimpleGrid cols={{ base: 2, md: 5 }}>
@@ -86,6 +89,9 @@ export function AdminPage() {
           </Tabs.List>
           <Card padding="md" mt="md">
             <Tabs.Panel value="tenants">
+              <Group justify="flex-end" mb="sm">
+                <NewTenantButton />
+              </Group>
               {tenants.isError ? (
                 <ErrorState error={tenants.error} onRetry={() => tenants.refetch()} />
               ) : tenants.data ? (
@@ -95,6 +101,9 @@ export function AdminPage() {
               )}
             </Tabs.Panel>
             <Tabs.Panel value="backends">
+              <Group justify="flex-end" mb="sm">
+                <NewBackendButton />
+              </Group>
               {overview.isError ? (
                 <ErrorState error={overview.error} onRetry={() => overview.refetch()} />
               ) : o ? (
@@ -118,9 +127,10 @@ export function AdminPage() {
                     <PackagesTable overview={o} />
                   </div>
                   <div>
-                    <Title order={4} mb="xs">
-                      Images
-                    </Title>
+                    <Group justify="space-between" mb="xs">
+                      <Title order={4}>Images</Title>
+                      <ComposeImageButton packages={o.packages.map((p) => p.name)} />
+                    </Group>
                     <ImagesTable overview={o} />
                   </div>
                 </Stack>

@@ -27,6 +27,7 @@ import {
   type ObjectivePlotView,
   type RunFilter,
 } from "@/features/studies";
+import { NotifyBell } from "@/features/notifications";
 import { ResidualOverlay } from "@/features/telemetry";
 import { ApiError } from "@/lib/api-client";
 import { formatDateTime, formatGb, formatNumber } from "@/lib/format";
@@ -155,7 +156,12 @@ export function StudyPage() {
             )}
           </>
         }
-        actions={<StudyActions study={s} runs={runs.data ?? []} />}
+        actions={
+          <Group gap="xs" wrap="nowrap">
+            <NotifyBell study={{ id: s.id, name: s.name, state: s.state }} />
+            <StudyActions study={s} runs={runs.data ?? []} />
+          </Group>
+        }
       />
       <Stack gap="lg">
         {s.description && (

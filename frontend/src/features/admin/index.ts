@@ -1,2 +1,5 @@
 export { BackendsTable, ImagesTable, PackagesTable, TenantsTable } from "./components/admin-tables";
+export { NewBackendButton } from "./components/backend-forms";
+export { ComposeImageButton } from "./components/image-forms";
+export { NewTenantButton } from "./components/tenant-forms";
 export { useAdminOverview, useAdminTenants } from "./hooks/use-admin";

@@ -1,9 +1,23 @@
 import type { components } from "@/generated/api";
 import { api, unwrap } from "@/lib/api-client";
 
-export type AdminTenant = components["schemas"]["AdminTenant"];
-export type AdminOverview = components["schemas"]["AdminOverview"];
-export type AdminBackend = components["schemas"]["AdminBackend"];
+type Schemas = components["schemas"];
+
+export type AdminTenant = Schemas["AdminTenant"];
+export type AdminOverview = Schemas["AdminOverview"];
+export type AdminBackend = Schemas["AdminBackend"];
+export type AdminImage = Schemas["AdminImage"];
+export type BackendAdmin = Schemas["BackendAdminOut"];
+export type BackendKind = Schemas["BackendKindEnum"];
+export type Member = Schemas["Member"];
+export type Role = Schemas["RoleEnum"];
+export type QuotaAdmin = Schemas["QuotaAdmin"];
+export type QuotaInput = Schemas["PatchedQuotaInRequest"];
+export type TenantCreate = Schemas["TenantCreateRequest"];
+export type TenantPatch = Schemas["PatchedTenantPatchRequest"];
+export type BackendCreate = Schemas["BackendAdminInRequest"];
+export type BackendPatch = Schemas["PatchedBackendAdminPatchRequest"];
+export type ImageDetail = Schemas["ImageDetail"];
 
 export function fetchAdminTenants(): Promise<AdminTenant[]> {
   return unwrap(api.GET("/api/v1/admin/tenants/"));
@@ -11,4 +25,101 @@ export function fetchAdminTenants(): Promise<AdminTenant[]> {
 
 export function fetchAdminOverview(): Promise<AdminOverview> {
   return unwrap(api.GET("/api/v1/admin/overview/"));
+}
+
+// --- tenants, members, quotas ----------------------------------------------------------------
+
+export function createTenant(body: TenantCreate): Promise<AdminTenant> {
+  return unwrap(api.POST("/api/v1/admin/tenants/", { body }));
+}
+
+export function updateTenant(name: string, body: TenantPatch): Promise<AdminTenant> {
+  return unwrap(api.PATCH("/api/v1/admin/tenants/{name}/", { params: { path: { name } }, body }));
+}
+
+export function fetchTenantQuota(name: string): Promise<QuotaAdmin> {
+  return unwrap(api.GET("/api/v1/admin/tenants/{name}/quota/", { params: { path: { name } } }));
+}
+
+export function updateTenantQuota(name: string, body: QuotaInput): Promise<QuotaAdmin> {
+  return unwrap(
+    api.PATCH("/api/v1/admin/tenants/{name}/quota/", { params: { path: { name } }, body }),
+  );
+}
+
+export function fetchMembers(name: string): Promise<Member[]> {
+  return unwrap(api.GET("/api/v1/admin/tenants/{name}/members/", { params: { path: { name } } }));
+}
+
+export function addMember(name: string, user: string, role: Role): Promise<Member> {
+  return unwrap(
+    api.POST("/api/v1/admin/tenants/{name}/members/", {
+      params: { path: { name } },
+      body: { user, role },
+    }),
+  );
+}
+
+export function setMemberRole(name: string, userId: number, role: Role): Promise<Member> {
+  return unwrap(
+    api.PATCH("/api/v1/admin/tenants/{name}/members/{user_id}/", {
+      params: { path: { name, user_id: userId } },
+      body: { role },
+    }),
+  );
+}
+
+export async function removeMember(name: string, userId: number): Promise<void> {
+  await unwrap(
+    api.DELETE("/api/v1/admin/tenants/{name}/members/{user_id}/", {
+      params: { path: { name, user_id: userId } },
+    }),
+  );
+}
+
+// --- backends ----------------------------------------------------------------------------------
+
+export function fetchBackend(name: string): Promise<BackendAdmin> {
+  return unwrap(api.GET("/api/v1/admin/backends/{name}/", { params: { path: { name } } }));
+}
+
+export function createBackend(body: BackendCreate): Promise<BackendAdmin> {
+  return unwrap(api.POST("/api/v1/admin/backends/", { body }));
+}
+
+export function updateBackend(name: string, body: BackendPatch): Promise<BackendAdmin> {
+  return unwrap(api.PATCH("/api/v1/admin/backends/{name}/", { params: { path: { name } }, body }));
+}
+
+export async function deleteBackend(name: string): Promise<void> {
+  await unwrap(api.DELETE("/api/v1/admin/backends/{name}/", { params: { path: { name } } }));
+}
+
+/** The driver's health check: `{ok: true, capacity, …}` or `{ok: false, error}`. */
+export interface BackendCheck {
+  ok: boolean;
+  error?: string;
+  capacity?: { cores: number; memory_gb: number; nodes: number };
+  capacity_stored?: boolean;
+  [key: string]: unknown;
+}
+
+export async function checkBackend(name: string): Promise<BackendCheck> {
+  return (await unwrap(
+    api.POST("/api/v1/admin/backends/{name}/check/", { params: { path: { name } } }),
+  )) as BackendCheck;
+}
+
+// --- images ------------------------------------------------------------------------------------
+
+export function composeImage(packages: string[], kind: "container" | "vm"): Promise<ImageDetail> {
+  return unwrap(api.POST("/api/v1/images/", { body: { packages, kind } }));
+}
+
+export function rebuildImage(id: number): Promise<ImageDetail> {
+  return unwrap(api.POST("/api/v1/images/{id}/rebuild/", { params: { path: { id } } }));
+}
+
+export function retireImage(id: number): Promise<ImageDetail> {
+  return unwrap(api.POST("/api/v1/images/{id}/retire/", { params: { path: { id } } }));
 }

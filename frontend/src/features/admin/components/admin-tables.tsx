@@ -2,6 +2,9 @@ import { Badge, Group, Progress, Stack, Table, Text, Tooltip } from "@mantine/co
 import { EmptyState } from "@/components/states";
 import { formatBytes, formatDateTime, formatGb } from "@/lib/format";
 import type { AdminBackend, AdminOverview, AdminTenant } from "../api/admin";
+import { BackendActions } from "./backend-forms";
+import { ImageActions } from "./image-forms";
+import { TenantActions, TenantStatus } from "./tenant-forms";
 
 function UsageCell({
   used,
@@ -38,9 +41,9 @@ function UsageCell({
 
 export function TenantsTable({ tenants }: { tenants: AdminTenant[] }) {
   if (!tenants.length)
-    return <EmptyState title="No tenants yet">Create one with manage.py create_tenant.</EmptyState>;
+    return <EmptyState title="No tenants yet">Create one with New tenant.</EmptyState>;
   return (
-    <Table.ScrollContainer minWidth={820}>
+    <Table.ScrollContainer minWidth={960}>
       <Table verticalSpacing="sm" highlightOnHover aria-label="Tenants" data-testid="admin-tenants">
         <Table.Thead>
           <Table.Tr>
@@ -51,15 +54,19 @@ export function TenantsTable({ tenants }: { tenants: AdminTenant[] }) {
             <Table.Th>Memory</Table.Th>
             <Table.Th>Concurrent runs</Table.Th>
             <Table.Th>Since</Table.Th>
+            <Table.Th />
           </Table.Tr>
         </Table.Thead>
         <Table.Tbody>
           {tenants.map((t) => (
-            <Table.Tr key={t.name}>
+            <Table.Tr key={t.name} data-testid={`tenant-${t.name}`}>
               <Table.Td>
-                <Text fw={600} size="sm">
-                  {t.display_name}
-                </Text>
+                <Group gap={6}>
+                  <Text fw={600} size="sm">
+                    {t.display_name}
+                  </Text>
+                  <TenantStatus tenant={t} />
+                </Group>
                 <Text size="xs" c="dimmed" ff="monospace">
                   {t.name}
                 </Text>
@@ -101,6 +108,9 @@ export function TenantsTable({ tenants }: { tenants: AdminTenant[] }) {
               <Table.Td>
                 <Text size="xs">{formatDateTime(t.created_at)}</Text>
               </Table.Td>
+              <Table.Td>
+                <TenantActions tenant={t} />
+              </Table.Td>
             </Table.Tr>
           ))}
         </Table.Tbody>
@@ -113,7 +123,7 @@ const HEALTH_COLOR = { ok: "teal", degraded: "orange", disabled: "gray" } as con
 
 export function BackendsTable({ backends }: { backends: AdminBackend[] }) {
   if (!backends.length)
-    return <EmptyState title="No compute backends">Add one in the Django admin.</EmptyState>;
+    return <EmptyState title="No compute backends">Add one with New backend.</EmptyState>;
   return (
     <Table.ScrollContainer minWidth={760}>
       <Table verticalSpacing="sm" aria-label="Backends" data-testid="admin-backends">
@@ -125,6 +135,7 @@ export function BackendsTable({ backends }: { backends: AdminBackend[] }) {
             <Table.Th>Memory</Table.Th>
             <Table.Th ta="right">Runs</Table.Th>
             <Table.Th>Tenants</Table.Th>
+            <Table.Th />
           </Table.Tr>
         </Table.Thead>
         <Table.Tbody>
@@ -169,6 +180,9 @@ export function BackendsTable({ backends }: { backends: AdminBackend[] }) {
               </Table.Td>
               <Table.Td>
                 <Text size="xs">{b.tenants.length ? b.tenants.join(", ") : "every tenant"}</Text>
+              </Table.Td>
+              <Table.Td>
+                <BackendActions backend={b} />
               </Table.Td>
             </Table.Tr>
           ))}
@@ -250,6 +264,7 @@ export function ImagesTable({ overview }: { overview: AdminOverview }) {
             <Table.Th>Solvers</Table.Th>
             <Table.Th ta="right">Size</Table.Th>
             <Table.Th>Built</Table.Th>
+            <Table.Th />
           </Table.Tr>
         </Table.Thead>
         <Table.Tbody>
@@ -283,6 +298,9 @@ export function ImagesTable({ overview }: { overview: AdminOverview }) {
               </Table.Td>
               <Table.Td>
                 <Text size="xs">{formatDateTime(i.built_at)}</Text>
+              </Table.Td>
+              <Table.Td>
+                <ImageActions image={i} />
               </Table.Td>
             </Table.Tr>
           ))}

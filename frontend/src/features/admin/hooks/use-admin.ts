@@ -1,6 +1,31 @@
-import { useQuery } from "@tanstack/react-query";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { env } from "@/lib/env";
-import { fetchAdminOverview, fetchAdminTenants } from "../api/admin";
+import {
+  addMember,
+  checkBackend,
+  composeImage,
+  createBackend,
+  createTenant,
+  deleteBackend,
+  fetchAdminOverview,
+  fetchAdminTenants,
+  fetchBackend,
+  fetchMembers,
+  fetchTenantQuota,
+  rebuildImage,
+  removeMember,
+  retireImage,
+  setMemberRole,
+  updateBackend,
+  updateTenant,
+  updateTenantQuota,
+  type BackendCreate,
+  type BackendPatch,
+  type QuotaInput,
+  type Role,
+  type TenantCreate,
+  type TenantPatch,
+} from "../api/admin";
 
 export function useAdminTenants() {
   return useQuery({
@@ -19,3 +44,75 @@ export function useAdminOverview() {
     refetchInterval: env.pollMs * 5,
   });
 }
+
+export function useTenantQuota(name: string, enabled = true) {
+  return useQuery({
+    queryKey: ["admin", "quota", name],
+    queryFn: () => fetchTenantQuota(name),
+    staleTime: 5_000,
+    enabled,
+  });
+}
+
+export function useMembers(name: string, enabled = true) {
+  return useQuery({
+    queryKey: ["admin", "members", name],
+    queryFn: () => fetchMembers(name),
+    staleTime: 5_000,
+    enabled,
+  });
+}
+
+export function useBackend(name: string | null) {
+  return useQuery({
+    queryKey: ["admin", "backend", name],
+    queryFn: () => fetchBackend(name as string),
+    staleTime: 5_000,
+    enabled: !!name,
+  });
+}
+
+/** A write whose success refreshes every admin query (tenants, overview, quotas, members). */
+function useAdminMutation<A, R>(fn: (arg: A) => Promise<R>) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: fn,
+    onSuccess: () => client.invalidateQueries({ queryKey: ["admin"] }),
+  });
+}
+
+export const useCreateTenant = () => useAdminMutation((body: TenantCreate) => createTenant(body));
+export const useUpdateTenant = () =>
+  useAdminMutation(({ name, body }: { name: string; body: TenantPatch }) =>
+    updateTenant(name, body),
+  );
+export const useUpdateQuota = () =>
+  useAdminMutation(({ name, body }: { name: string; body: QuotaInput }) =>
+    updateTenantQuota(name, body),
+  );
+export const useAddMember = () =>
+  useAdminMutation(({ name, user, role }: { name: string; user: string; role: Role }) =>
+    addMember(name, user, role),
+  );
+export const useSetMemberRole = () =>
+  useAdminMutation(({ name, userId, role }: { name: string; userId: number; role: Role }) =>
+    setMemberRole(name, userId, role),
+  );
+export const useRemoveMember = () =>
+  useAdminMutation(({ name, userId }: { name: string; userId: number }) =>
+    removeMember(name, userId),
+  );
+export const useCreateBackend = () =>
+  useAdminMutation((body: BackendCreate) => createBackend(body));
+export const useUpdateBackend = () =>
+  useAdminMutation(({ name, body }: { name: string; body: BackendPatch }) =>
+    updateBackend(name, body),
+  );
+export const useDeleteBackend = () => useAdminMutation((name: string) => deleteBackend(name));
+export const useCheckBackend = () => useAdminMutation((name: string) => checkBackend(name));
+export const useComposeImage = () =>
+  useAdminMutation(({ packages, kind }: { packages: string[]; kind: "container" | "vm" }) =>
+    composeImage(packages, kind),
+  );
+export const useRebuildImage = () => useAdminMutation((id: number) => rebuildImage(id));
+export const useRetireImage = () => useAdminMutation((id: number) => retireImage(id));

@@ -104,3 +104,37 @@ describe("QuotaGauges", () => {
     expect(screen.queryByTestId("quota-backends")).not.toBeInTheDocument();
   });
 });
+
+describe("QuotaGauges: core-hour budget and storage", () => {
+  it("shows the budget used this month and the storage used against their limits", async () => {
+    mockApi({
+      "GET /api/v1/quota/": () => ({
+        ...snapshot([]),
+        core_hours: { used: 412.4, budget: 1000, period_start: "2026-11-01T00:00:00Z" },
+        storage: { used_gb: 12.5, limit_gb: 50 },
+      }),
+    });
+    renderWithApp(<QuotaGauges />);
+    const hours = await screen.findByTestId("quota-core-hours");
+    expect(hours).toHaveTextContent("412 core-h");
+    expect(hours).toHaveTextContent("/ 1,000 core-h");
+    expect(hours).toHaveTextContent("November 2026");
+    const storage = screen.getByTestId("quota-storage");
+    expect(storage).toHaveTextContent("12.5 GB");
+    expect(storage).toHaveTextContent("/ 50 GB");
+    expect(within(storage).getAllByRole("progressbar")[0]).toHaveAttribute("aria-valuenow", "25");
+  });
+
+  it("leaves the budget out when none is set", async () => {
+    mockApi({
+      "GET /api/v1/quota/": () => ({
+        ...snapshot([]),
+        core_hours: { used: 3, budget: null, period_start: "2026-11-01T00:00:00Z" },
+        storage: { used_gb: 0, limit_gb: 50 },
+      }),
+    });
+    renderWithApp(<QuotaGauges />);
+    expect(await screen.findByTestId("quota-storage")).toBeInTheDocument();
+    expect(screen.queryByTestId("quota-core-hours")).not.toBeInTheDocument();
+  });
+});

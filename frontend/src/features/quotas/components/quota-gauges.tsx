@@ -1,7 +1,8 @@
 import { Card, SimpleGrid, Skeleton, Stack, Text } from "@mantine/core";
 import { Meter } from "@/components/meter";
 import { ErrorState } from "@/components/states";
-import { formatGb } from "@/lib/format";
+import { formatGb, formatInt } from "@/lib/format";
+import type { QuotaSnapshot } from "@/lib/types";
 import { useQuota } from "../hooks/use-quota";
 import { BackendLimits } from "./backend-limits";
 
@@ -56,8 +57,60 @@ export function QuotaGauges() {
           </Card>
         ))}
       </SimpleGrid>
+      {q && <BudgetGauges quota={q} />}
       {q && <BackendLimits backends={q.backends ?? []} />}
     </Stack>
+  );
+}
+
+const formatHours = (v: number) =>
+  `${v < 10 ? Number(v.toFixed(1)) : formatInt(Math.round(v))} core-h`;
+
+function monthOf(iso: string): string {
+  return new Date(iso).toLocaleDateString(undefined, {
+    month: "long",
+    year: "numeric",
+    timeZone: "UTC",
+  });
+}
+
+/**
+ * The core-hour budget (used this calendar month / budget) and storage (used / limit), each
+ * shown when the operator set it.
+ */
+function BudgetGauges({ quota }: { quota: QuotaSnapshot }) {
+  const hours = quota.core_hours;
+  const storage = quota.storage;
+  const showHours = hours && hours.budget !== null && hours.budget !== undefined;
+  const showStorage = storage && storage.limit_gb > 0;
+  if (!showHours && !showStorage) return null;
+  return (
+    <SimpleGrid cols={{ base: 1, sm: 3 }} spacing="md">
+      {showHours && (
+        <Card withBorder padding="md" radius="md">
+          <Meter
+            label="Core-hour budget"
+            used={hours.used}
+            limit={hours.budget as number}
+            format={formatHours}
+            caption={`used in ${monthOf(hours.period_start)} (UTC); it starts again each month`}
+            testId="quota-core-hours"
+          />
+        </Card>
+      )}
+      {showStorage && (
+        <Card withBorder padding="md" radius="md">
+          <Meter
+            label="Storage"
+            used={storage.used_gb}
+            limit={storage.limit_gb}
+            format={formatGb}
+            caption="case uploads and result archives"
+            testId="quota-storage"
+          />
+        </Card>
+      )}
+    </SimpleGrid>
   );
 }
 

@@ -12,6 +12,7 @@ import {
   IconFileCode,
   IconTrash,
   IconPencil,
+  IconKey,
 } from "@/components/icons";
 import { useState } from "react";
 import { Link, useNavigate } from "react-router";
@@ -134,6 +135,14 @@ export function StudyActions({ study, runs }: { study: Study; runs: Run[] }) {
               onClick={() => copy(specToYaml(study.spec), "YAML spec")}
             >
               Copy as YAML
+            </Menu.Item>
+            <Menu.Item
+              leftSection={<IconKey size={14} />}
+              component={Link}
+              to="/settings/tokens"
+              data-testid="curl-token-link"
+            >
+              The curl command needs an API token: make one
             </Menu.Item>
           </Menu.Dropdown>
         </Menu>

@@ -1,5 +1,6 @@
 import {
   Alert,
+  Anchor,
   Box,
   Button,
   Code,
@@ -16,6 +17,7 @@ import {
 } from "@mantine/core";
 import { IconAlertTriangle, IconDeviceFloppy, IconPlayerPlay } from "@/components/icons";
 import { useMemo, useState, type ReactNode } from "react";
+import { Link } from "react-router";
 import { CopyTextButton } from "@/components/copy-button";
 import { ApiError, errorMessage } from "@/lib/api-client";
 import { specToCurl, specToYaml } from "@/lib/spec-text";
@@ -238,6 +240,14 @@ export function StudyWizard({
                 <Group gap="xs">
                   <CopyTextButton value={specToYaml(spec)} label="Copy as YAML" />
                   <CopyTextButton value={specToCurl(spec)} label="Copy as curl" />
+                  <Anchor
+                    component={Link}
+                    to="/settings/tokens"
+                    size="sm"
+                    data-testid="curl-token-link"
+                  >
+                    The curl command reads $WINDTUNNEL_TOKEN: make an API token
+                  </Anchor>
                 </Group>
               </Stack>
             )}
