@@ -142,6 +142,9 @@ class StudySerializer(serializers.ModelSerializer):
 
 class RunSerializer(serializers.ModelSerializer):
     study = serializers.UUIDField(source="study_id", read_only=True)
+    study_name = serializers.CharField(
+        source="study.name", read_only=True, help_text="its study's name (for lists across studies)"
+    )
     backend: serializers.SlugRelatedField[Backend] = serializers.SlugRelatedField(
         slug_field="name", read_only=True
     )
@@ -162,6 +165,7 @@ class RunSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "study",
+            "study_name",
             "index",
             "parameters",
             "state",
@@ -285,3 +289,78 @@ class LogSerializer(serializers.Serializer):
     run = serializers.UUIDField()
     attempt = serializers.IntegerField()
     lines = serializers.ListField(child=serializers.CharField())
+
+
+@extend_schema_field(component_ref("Scalar"))
+class ScalarField(serializers.JSONField):
+    """A parameter's or objective's value: a number, a string or a boolean."""
+
+
+class PlotQuerySerializer(serializers.Serializer):
+    """The objective plot's query (studies/plot.py); the axes are checked against the study."""
+
+    x = serializers.CharField(required=False, help_text="param.NAME or objective.NAME (required)")
+    y = serializers.CharField(required=False, help_text="param.NAME or objective.NAME (required)")
+    color = serializers.CharField(
+        required=False, help_text="points and bins: one colour per value of this axis"
+    )
+    z = serializers.CharField(required=False, help_text="heat map: the value averaged per cell")
+    mode = serializers.ChoiceField(choices=["auto", "heatmap"], default="auto")
+    max_points = serializers.IntegerField(min_value=1, max_value=20_000, default=5_000)
+    bins = serializers.IntegerField(min_value=2, max_value=200, default=50)
+
+
+class PlotPointsSerializer(serializers.Serializer):
+    """Columns: the n-th entry of each list is one run."""
+
+    run = serializers.ListField(child=serializers.UUIDField())
+    index = serializers.ListField(child=serializers.IntegerField())
+    x = serializers.ListField(child=ScalarField())
+    y = serializers.ListField(child=serializers.FloatField())
+    color = serializers.ListField(child=ScalarField(allow_null=True))
+    state = serializers.ListField(child=serializers.CharField())
+    trust = serializers.ListField(child=serializers.CharField())
+
+
+class PlotBinSerializer(serializers.Serializer):
+    x = ScalarField(help_text="the value, or the middle of the range")
+    x_low = serializers.FloatField(allow_null=True, help_text="null when x is a value")
+    x_high = serializers.FloatField(allow_null=True)
+    count = serializers.IntegerField()
+    mean = serializers.FloatField()
+    min = serializers.FloatField()
+    max = serializers.FloatField()
+
+
+class PlotGroupSerializer(serializers.Serializer):
+    color = ScalarField(allow_null=True, help_text="the colour's value or range middle")
+    color_low = serializers.FloatField(allow_null=True)
+    color_high = serializers.FloatField(allow_null=True)
+    bins = PlotBinSerializer(many=True)
+
+
+class PlotHeatmapSerializer(serializers.Serializer):
+    x = serializers.ListField(child=ScalarField(), help_text="the columns: values or middles")
+    y = serializers.ListField(child=ScalarField(), help_text="the rows")
+    x_edges = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    y_edges = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    mean = serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
+        help_text="mean[row][column] of z; null for an empty cell",
+    )
+    count = serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()))
+
+
+class PlotSerializer(serializers.Serializer):
+    mode = serializers.CharField(
+        help_text="points (every run), binned (a summary per x bin) or heatmap"
+    )
+    x = serializers.CharField()
+    y = serializers.CharField()
+    color = serializers.CharField(allow_null=True)
+    z = serializers.CharField(allow_null=True)
+    total = serializers.IntegerField(help_text="runs plotted (those with the axes' values)")
+    last_seq = serializers.IntegerField(help_text="the study stream's seq this answer includes")
+    points = PlotPointsSerializer(allow_null=True)
+    groups = PlotGroupSerializer(many=True)
+    heatmap = PlotHeatmapSerializer(allow_null=True)

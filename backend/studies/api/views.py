@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from core.exceptions import ApplicationError, NotFound
 from core.ids import parse_uuid
 from core.parsers import YAML_PARSERS
-from studies import preview, results, run_query, selectors, services, uploads
+from studies import plot, preview, results, run_query, selectors, services, uploads
 from studies.api import serializers as s
 from studies.choices import RunState, StudyState, Trust
 from studies.models import Run, Study, Upload
@@ -233,6 +233,47 @@ class StudyViewSet(viewsets.GenericViewSet):
         if not runs.is_valid():
             raise ValidationError(runs.errors)
         return runs_page(self, runs_query(runs.qs, request, study=study), request)
+
+    @extend_schema(
+        parameters=[
+            s.PlotQuerySerializer,
+            *[p for p in RUN_QUERY_PARAMETERS if p.name != "ordering"],
+        ],
+        responses=s.PlotSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def plot(self, request, pk=None):
+        """The objective plot's data: every point up to `max_points` runs, above that a
+        summary per x bin (count, mean, min, max), or with `mode=heatmap` the mean of z per
+        cell of an x×y grid; the runs filtered as the runs list is (docs/api.md)."""
+        study = self.get_object()
+        query = s.PlotQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        names = {
+            "parameters": list(results.study_parameter_names(study)),
+            "objectives": list((study.objectives or {}).keys()),
+        }
+        axes = {
+            name: plot.plot_axis_parse(q.get(name), field=name, **names)
+            for name in ("x", "y", "color", "z")
+            if name in ("x", "y") or q.get(name)
+        }
+        runs = RunFilter(request.query_params, queryset=study.runs.all())
+        if not runs.is_valid():
+            raise ValidationError(runs.errors)
+        data = plot.study_plot(
+            study=study,
+            runs=runs_query(runs.qs, request, study=study),
+            x=axes["x"],
+            y=axes["y"],
+            color=axes.get("color"),
+            z=axes.get("z"),
+            mode=q["mode"],
+            max_points=q["max_points"],
+            bins=q["bins"],
+        )
+        return Response(data)
 
     @extend_schema(responses=s.ResultsSerializer)
     @action(detail=True, methods=["get"])

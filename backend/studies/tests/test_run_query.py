@@ -124,3 +124,16 @@ def test_queue_positions_of_a_page_deep_in_the_queue_count_the_runs_ahead(api):
     Run.objects.filter(study_id=first["id"], index__lt=3).update(state="running")
     page = api.get(f"/api/v1/studies/{second['id']}/runs/", {"page_size": 2}).json()
     assert [r["queue_position"] for r in page["results"]] == [6, 7]
+
+
+def test_runs_across_studies_carry_their_studys_name_without_a_query_per_run(
+    api, django_assert_max_num_queries
+):
+    make_study(api, "one"), make_study(api, "two")
+    with django_assert_max_num_queries(8):
+        rows = api.get("/api/v1/runs/", {"page_size": 16}).json()["results"]
+    assert sorted({r["study_name"] for r in rows}) == ["one", "two"]
+    study = make_study(api, "three")
+    with django_assert_max_num_queries(8):
+        rows = api.get(f"/api/v1/studies/{study['id']}/runs/").json()["results"]
+    assert {r["study_name"] for r in rows} == {"three"}

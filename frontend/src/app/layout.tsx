@@ -17,6 +17,7 @@ import {
   IconLayoutDashboard,
   IconListDetails,
   IconLogout,
+  IconPlayerPlay,
   IconPlus,
   IconServerCog,
   IconBook,
@@ -36,6 +37,7 @@ import { Logo } from "./logo";
 const NAV = [
   { to: "/", label: "Dashboard", icon: IconLayoutDashboard, exact: true },
   { to: "/studies", label: "Studies", icon: IconListDetails, exact: false },
+  { to: "/runs", label: "Runs", icon: IconPlayerPlay, exact: false },
   { to: "/studies/new", label: "New study", icon: IconPlus, exact: true },
 ];
 

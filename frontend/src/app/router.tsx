@@ -6,6 +6,7 @@ import { LoginPage } from "./routes/login";
 import { NewStudyPage, EditStudyPage } from "./routes/new-study";
 import { NotFoundPage, RouteError } from "./routes/not-found";
 import { RunPage } from "./routes/run";
+import { RunsPage } from "./routes/runs";
 import { NotificationSettingsPage } from "./routes/settings-notifications";
 import { StudiesPage } from "./routes/studies";
 import { StudyPage } from "./routes/study";
@@ -22,6 +23,7 @@ export const routes = [
       { path: "/studies/new", element: <NewStudyPage /> },
       { path: "/studies/:id", element: <StudyPage /> },
       { path: "/studies/:id/edit", element: <EditStudyPage /> },
+      { path: "/runs", element: <RunsPage /> },
       { path: "/runs/:id", element: <RunPage /> },
       { path: "/settings/tokens", element: <TokensPage /> },
       { path: "/settings/notifications", element: <NotificationSettingsPage /> },

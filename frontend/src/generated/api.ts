@@ -771,6 +771,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/studies/{id}/plot/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description The objective plot's data: every point up to `max_points` runs, above that a
+         *     summary per x bin (count, mean, min, max), or with `mode=heatmap` the mean of z per
+         *     cell of an x×y grid; the runs filtered as the runs list is (docs/api.md).
+         */
+        get: operations["v1_studies_plot_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/studies/{id}/preview/": {
         parameters: {
             query?: never;
@@ -1684,6 +1705,69 @@ export interface components {
             events?: components["schemas"]["SubscribableEventEnum"][];
             url?: string;
         };
+        Plot: {
+            color: string | null;
+            groups: components["schemas"]["PlotGroup"][];
+            heatmap: components["schemas"]["PlotHeatmap"] | null;
+            /** @description the study stream's seq this answer includes */
+            last_seq: number;
+            /** @description points (every run), binned (a summary per x bin) or heatmap */
+            mode: string;
+            points: components["schemas"]["PlotPoints"] | null;
+            /** @description runs plotted (those with the axes' values) */
+            total: number;
+            x: string;
+            y: string;
+            z: string | null;
+        };
+        PlotBin: {
+            count: number;
+            /** Format: double */
+            max: number;
+            /** Format: double */
+            mean: number;
+            /** Format: double */
+            min: number;
+            /** @description the value, or the middle of the range */
+            x: components["schemas"]["Scalar"];
+            /** Format: double */
+            x_high: number | null;
+            /**
+             * Format: double
+             * @description null when x is a value
+             */
+            x_low: number | null;
+        };
+        PlotGroup: {
+            bins: components["schemas"]["PlotBin"][];
+            /** @description the colour's value or range middle */
+            color: components["schemas"]["Scalar"] | null;
+            /** Format: double */
+            color_high: number | null;
+            /** Format: double */
+            color_low: number | null;
+        };
+        PlotHeatmap: {
+            count: number[][];
+            /** @description mean[row][column] of z; null for an empty cell */
+            mean: (number | null)[][];
+            /** @description the columns: values or middles */
+            x: components["schemas"]["Scalar"][];
+            x_edges: number[] | null;
+            /** @description the rows */
+            y: components["schemas"]["Scalar"][];
+            y_edges: number[] | null;
+        };
+        /** @description Columns: the n-th entry of each list is one run. */
+        PlotPoints: {
+            color: (components["schemas"]["Scalar"] | null)[];
+            index: number[];
+            run: string[];
+            state: string[];
+            trust: string[];
+            x: components["schemas"]["Scalar"][];
+            y: number[];
+        };
         /**
          * an allowed utility
          * @description A utility allowed before the solver.
@@ -1880,6 +1964,8 @@ export interface components {
             stop_reason?: components["schemas"]["EndReasonEnum"] | components["schemas"]["BlankEnum"];
             /** Format: uuid */
             readonly study: string;
+            /** @description its study's name (for lists across studies) */
+            readonly study_name: string;
             trust?: components["schemas"]["TrustEnum"] | components["schemas"]["BlankEnum"];
             trust_detail?: unknown;
             wait_detail?: string;
@@ -1939,6 +2025,8 @@ export interface components {
             stop_reason?: components["schemas"]["EndReasonEnum"] | components["schemas"]["BlankEnum"];
             /** Format: uuid */
             readonly study: string;
+            /** @description its study's name (for lists across studies) */
+            readonly study_name: string;
             trust?: components["schemas"]["TrustEnum"] | components["schemas"]["BlankEnum"];
             trust_detail?: unknown;
             wait_detail?: string;
@@ -3837,6 +3925,49 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Study"];
+                };
+            };
+        };
+    };
+    v1_studies_plot_retrieve: {
+        parameters: {
+            query?: {
+                bins?: number;
+                /** @description points and bins: one colour per value of this axis */
+                color?: string;
+                max_points?: number;
+                /**
+                 * @description * `auto` - auto
+                 *     * `heatmap` - heatmap
+                 */
+                mode?: "auto" | "heatmap";
+                /** @description an objective's range `NAME:LOW..HIGH` or value `NAME:VALUE` */
+                objective?: string[];
+                /** @description a parameter's range `NAME:LOW..HIGH` (either bound may be left out) or value `NAME:VALUE`; repeat for several */
+                param?: string[];
+                state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
+                trust?: ("converged" | "diverged" | "not_converged")[];
+                /** @description param.NAME or objective.NAME (required) */
+                x?: string;
+                /** @description param.NAME or objective.NAME (required) */
+                y?: string;
+                /** @description heat map: the value averaged per cell */
+                z?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plot"];
                 };
             };
         };

@@ -21,3 +21,31 @@ export function splitParameters(spec: StudySpec): { varied: string[]; fixed: [st
   }
   return { varied, fixed };
 }
+
+/** Like the backend's `_clean`: 0.30000000000000004 → 0.3 (12 decimals), as its runs hold them. */
+function clean(value: number): number {
+  return Math.abs(value) < 1e15 ? Number(value.toFixed(12)) : value;
+}
+
+/**
+ * The values a parameter takes, as the backend expands its spec (studies/space.py): a list,
+ * `values`, `value`, `range` or `linspace`; null for sampling bounds (`min`/`max`).
+ */
+export function parameterValues(p: ParameterSpec): Scalar[] | null {
+  if (Array.isArray(p)) return p;
+  if (p === null || typeof p !== "object") return [p];
+  if ("values" in p) return p.values;
+  if ("value" in p) return [p.value];
+  if ("range" in p) {
+    const [start, stop, step] = p.range as [number, number, number];
+    if (!step || (stop - start) * step < 0) return [];
+    const count = Math.floor((stop - start) / step + 1e-9) + 1;
+    return Array.from({ length: Math.min(count, 1_000_000) }, (_, i) => clean(start + i * step));
+  }
+  if ("linspace" in p) {
+    const [start, stop, num] = p.linspace as [number, number, number];
+    if (num <= 1) return [clean(start)];
+    return Array.from({ length: num }, (_, i) => clean(start + ((stop - start) * i) / (num - 1)));
+  }
+  return null;
+}

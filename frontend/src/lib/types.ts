@@ -36,6 +36,10 @@ export type RunDetail = Omit<Schemas["RunDetail"], "parameters" | "objectives" |
   context: Record<string, Scalar>;
 };
 
+/** The objective plot's data (`GET /studies/{id}/plot/`): points, bins or a heat map. */
+export type StudyPlot = Omit<Schemas["Plot"], "mode"> & { mode: "points" | "binned" | "heatmap" };
+export type PlotGroup = Schemas["PlotGroup"];
+
 /** A study's effective resources per run: the spec's, else the template's, else 1. */
 export type EffectiveResources = Required<RunResources>;
 

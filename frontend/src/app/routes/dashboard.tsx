@@ -20,6 +20,7 @@ import { TemplateCards } from "@/features/catalog";
 import { QuotaGauges } from "@/features/quotas";
 import { StudiesTable, useActiveRuns, useStudies } from "@/features/studies";
 import { formatNumber, formatRelative } from "@/lib/format";
+import { ACTIVE_RUN_STATES } from "@/lib/types";
 
 const WAIT: Record<string, string> = {
   queued: "waiting for the scheduler",
@@ -89,11 +90,21 @@ export function DashboardPage() {
             <Card padding="md" h="100%">
               <Group justify="space-between" mb="sm">
                 <Title order={3}>Running and queued</Title>
-                {active.data && (
-                  <Text size="xs" c="dimmed">
-                    {active.data.count} active
-                  </Text>
-                )}
+                <Group gap="sm">
+                  {active.data && (
+                    <Text size="xs" c="dimmed">
+                      {active.data.count} active
+                    </Text>
+                  )}
+                  <Anchor
+                    component={Link}
+                    to={`/runs?state=${ACTIVE_RUN_STATES.join(",")}`}
+                    size="sm"
+                    data-testid="all-runs-link"
+                  >
+                    All runs →
+                  </Anchor>
+                </Group>
               </Group>
               {active.isError ? (
                 <ErrorState error={active.error} onRetry={() => active.refetch()} />
@@ -127,7 +138,7 @@ export function DashboardPage() {
                               Run {r.index}
                             </Anchor>
                             <Text size="xs" c="dimmed" lineClamp={1}>
-                              {names.get(r.study) ?? "study"} ·{" "}
+                              {r.study_name || names.get(r.study) || "study"} ·{" "}
                               {Object.entries(r.parameters as Record<string, unknown>)
                                 .map(([k, v]) => `${k}=${formatNumber(v)}`)
                                 .join(", ")}

@@ -19,13 +19,18 @@ import { StudyStateBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
 import {
   ObjectivePlot,
+  plotQueryFor,
+  runQueryFromSearch,
+  runQueryToSearch,
   RunsTable,
   StudyActions,
   StudyProgress,
+  useSelectedRuns,
   useStudy,
-  useStudyRuns,
+  useStudyPlot,
+  useStudyRunsPage,
   type ObjectivePlotView,
-  type RunFilter,
+  type RunQuery,
 } from "@/features/studies";
 import { NotifyBell } from "@/features/notifications";
 import { ResidualOverlay } from "@/features/telemetry";
@@ -44,7 +49,9 @@ export function StudyPage() {
   const [params, setParams] = useSearchParams();
   const study = useStudy(id);
   const active = isActiveStudy(study.data?.state);
-  const runs = useStudyRuns(id, { active: active || study.data?.state === undefined });
+  const live = active || study.data?.state === undefined;
+  const query = useMemo(() => runQueryFromSearch(params), [params]);
+  const runs = useStudyRunsPage(id, query, { active: live });
   const [specOpen, setSpecOpen] = useState(false);
 
   const setParam = useCallback(
@@ -62,14 +69,17 @@ export function StudyPage() {
       ),
     [setParams],
   );
+  const setQuery = useCallback(
+    (patch: Partial<RunQuery>) => setParams((p) => runQueryToSearch(p, patch), { replace: true }),
+    [setParams],
+  );
 
   const split = useMemo(() => splitParameters(study.data?.spec ?? { name: "" }), [study.data]);
   const parameters = split.varied;
   const objectives = useMemo(() => Object.keys(study.data?.objectives ?? {}), [study.data]);
-  const selected = useMemo(
-    () => new Set(params.get("runs")?.split(",").filter(Boolean) ?? []),
-    [params],
-  );
+  const selectedIds = useMemo(() => params.get("runs")?.split(",").filter(Boolean) ?? [], [params]);
+  const selected = useMemo(() => new Set(selectedIds), [selectedIds]);
+  const selectedRuns = useSelectedRuns(selectedIds, runs.data?.results);
   const toggle = useCallback(
     (runId: string) => {
       const next = new Set(selected);
@@ -106,16 +116,16 @@ export function StudyPage() {
       mode: v.mode === "heatmap" ? "heatmap" : null,
     });
 
+  const plot = useStudyPlot(id, study.data ? plotQueryFor(view) : null, { active: live });
+
   const overlayRuns = useMemo(
     () =>
-      (runs.data ?? [])
-        .filter((r) => selected.has(r.id))
-        .map((r) => ({
-          id: r.id,
-          active: isActiveRun(r.state),
-          label: `#${r.index} ${parameters.map((p) => `${p}=${r.parameters[p]}`).join(" ")}`,
-        })),
-    [runs.data, selected, parameters],
+      selectedRuns.map((r) => ({
+        id: r.id,
+        active: isActiveRun(r.state),
+        label: `#${r.index} ${parameters.map((p) => `${p}=${r.parameters[p]}`).join(" ")}`,
+      })),
+    [selectedRuns, parameters],
   );
 
   if (study.isError && study.error instanceof ApiError && study.error.isNotFound)
@@ -159,7 +169,7 @@ export function StudyPage() {
         actions={
           <Group gap="xs" wrap="nowrap">
             <NotifyBell study={{ id: s.id, name: s.name, state: s.state }} />
-            <StudyActions study={s} runs={runs.data ?? []} />
+            <StudyActions study={s} />
           </Group>
         }
       />
@@ -202,9 +212,12 @@ export function StudyPage() {
                         ? "This study has no objectives, so there is nothing to plot against its parameters."
                         : "This study varies no parameter."}
                     </Text>
-                  ) : runs.data ? (
+                  ) : plot.isError ? (
+                    <ErrorState error={plot.error} onRetry={() => plot.refetch()} />
+                  ) : (
                     <ObjectivePlot
-                      runs={runs.data}
+                      plot={plot.data}
+                      runCount={s.progress.total}
                       parameters={parameters}
                       objectives={objectives}
                       view={view}
@@ -212,8 +225,6 @@ export function StudyPage() {
                       sampled={sampled}
                       onRunClick={(runId) => navigate(`/runs/${runId}`)}
                     />
-                  ) : (
-                    <Skeleton h={420} />
                   )}
                 </Card>
               </Grid.Col>
@@ -234,22 +245,20 @@ export function StudyPage() {
                   tick up to {MAX_SELECTED} runs to compare their residuals
                 </Text>
               </Group>
-              {runs.isError ? (
-                <ErrorState error={runs.error} onRetry={() => runs.refetch()} />
-              ) : !runs.data ? (
-                <Skeleton h={480} />
-              ) : (
-                <RunsTable
-                  runs={runs.data}
-                  parameters={parameters}
-                  objectives={objectives}
-                  selected={selected}
-                  onToggleSelect={toggle}
-                  filter={(params.get("filter") as RunFilter) || "all"}
-                  onFilterChange={(f) => setParam({ filter: f === "all" ? null : f })}
-                  maxSelected={MAX_SELECTED}
-                />
-              )}
+              <RunsTable
+                page={runs.data}
+                error={runs.isError ? runs.error : undefined}
+                onRetry={() => runs.refetch()}
+                fetching={runs.isPlaceholderData}
+                query={query}
+                onQueryChange={setQuery}
+                parameters={parameters}
+                objectives={objectives}
+                counts={s.progress.by_state}
+                selected={selected}
+                onToggleSelect={toggle}
+                maxSelected={MAX_SELECTED}
+              />
             </Card>
           </>
         )}

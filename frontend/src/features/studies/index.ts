@@ -1,6 +1,20 @@
-export { ObjectivePlot, type ObjectivePlotView } from "./components/objective-plot";
-export { RunsTable, type RunFilter } from "./components/runs-table";
+export { ObjectivePlot } from "./components/objective-plot";
+export { plotQueryFor, plotTraces, type ObjectivePlotView } from "./lib/plot-traces";
+export { RunsTable } from "./components/runs-table";
 export { StudiesTable } from "./components/studies-table";
 export { StudyActions } from "./components/study-actions";
 export { StudyProgress } from "./components/study-progress";
-export { studyKeys, useActiveRuns, useStudies, useStudy, useStudyRuns } from "./hooks/use-studies";
+export {
+  runQueryFromSearch,
+  runQueryToSearch,
+  RUNS_PAGE_SIZE,
+  type RangeFilter,
+  type RunQuery,
+} from "./lib/run-query";
+export {
+  useRunsPage,
+  useSelectedRuns,
+  useStudyPlot,
+  useStudyRunsPage,
+} from "./hooks/use-runs-table";
+export { studyKeys, useActiveRuns, useStudies, useStudy } from "./hooks/use-studies";

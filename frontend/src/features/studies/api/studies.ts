@@ -1,5 +1,6 @@
 import { api, unwrap } from "@/lib/api-client";
-import type { ParameterSpec, Run, RunState, Study, StudyState } from "@/lib/types";
+import type { ParameterSpec, Run, RunState, Study, StudyPlot, StudyState } from "@/lib/types";
+import { runQueryToApi, type RunQuery } from "../lib/run-query";
 
 export interface StudyListParams {
   state?: StudyState[];
@@ -35,35 +36,66 @@ export async function fetchStudy(id: string): Promise<Study> {
   )) as unknown as Study;
 }
 
-const RUNS_PAGE = 1000; // the API's maximum page size
+/** A page of a study's runs (`studyId`) or of the runs across studies, as the query asks. */
+export async function fetchRunsPage(
+  q: RunQuery,
+  { studyId, signal }: { studyId?: string | null; signal?: AbortSignal } = {},
+): Promise<Page<Run>> {
+  const query = runQueryToApi(q);
+  const data = studyId
+    ? await unwrap(
+        api.GET("/api/v1/studies/{id}/runs/", {
+          params: { path: { id: studyId }, query: { ...query, study: undefined } },
+          signal,
+        }),
+      )
+    : await unwrap(api.GET("/api/v1/runs/", { params: { query }, signal }));
+  return data as unknown as Page<Run>;
+}
 
-/**
- * Every run of a study, in index order: the first page tells the count, the rest load in
- * parallel (a 10,000-run study is ten requests).
- */
-export async function fetchAllRuns(
+/** One run (the residual overlay's selection, which may lie on another page). */
+export async function fetchRun(id: string): Promise<Run> {
+  return (await unwrap(
+    api.GET("/api/v1/runs/{id}/", { params: { path: { id } } }),
+  )) as unknown as Run;
+}
+
+export interface PlotQuery {
+  x: string;
+  y: string;
+  color?: string | null;
+  z?: string | null;
+  mode?: "auto" | "heatmap";
+  state?: RunState[];
+  maxPoints?: number;
+  bins?: number;
+}
+
+/** The objective plot's data, shaped by the server (every point, bins, or a heat map). */
+export async function fetchStudyPlot(
   id: string,
-  { state, signal }: { state?: RunState[]; signal?: AbortSignal } = {},
-): Promise<Run[]> {
-  const page = (n: number) =>
-    unwrap(
-      api.GET("/api/v1/studies/{id}/runs/", {
-        params: {
-          path: { id },
-          query: { page: n, page_size: RUNS_PAGE, state: state?.length ? state : undefined },
+  q: PlotQuery,
+  { signal }: { signal?: AbortSignal } = {},
+): Promise<StudyPlot> {
+  const data = await unwrap(
+    api.GET("/api/v1/studies/{id}/plot/", {
+      params: {
+        path: { id },
+        query: {
+          x: q.x,
+          y: q.y,
+          color: q.color || undefined,
+          z: q.z || undefined,
+          mode: q.mode,
+          state: q.state?.length ? q.state : undefined,
+          max_points: q.maxPoints,
+          bins: q.bins,
         },
-        signal,
-      }),
-    ) as unknown as Promise<Page<Run>>;
-  const first = await page(1);
-  const pages = Math.ceil(first.count / RUNS_PAGE);
-  if (pages <= 1) return first.results;
-  const rest: Page<Run>[] = [];
-  const numbers = Array.from({ length: pages - 1 }, (_, i) => i + 2);
-  for (let i = 0; i < numbers.length; i += 4) {
-    rest.push(...(await Promise.all(numbers.slice(i, i + 4).map(page))));
-  }
-  return [first, ...rest].flatMap((p) => p.results);
+      },
+      signal,
+    }),
+  );
+  return data as unknown as StudyPlot;
 }
 
 export async function fetchActiveRuns(): Promise<Page<Run>> {

@@ -2,22 +2,20 @@ import { Group, SegmentedControl, Select, Stack, Text } from "@mantine/core";
 import type { Data } from "plotly.js";
 import { useMemo } from "react";
 import { Plot } from "@/components/plot";
-import type { Run, Scalar } from "@/lib/types";
+import { formatInt } from "@/lib/format";
+import type { StudyPlot } from "@/lib/types";
+import { plotTraces, type ObjectivePlotView } from "../lib/plot-traces";
 
-export interface ObjectivePlotView {
-  objective: string;
-  x: string;
-  group: string | null;
-  mode: "lines" | "heatmap";
-}
+export type { ObjectivePlotView };
 
-function numeric(v: Scalar | null | undefined): number | null {
-  return typeof v === "number" && Number.isFinite(v) ? v : null;
-}
-
-/** Objective vs parameter: fills in as runs finish. */
+/**
+ * Objective vs parameter, drawn from data the server shapes for it: every completed run while
+ * there are at most 5,000 (WebGL points), a mean line with a min–max band per x bin beyond,
+ * or a heat map of two parameters. Fills in as runs finish.
+ */
 export function ObjectivePlot({
-  runs,
+  plot,
+  runCount,
   parameters,
   objectives,
   view,
@@ -25,7 +23,8 @@ export function ObjectivePlot({
   sampled = false,
   onRunClick,
 }: {
-  runs: Run[];
+  plot: StudyPlot | undefined;
+  runCount: number;
   parameters: string[];
   objectives: string[];
   view: ObjectivePlotView;
@@ -34,89 +33,23 @@ export function ObjectivePlot({
   onRunClick?: (runId: string) => void;
 }) {
   const { objective, x, group, mode } = view;
-  const done = useMemo(
-    () =>
-      runs.filter(
-        (r) => r.state === "completed" && numeric(r.objectives?.[objective] ?? null) !== null,
-      ),
-    [runs, objective],
+  const data = useMemo<Data[]>(
+    () => (plot ? plotTraces(plot, { objective, x, group, sampled }) : []),
+    [plot, objective, x, group, sampled],
   );
-
-  const data = useMemo<Data[]>(() => {
-    const point = (r: Run) => ({
-      x: r.parameters[x],
-      y: r.objectives[objective] as number,
-      id: r.id,
-      index: r.index,
-    });
-    if (group && mode === "heatmap") {
-      const xs = [...new Set(done.map((r) => r.parameters[x]))].sort(sortScalar);
-      const gs = [...new Set(done.map((r) => r.parameters[group]))].sort(sortScalar);
-      const sum = new Map<string, { s: number; n: number }>();
-      for (const r of done) {
-        const k = `${r.parameters[x]}|${r.parameters[group]}`;
-        const acc = sum.get(k) ?? { s: 0, n: 0 };
-        acc.s += r.objectives[objective] as number;
-        acc.n += 1;
-        sum.set(k, acc);
-      }
-      const z = gs.map((g) =>
-        xs.map((xv) => {
-          const acc = sum.get(`${xv}|${g}`);
-          return acc ? acc.s / acc.n : null;
-        }),
-      );
-      return [
-        {
-          type: "heatmap",
-          x: xs as (string | number)[],
-          y: gs as (string | number)[],
-          z: z as (number | null)[][],
-          colorscale: "Viridis",
-          colorbar: { title: { text: objective }, thickness: 12 },
-          hovertemplate: `${x}=%{x}<br>${group}=%{y}<br>${objective}=%{z:.4g}<extra></extra>`,
-        } as Data,
-      ];
-    }
-    const groups = new Map<string, ReturnType<typeof point>[]>();
-    for (const r of done) {
-      const key = group ? `${group} = ${r.parameters[group]}` : objective;
-      const list = groups.get(key) ?? [];
-      list.push(point(r));
-      groups.set(key, list);
-    }
-    const keys = [...groups.keys()].sort((a, b) =>
-      a.localeCompare(b, undefined, { numeric: true }),
-    );
-    return keys.map((key) => {
-      const pts = groups.get(key)!.sort((a, b) => sortScalar(a.x, b.x));
-      return {
-        type: "scatter",
-        mode: sampled ? "markers" : "lines+markers",
-        name: key,
-        x: pts.map((p) => p.x) as (number | string)[],
-        y: pts.map((p) => p.y),
-        customdata: pts.map((p) => p.id),
-        text: pts.map((p) => `run ${p.index}`),
-        hovertemplate: `%{text}<br>${x}=%{x}<br>${objective}=%{y:.5g}<extra>${group ? key : ""}</extra>`,
-        marker: { size: 7 },
-        line: { width: 2 },
-      } as Data;
-    });
-  }, [done, x, group, mode, objective, sampled]);
-
+  const heat = plot?.mode === "heatmap";
   const others = parameters.filter((p) => p !== x && p !== group);
   const layout = useMemo(
     () => ({
       xaxis: { title: { text: x }, zeroline: false, gridcolor: "#e9ecef" },
       yaxis: {
-        title: { text: group && mode === "heatmap" ? group : objective },
+        title: { text: heat ? (group ?? "") : objective },
         zeroline: false,
         gridcolor: "#e9ecef",
       },
-      showlegend: !!group && mode === "lines",
+      showlegend: !!group && !heat,
     }),
-    [x, group, mode, objective],
+    [x, group, heat, objective],
   );
 
   return (
@@ -165,7 +98,7 @@ export function ObjectivePlot({
           />
         )}
         <Text size="xs" c="dimmed" ml="auto" data-testid="objective-count">
-          {done.length} of {runs.length} runs have {objective}
+          {plot ? `${plot.total} of ${runCount} runs have ${objective}` : "…"}
         </Text>
       </Group>
       <Plot
@@ -175,23 +108,26 @@ export function ObjectivePlot({
         aria-label={`${objective} versus ${x}`}
         data-testid="objective-plot"
         emptyMessage={
-          runs.length === 0
-            ? "No runs yet."
-            : `Points appear here as runs complete (${objective} is computed when a run ends).`
+          !plot
+            ? undefined
+            : runCount === 0
+              ? "No runs yet."
+              : `Points appear here as runs complete (${objective} is computed when a run ends).`
         }
-        onPointClick={(p) => typeof p.customdata === "string" && onRunClick?.(p.customdata)}
+        onPointClick={(pt) => typeof pt.customdata === "string" && onRunClick?.(pt.customdata)}
       />
+      {plot?.mode === "binned" && (
+        <Text size="xs" c="dimmed" data-testid="objective-binned">
+          {formatInt(plot.total)} runs are more than the plot draws one by one: each point is the
+          mean over a bin of {x}, the band its minimum and maximum.
+        </Text>
+      )}
       {others.length > 0 && (
         <Text size="xs" c="dimmed">
           {others.join(", ")} also vary
-          {mode === "heatmap" ? ": cells average over them" : ": their values share these lines"}.
+          {heat ? ": cells average over them" : ": their values share these lines"}.
         </Text>
       )}
     </Stack>
   );
-}
-
-function sortScalar(a: Scalar | undefined, b: Scalar | undefined): number {
-  if (typeof a === "number" && typeof b === "number") return a - b;
-  return String(a).localeCompare(String(b), undefined, { numeric: true });
 }

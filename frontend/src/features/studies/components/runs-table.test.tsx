@@ -1,86 +1,219 @@
-import { fireEvent, screen, within } from "@testing-library/react";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import type { Run, RunState } from "@/lib/types";
-import { renderWithApp } from "@/test/render";
+import { act, screen, waitFor, within } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { useMemo } from "react";
+import { useLocation, useSearchParams } from "react-router";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { Run } from "@/lib/types";
+import { mockApi, renderWithApp } from "@/test/render";
+import { useStudyRunsPage } from "../hooks/use-runs-table";
+import { runQueryFromSearch, runQueryToSearch } from "../lib/run-query";
 import { RunsTable } from "./runs-table";
 
-const STATES: RunState[] = ["completed", "running", "pending", "failed"];
-
-function runs(n: number): Run[] {
-  return Array.from({ length: n }, (_, i) => ({
-    id: `run-${i}`,
-    study: "s",
-    index: i,
-    parameters: { aoa: (i % 21) - 10, speed: 20 + (i % 3) * 6 },
-    objectives: i % 4 === 0 ? { Cl: i / 1000 } : {},
-    state: STATES[i % 4],
-    backend: "local",
-    queue_position: null,
-    queued_at: "2026-01-01T00:00:00Z",
-    wall_seconds: 12.5,
-    started_at: "2026-01-01T00:00:01Z",
-  })) as unknown as Run[];
+const sockets: FakeSocket[] = [];
+class FakeSocket {
+  onopen: (() => void) | null = null;
+  onmessage: ((e: { data: string }) => void) | null = null;
+  onclose: ((e: { code: number }) => void) | null = null;
+  constructor(readonly url: string) {
+    sockets.push(this);
+  }
+  close() {}
+  push(message: object) {
+    this.onmessage?.({ data: JSON.stringify(message) });
+  }
 }
 
-describe("RunsTable", () => {
-  // jsdom has no layout: give elements the size of a real table frame
-  const original = Object.getOwnPropertyDescriptors(Element.prototype);
-  beforeAll(() => {
-    Object.defineProperty(Element.prototype, "clientHeight", {
-      configurable: true,
-      get: () => 440,
-    });
-    Object.defineProperty(Element.prototype, "clientWidth", {
-      configurable: true,
-      get: () => 1200,
-    });
+/** The server: 250 runs, a page of what the request asks (filters are the server's job). */
+function server(total = 250) {
+  const db: Run[] = Array.from(
+    { length: total },
+    (_, i) =>
+      ({
+        id: `r${i}`,
+        study: "s1",
+        index: i,
+        parameters: { aoa: i % 10 },
+        objectives: i < 100 ? { Cl: i / 100 } : {},
+        state: i < 100 ? "completed" : "pending",
+        trust: i < 100 ? "converged" : "",
+        queue_position: null,
+        started_at: null,
+      }) as unknown as Run,
+  );
+  const api = mockApi({
+    "GET /api/v1/studies/s1/runs/": (url) => {
+      const page = Number(url.searchParams.get("page") ?? 1);
+      const size = Number(url.searchParams.get("page_size"));
+      const states = url.searchParams.getAll("state");
+      const rows = states.length ? db.filter((r) => states.includes(r.state ?? "")) : db;
+      return {
+        count: rows.length,
+        next: null,
+        previous: null,
+        results: rows.slice((page - 1) * size, page * size),
+      };
+    },
   });
-  afterAll(() => {
-    Object.defineProperty(Element.prototype, "clientHeight", original.clientHeight!);
-    Object.defineProperty(Element.prototype, "clientWidth", original.clientWidth!);
-  });
+  return { db, ...api };
+}
 
-  it("keeps only the visible rows in the DOM, even for 10,000 runs", () => {
-    renderWithApp(
-      <RunsTable
-        runs={runs(10_000)}
-        parameters={["aoa", "speed"]}
-        objectives={["Cl"]}
-        selected={new Set()}
-        onToggleSelect={() => {}}
-        filter="all"
-        onFilterChange={() => {}}
-      />,
-    );
-    const table = screen.getByRole("table", { name: "Runs" });
-    expect(table).toHaveAttribute("aria-rowcount", "10000");
-    const rendered = within(table).queryAllByRole("row").length;
-    expect(rendered).toBeGreaterThan(5);
-    expect(rendered).toBeLessThan(60);
-    expect(screen.getByText("All 10000")).toBeInTheDocument();
-    expect(screen.getByText("Active 5000")).toBeInTheDocument();
-  });
+function Location() {
+  const location = useLocation();
+  return <output data-testid="location">{location.search}</output>;
+}
 
-  it("filters by state and selects runs for the residual overlay", () => {
-    const onToggle = vi.fn();
-    const onFilter = vi.fn();
-    renderWithApp(
+/** The study page's wiring of the table: the query in the URL, the page from the server. */
+function StudyRuns({ active = false }: { active?: boolean }) {
+  const [params, setParams] = useSearchParams();
+  const query = useMemo(() => runQueryFromSearch(params), [params]);
+  const runs = useStudyRunsPage("s1", query, { active });
+  return (
+    <>
       <RunsTable
-        runs={runs(8)}
+        page={runs.data}
+        query={query}
+        onQueryChange={(patch) => setParams((p) => runQueryToSearch(p, patch))}
         parameters={["aoa"]}
         objectives={["Cl"]}
-        selected={new Set(["run-0"])}
-        onToggleSelect={onToggle}
-        filter="failed"
-        onFilterChange={onFilter}
-      />,
+        counts={{ completed: 100, pending: 150 }}
+        selected={new Set()}
+        onToggleSelect={() => {}}
+      />
+      <Location />
+      <output data-testid="fetching">{runs.isFetching ? "yes" : "no"}</output>
+    </>
+  );
+}
+
+const last = (calls: { url: URL }[]) => calls[calls.length - 1]!.url.searchParams;
+
+beforeEach(() => {
+  sockets.length = 0;
+  vi.stubGlobal("WebSocket", FakeSocket);
+});
+afterEach(() => {
+  vi.unstubAllGlobals();
+  vi.restoreAllMocks();
+});
+
+describe("RunsTable (server-side)", () => {
+  it("loads one page of 100 rows and sorts on the server by a header click", async () => {
+    const { calls } = server();
+    renderWithApp(<StudyRuns />);
+    await screen.findByTestId("run-row-0");
+    expect(screen.getByRole("table", { name: "Runs" })).toHaveAttribute("aria-rowcount", "250");
+    expect(within(screen.getByTestId("runs-table")).getAllByRole("row")).toHaveLength(101);
+    expect(last(calls).get("page_size")).toBe("100");
+    expect(last(calls).get("ordering")).toBeNull();
+
+    await userEvent.click(screen.getByRole("columnheader", { name: "Cl" }));
+    await waitFor(() => expect(last(calls).get("ordering")).toBe("objective.Cl"));
+    await userEvent.click(screen.getByRole("columnheader", { name: "Cl" }));
+    await waitFor(() => expect(last(calls).get("ordering")).toBe("-objective.Cl"));
+    expect(screen.getByRole("columnheader", { name: "Cl" })).toHaveAttribute(
+      "aria-sort",
+      "descending",
     );
-    // only the failed runs (3 and 7) are listed
-    expect(screen.getByTestId("run-row-3")).toBeInTheDocument();
+    expect(screen.getByTestId("location")).toHaveTextContent("sort=-objective.Cl");
+  });
+
+  it("sends the state, trust and range filters as the API's query parameters", async () => {
+    const { calls } = server();
+    renderWithApp(<StudyRuns />, { route: "/?page=2" });
+    await screen.findByTestId("run-row-100");
+
+    await userEvent.click(screen.getByRole("checkbox", { name: "Completed 100" }));
+    await waitFor(() => expect(last(calls).getAll("state")).toEqual(["completed"]));
+    expect(last(calls).get("page")).toBeNull(); // a new filter starts at page 1
+    await userEvent.click(screen.getByRole("checkbox", { name: "Converged" }));
+    await waitFor(() => expect(last(calls).getAll("trust")).toEqual(["converged"]));
+
+    await userEvent.type(screen.getByRole("textbox", { name: "min" }), "2");
+    await userEvent.type(screen.getByRole("textbox", { name: "max" }), "8");
+    await userEvent.click(screen.getByRole("button", { name: "Filter" }));
+    await waitFor(() => expect(last(calls).getAll("param")).toEqual(["aoa:2..8"]));
+    expect(screen.getByTestId("location")).toHaveTextContent("range=param.aoa%3A2..8");
+
+    await userEvent.click(screen.getByRole("button", { name: "Remove the filter 2 ≤ aoa ≤ 8" }));
+    await waitFor(() => expect(screen.queryByTestId("range-filters")).not.toBeInTheDocument());
+    expect(screen.getByTestId("location")).not.toHaveTextContent("range=");
+    expect(screen.getByTestId("location")).toHaveTextContent("state=completed");
+  });
+
+  it("pages through the runs", async () => {
+    const { calls } = server();
+    renderWithApp(<StudyRuns />);
+    await screen.findByTestId("run-row-0");
+    expect(screen.getByTestId("runs-range")).toHaveTextContent("1–100 of 250 runs");
+    await userEvent.click(screen.getByRole("button", { name: "3" }));
+    await screen.findByTestId("run-row-200");
+    expect(last(calls).get("page")).toBe("3");
+    expect(screen.getByTestId("runs-range")).toHaveTextContent("201–250 of 250 runs");
     expect(screen.queryByTestId("run-row-0")).not.toBeInTheDocument();
-    fireEvent.click(screen.getByRole("checkbox", { name: "Show residuals of run 7" }));
-    expect(onToggle).toHaveBeenCalledWith("run-7");
-    fireEvent.click(screen.getByText("Completed 2"));
-    expect(onFilter).toHaveBeenCalledWith("completed");
+  });
+
+  it("updates a shown row from a live event in place, and refetches when counts change under a state filter", async () => {
+    const { calls, db } = server();
+    renderWithApp(<StudyRuns active />, { route: "/?state=pending" });
+    await screen.findByTestId("run-row-100");
+    await waitFor(() =>
+      expect(sockets.map((s) => s.url)).toContain("ws://localhost:3000/ws/studies/s1/"),
+    );
+    const socket = sockets[0]!;
+    act(() => socket.push({ type: "subscribed", id: "s1", seq: 1 }));
+    await waitFor(() => expect(calls.length).toBe(2));
+    await waitFor(() => expect(screen.getByTestId("fetching")).toHaveTextContent("no"));
+    const before = calls.length;
+
+    // run 100 starts: the server's data changes, the event carries the row and new counts
+    db[100] = { ...db[100]!, state: "running" };
+    act(() =>
+      socket.push({
+        type: "runs",
+        id: "s1",
+        seq: 2,
+        runs: [{ id: "r100", state: "running" }],
+        progress: { completed: 100, running: 1, pending: 149 },
+      }),
+    );
+    // in place, without a request
+    await waitFor(() =>
+      expect(screen.getByTestId("run-row-100")).toHaveAttribute("data-state", "running"),
+    );
+    expect(calls.length).toBe(before);
+    // then the page is asked for again (it filters by state): run 100 leaves it
+    await waitFor(() => expect(screen.queryByTestId("run-row-100")).not.toBeInTheDocument(), {
+      timeout: 4000,
+    });
+    expect(calls.length).toBe(before + 1);
+    expect(last(calls).getAll("state")).toEqual(["pending"]);
+  });
+
+  it("leaves an unfiltered page alone when only states change", async () => {
+    const { calls } = server();
+    renderWithApp(<StudyRuns active />);
+    await screen.findByTestId("run-row-0");
+    await waitFor(() => expect(sockets).toHaveLength(1));
+    const socket = sockets[0]!;
+    act(() => socket.push({ type: "subscribed", id: "s1", seq: 1 }));
+    await waitFor(() => expect(calls.length).toBe(2));
+    await waitFor(() => expect(screen.getByTestId("fetching")).toHaveTextContent("no"));
+    act(() =>
+      socket.push({
+        type: "runs",
+        id: "s1",
+        seq: 2,
+        runs: [{ id: "r5", state: "failed", trust: "diverged" }],
+        progress: { completed: 99, failed: 1, pending: 150 },
+      }),
+    );
+    await waitFor(() =>
+      expect(screen.getByTestId("run-row-5")).toHaveAttribute("data-state", "failed"),
+    );
+    expect(within(screen.getByTestId("run-row-5")).getByText("Diverged")).toBeInTheDocument();
+    expect(calls.length).toBe(2);
+    // a gap in seq (a lost message) refetches at once
+    act(() => socket.push({ type: "runs", id: "s1", seq: 9, runs: [] }));
+    await waitFor(() => expect(calls.length).toBe(3));
   });
 });

@@ -3,321 +3,387 @@ import {
   Box,
   Checkbox,
   Group,
+  Pagination,
   ScrollArea,
-  SegmentedControl,
+  Skeleton,
   Text,
-  TextInput,
   UnstyledButton,
 } from "@mantine/core";
-import { IconArrowDown, IconArrowUp, IconSearch } from "@/components/icons";
-import { useVirtualizer } from "@tanstack/react-virtual";
-import { memo, useMemo, useRef, useState } from "react";
+import { IconArrowDown, IconArrowUp } from "@/components/icons";
+import { memo, type ReactNode } from "react";
 import { Link } from "react-router";
 import { RunStateBadge, TrustBadge } from "@/components/state-badge";
-import { formatDuration, formatNumber } from "@/lib/format";
-import type { Run, RunState } from "@/lib/types";
+import { ErrorState } from "@/components/states";
+import { formatDuration, formatInt, formatNumber, formatRelative } from "@/lib/format";
+import type { Run } from "@/lib/types";
+import type { Page } from "../api/studies";
+import { RUNS_PAGE_SIZE, type RunQuery } from "../lib/run-query";
+import { RunFilters } from "./run-filters";
 import classes from "./runs-table.module.css";
-
-export type RunFilter = "all" | "active" | "completed" | "failed";
-
-const FILTERS: Record<RunFilter, (s: RunState | undefined) => boolean> = {
-  all: () => true,
-  active: (s) => s === "pending" || s === "admitted" || s === "provisioning" || s === "running",
-  completed: (s) => s === "completed",
-  failed: (s) => s === "failed" || s === "cancelled",
-};
-
-type SortKey = { kind: "index" | "state" | "wall" } | { kind: "param" | "objective"; name: string };
 
 const ROW_HEIGHT = 36;
 
-function compare(a: unknown, b: unknown): number {
-  if (a === b) return 0;
-  if (a === null || a === undefined) return 1;
-  if (b === null || b === undefined) return -1;
-  if (typeof a === "number" && typeof b === "number") return a - b;
-  return String(a).localeCompare(String(b), undefined, { numeric: true });
-}
-
-function sortValue(run: Run, key: SortKey): unknown {
-  switch (key.kind) {
-    case "index":
-      return run.index;
-    case "state":
-      return run.state;
-    case "wall":
-      return run.wall_seconds;
-    case "param":
-      return run.parameters[key.name];
-    case "objective":
-      return run.objectives?.[key.name];
-  }
-}
-
 export interface RunsTableProps {
-  runs: Run[];
+  /** the page shown (undefined while the first one loads) */
+  page: Page<Run> | undefined;
+  error?: unknown;
+  onRetry?: () => void;
+  /** a newer page is on its way (the shown one stays until it comes) */
+  fetching?: boolean;
+  query: RunQuery;
+  onQueryChange: (patch: Partial<RunQuery>) => void;
   parameters: string[];
   objectives: string[];
-  selected: ReadonlySet<string>;
-  onToggleSelect: (id: string) => void;
-  filter: RunFilter;
-  onFilterChange: (f: RunFilter) => void;
-  height?: number;
+  /** runs by state, for the state chips (a study's progress) */
+  counts?: Record<string, number>;
+  selected?: ReadonlySet<string>;
+  onToggleSelect?: (id: string) => void;
   maxSelected?: number;
+  /** runs across studies: a study column, the study and backend filters */
+  acrossStudies?: boolean;
+  studies?: { value: string; label: string }[];
+  backends?: string[];
+  height?: number;
+}
+
+interface Column {
+  key: string;
+  label: string;
+  width: string;
+  min: number;
+  /** the API's sort key; none: not sortable */
+  sort?: string;
+  align?: "right";
+  cell: (run: Run) => ReactNode;
+}
+
+function columnsFor(
+  parameters: string[],
+  objectives: string[],
+  acrossStudies: boolean,
+  showTrust: boolean,
+): Column[] {
+  const cols: Column[] = [
+    {
+      key: "index",
+      label: "#",
+      width: "64px",
+      min: 64,
+      sort: "index",
+      cell: (r) => (
+        <Anchor component={Link} to={`/runs/${r.id}`} size="sm" fw={600} ff="monospace">
+          {r.index}
+        </Anchor>
+      ),
+    },
+  ];
+  if (acrossStudies)
+    cols.push({
+      key: "study",
+      label: "Study",
+      width: "minmax(140px, 2fr)",
+      min: 140,
+      cell: (r) => (
+        <Anchor component={Link} to={`/studies/${r.study}`} size="sm" truncate>
+          {r.study_name}
+        </Anchor>
+      ),
+    });
+  for (const p of parameters)
+    cols.push({
+      key: `param.${p}`,
+      label: p,
+      width: "minmax(84px, 1fr)",
+      min: 84,
+      sort: `param.${p}`,
+      align: "right",
+      cell: (r) => formatNumber(r.parameters[p]),
+    });
+  if (acrossStudies && parameters.length === 0)
+    cols.push({
+      key: "parameters",
+      label: "Parameters",
+      width: "minmax(160px, 2fr)",
+      min: 160,
+      cell: (r) =>
+        Object.entries(r.parameters)
+          .map(([k, v]) => `${k}=${formatNumber(v)}`)
+          .join(", "),
+    });
+  cols.push({
+    key: "state",
+    label: "State",
+    width: "130px",
+    min: 130,
+    sort: "state",
+    cell: (r) => (
+      <>
+        <RunStateBadge state={r.state} size="xs" />
+        {r.state === "pending" && r.queue_position ? (
+          <Text span size="xs" c="dimmed" ml={6}>
+            #{r.queue_position}
+          </Text>
+        ) : null}
+      </>
+    ),
+  });
+  if (showTrust)
+    cols.push({
+      key: "trust",
+      label: "Trust",
+      width: "140px",
+      min: 140,
+      sort: "trust",
+      cell: (r) => <TrustBadge trust={r.trust} />,
+    });
+  for (const o of objectives)
+    cols.push({
+      key: `objective.${o}`,
+      label: o,
+      width: "minmax(96px, 1fr)",
+      min: 96,
+      sort: `objective.${o}`,
+      align: "right",
+      cell: (r) => formatNumber(r.objectives?.[o]),
+    });
+  if (acrossStudies) {
+    cols.push({
+      key: "backend",
+      label: "Backend",
+      width: "110px",
+      min: 110,
+      cell: (r) => r.backend,
+    });
+    cols.push({
+      key: "queued_at",
+      label: "Queued",
+      width: "110px",
+      min: 110,
+      sort: "queued_at",
+      align: "right",
+      cell: (r) => formatRelative(r.queued_at),
+    });
+  }
+  cols.push({
+    key: "wall",
+    label: "Wall time",
+    width: "96px",
+    min: 96,
+    align: "right",
+    cell: (r) => (r.started_at ? formatDuration(r.wall_seconds) : "—"),
+  });
+  return cols;
 }
 
 /**
- * The runs of a study: one row per run, virtualised (only the visible rows exist in the DOM),
- * so 10,000 runs scroll as smoothly as 10.
+ * A page of runs, filtered, sorted and paged by the server (a study of 100,000 runs loads 100
+ * rows): state and trust chips, ranges on parameters and objectives, a sort per column header,
+ * and the pages below. The query lives in the page's URL (features/studies/lib/run-query.ts).
  */
 export function RunsTable({
-  runs,
+  page,
+  error,
+  onRetry,
+  fetching = false,
+  query,
+  onQueryChange,
   parameters,
   objectives,
+  counts,
   selected,
   onToggleSelect,
-  filter,
-  onFilterChange,
-  height = 440,
   maxSelected = 8,
+  acrossStudies = false,
+  studies,
+  backends,
+  height = 480,
 }: RunsTableProps) {
-  const showTrust = useMemo(() => runs.some((r) => !!r.trust), [runs]);
-  const [sort, setSort] = useState<{ key: SortKey; desc: boolean }>({
-    key: { kind: "index" },
-    desc: false,
-  });
-  const [query, setQuery] = useState("");
-  const scrollRef = useRef<HTMLDivElement>(null);
-
-  const counts = useMemo(() => {
-    const c: Record<RunFilter, number> = { all: runs.length, active: 0, completed: 0, failed: 0 };
-    for (const r of runs) {
-      if (FILTERS.active(r.state)) c.active += 1;
-      else if (FILTERS.completed(r.state)) c.completed += 1;
-      else if (FILTERS.failed(r.state)) c.failed += 1;
-    }
-    return c;
-  }, [runs]);
-
-  const rows = useMemo(() => {
-    const q = query.trim().toLowerCase();
-    const keep = FILTERS[filter];
-    const filtered = runs.filter(
-      (r) =>
-        keep(r.state) &&
-        (!q ||
-          String(r.index) === q ||
-          Object.entries(r.parameters).some(([k, v]) => `${k}=${v}`.toLowerCase().includes(q))),
-    );
-    if (sort.key.kind === "index" && !sort.desc) return filtered;
-    const sorted = [...filtered].sort((a, b) =>
-      compare(sortValue(a, sort.key), sortValue(b, sort.key)),
-    );
-    return sort.desc ? sorted.reverse() : sorted;
-  }, [runs, filter, query, sort]);
-
-  const virtualizer = useVirtualizer({
-    count: rows.length,
-    getScrollElement: () => scrollRef.current,
-    estimateSize: () => ROW_HEIGHT,
-    overscan: 12,
-    initialRect: { width: 1200, height },
-  });
-
-  const columns = `44px 64px ${parameters.map(() => "minmax(84px, 1fr)").join(" ")} 130px ${showTrust ? "140px " : ""}${objectives
-    .map(() => "minmax(96px, 1fr)")
-    .join(" ")} 96px`;
-  const minWidth =
-    44 + 64 + parameters.length * 84 + 130 + (showTrust ? 140 : 0) + objectives.length * 96 + 96;
-  // Short tables shrink to their rows; long ones scroll inside a fixed frame.
+  const rows = page?.results ?? [];
+  const showTrust =
+    query.trust.length > 0 || rows.some((r) => !!r.trust) || /trust/.test(query.ordering ?? "");
+  const columns = columnsFor(parameters, objectives, acrossStudies, showTrust);
+  const selectable = !!onToggleSelect;
+  const template = `${selectable ? "44px " : ""}${columns.map((c) => c.width).join(" ")}`;
+  const minWidth = (selectable ? 44 : 0) + columns.reduce((s, c) => s + c.min, 0);
+  const count = page?.count ?? 0;
+  const pages = Math.max(1, Math.ceil(count / RUNS_PAGE_SIZE));
+  const first = (query.page - 1) * RUNS_PAGE_SIZE;
   const frameHeight = Math.min(height, 36 + Math.max(rows.length, 3) * ROW_HEIGHT + 2);
+  const filtered =
+    query.state.length + query.trust.length + query.ranges.length > 0 ||
+    !!query.study ||
+    !!query.backend;
 
-  const header = (label: string, key: SortKey, align: "left" | "right" = "left") => {
-    const active = JSON.stringify(sort.key) === JSON.stringify(key);
+  const [sortKey, desc] = query.ordering?.startsWith("-")
+    ? [query.ordering.slice(1), true]
+    : [query.ordering, false];
+  const header = (c: Column) => {
+    if (!c.sort)
+      return (
+        <span
+          key={c.key}
+          className={classes.th}
+          role="columnheader"
+          style={{ justifyContent: c.align === "right" ? "flex-end" : "flex-start" }}
+        >
+          {c.label}
+        </span>
+      );
+    const active = sortKey === c.sort;
     return (
       <UnstyledButton
+        key={c.key}
         className={classes.th}
-        style={{ justifyContent: align === "right" ? "flex-end" : "flex-start" }}
-        onClick={() => setSort({ key, desc: active ? !sort.desc : false })}
-        aria-sort={active ? (sort.desc ? "descending" : "ascending") : "none"}
+        style={{ justifyContent: c.align === "right" ? "flex-end" : "flex-start" }}
+        onClick={() => onQueryChange({ ordering: active && !desc ? `-${c.sort}` : c.sort! })}
+        aria-sort={active ? (desc ? "descending" : "ascending") : "none"}
         role="columnheader"
+        title={`Sort by ${c.label}`}
       >
-        {label}
-        {active && (sort.desc ? <IconArrowDown size={12} /> : <IconArrowUp size={12} />)}
+        {c.label}
+        {active && (desc ? <IconArrowDown size={12} /> : <IconArrowUp size={12} />)}
       </UnstyledButton>
     );
   };
 
   return (
     <Box>
-      <Group justify="space-between" mb="sm" gap="sm" wrap="wrap">
-        <SegmentedControl
-          size="xs"
-          value={filter}
-          onChange={(v) => onFilterChange(v as RunFilter)}
-          data={[
-            { value: "all", label: `All ${counts.all}` },
-            { value: "active", label: `Active ${counts.active}` },
-            { value: "completed", label: `Completed ${counts.completed}` },
-            { value: "failed", label: `Failed/cancelled ${counts.failed}` },
-          ]}
-          aria-label="Filter runs by state"
+      <RunFilters
+        query={query}
+        onQueryChange={onQueryChange}
+        parameters={parameters}
+        objectives={objectives}
+        counts={counts}
+        studies={acrossStudies ? studies : undefined}
+        backends={acrossStudies ? backends : undefined}
+      />
+      {error ? (
+        <ErrorState
+          error={error}
+          onRetry={query.page > 1 ? () => onQueryChange({ page: 1 }) : onRetry}
         />
-        <TextInput
-          size="xs"
-          placeholder="Find: run # or aoa=4"
-          leftSection={<IconSearch size={14} />}
-          value={query}
-          onChange={(e) => setQuery(e.currentTarget.value)}
-          aria-label="Find runs"
-          w={220}
-        />
-      </Group>
-      <ScrollArea
-        type="auto"
-        h={frameHeight}
-        viewportRef={scrollRef}
-        className={classes.frame}
-        role="table"
-        aria-label="Runs"
-        aria-rowcount={rows.length}
-        data-testid="runs-table"
-      >
-        <Box miw={minWidth}>
-          <div className={classes.head} style={{ gridTemplateColumns: columns }} role="row">
-            <span
-              className={classes.th}
-              role="columnheader"
-              aria-label="Select for residual plot"
-            />
-            {header("#", { kind: "index" })}
-            {parameters.map((p) => (
-              <span key={p} style={{ display: "contents" }}>
-                {header(p, { kind: "param", name: p }, "right")}
-              </span>
-            ))}
-            {header("State", { kind: "state" })}
-            {showTrust && (
-              <span className={classes.th} role="columnheader">
-                Trust
-              </span>
-            )}
-            {objectives.map((o) => (
-              <span key={o} style={{ display: "contents" }}>
-                {header(o, { kind: "objective", name: o }, "right")}
-              </span>
-            ))}
-            {header("Wall time", { kind: "wall" }, "right")}
-          </div>
-          {rows.length === 0 ? (
-            <Text c="dimmed" size="sm" p="md" ta="center">
-              {runs.length === 0 ? "This study has no runs yet." : "No run matches this filter."}
-            </Text>
-          ) : (
-            <div style={{ height: virtualizer.getTotalSize(), position: "relative" }}>
-              {virtualizer.getVirtualItems().map((item) => {
-                const run = rows[item.index]!;
-                return (
+      ) : (
+        <>
+          <ScrollArea
+            type="auto"
+            h={frameHeight}
+            className={classes.frame}
+            role="table"
+            aria-label="Runs"
+            aria-rowcount={count}
+            aria-busy={fetching || !page}
+            data-testid="runs-table"
+          >
+            <Box miw={minWidth}>
+              <div className={classes.head} style={{ gridTemplateColumns: template }} role="row">
+                {selectable && (
+                  <span
+                    className={classes.th}
+                    role="columnheader"
+                    aria-label="Select for residual plot"
+                  />
+                )}
+                {columns.map(header)}
+              </div>
+              {!page ? (
+                <Box p="sm">
+                  <Skeleton h={ROW_HEIGHT * 3} />
+                </Box>
+              ) : rows.length === 0 ? (
+                <Text c="dimmed" size="sm" p="md" ta="center">
+                  {filtered ? "No run matches these filters." : "No runs yet."}
+                </Text>
+              ) : (
+                rows.map((run, i) => (
                   <RunRow
                     key={run.id}
                     run={run}
+                    template={template}
                     columns={columns}
-                    top={item.start}
-                    parameters={parameters}
-                    objectives={objectives}
-                    selected={selected.has(run.id)}
-                    disabled={!selected.has(run.id) && selected.size >= maxSelected}
+                    selected={selected?.has(run.id) ?? false}
+                    disabled={!selected?.has(run.id) && (selected?.size ?? 0) >= maxSelected}
                     onToggle={onToggleSelect}
-                    rowIndex={item.index + 2}
-                    showTrust={showTrust}
+                    rowIndex={first + i + 2}
+                    testId={acrossStudies ? "run-row" : `run-row-${run.index}`}
                   />
-                );
-              })}
-            </div>
-          )}
-        </Box>
-      </ScrollArea>
+                ))
+              )}
+            </Box>
+          </ScrollArea>
+          <Group justify="space-between" mt="xs" gap="sm">
+            <Text size="xs" c="dimmed" data-testid="runs-range">
+              {count === 0
+                ? "0 runs"
+                : `${formatInt(first + 1)}–${formatInt(first + rows.length)} of ${formatInt(count)} runs`}
+              {fetching ? " · updating…" : ""}
+            </Text>
+            {pages > 1 && (
+              <Pagination
+                size="sm"
+                total={pages}
+                value={Math.min(query.page, pages)}
+                onChange={(p) => onQueryChange({ page: p })}
+                siblings={1}
+                boundaries={1}
+                aria-label="Pages of runs"
+              />
+            )}
+          </Group>
+        </>
+      )}
     </Box>
   );
 }
 
 const RunRow = memo(function RunRow({
   run,
+  template,
   columns,
-  top,
-  parameters,
-  objectives,
   selected,
   disabled,
   onToggle,
   rowIndex,
-  showTrust,
+  testId,
 }: {
   run: Run;
-  columns: string;
-  top: number;
-  parameters: string[];
-  objectives: string[];
+  template: string;
+  columns: Column[];
   selected: boolean;
   disabled: boolean;
-  onToggle: (id: string) => void;
+  onToggle?: ((id: string) => void) | undefined;
   rowIndex: number;
-  showTrust: boolean;
+  testId: string;
 }) {
   return (
     <div
       className={classes.row}
-      style={{
-        gridTemplateColumns: columns,
-        transform: `translateY(${top}px)`,
-        height: ROW_HEIGHT,
-      }}
+      style={{ gridTemplateColumns: template, height: ROW_HEIGHT }}
       role="row"
       aria-rowindex={rowIndex}
       data-selected={selected || undefined}
-      data-testid={`run-row-${run.index}`}
+      data-testid={testId}
       data-state={run.state}
     >
-      <span className={classes.td} role="cell">
-        <Checkbox
-          size="xs"
-          checked={selected}
-          disabled={disabled}
-          onChange={() => onToggle(run.id)}
-          aria-label={`Show residuals of run ${run.index}`}
-        />
-      </span>
-      <span className={classes.td} role="cell">
-        <Anchor component={Link} to={`/runs/${run.id}`} size="sm" fw={600} ff="monospace">
-          {run.index}
-        </Anchor>
-      </span>
-      {parameters.map((p) => (
-        <span key={p} className={`${classes.td} ${classes.num}`} role="cell">
-          {formatNumber(run.parameters[p])}
-        </span>
-      ))}
-      <span className={classes.td} role="cell">
-        <RunStateBadge state={run.state} size="xs" />
-        {run.state === "pending" && run.queue_position ? (
-          <Text span size="xs" c="dimmed" ml={6}>
-            #{run.queue_position}
-          </Text>
-        ) : null}
-      </span>
-      {showTrust && (
+      {onToggle && (
         <span className={classes.td} role="cell">
-          <TrustBadge trust={run.trust} />
+          <Checkbox
+            size="xs"
+            checked={selected}
+            disabled={disabled}
+            onChange={() => onToggle(run.id)}
+            aria-label={`Show residuals of run ${run.index}`}
+          />
         </span>
       )}
-      {objectives.map((o) => (
-        <span key={o} className={`${classes.td} ${classes.num}`} role="cell">
-          {formatNumber(run.objectives?.[o])}
+      {columns.map((c) => (
+        <span
+          key={c.key}
+          className={`${classes.td} ${c.align === "right" ? classes.num : ""}`}
+          role="cell"
+        >
+          {c.cell(run)}
         </span>
       ))}
-      <span className={`${classes.td} ${classes.num}`} role="cell">
-        {run.started_at ? formatDuration(run.wall_seconds) : "—"}
-      </span>
     </div>
   );
 });

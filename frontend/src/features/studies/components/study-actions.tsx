@@ -18,7 +18,8 @@ import { useState } from "react";
 import { Link, useNavigate } from "react-router";
 import { apiUrl, errorMessage } from "@/lib/api-client";
 import { specToCurl, specToYaml } from "@/lib/spec-text";
-import { isActiveStudy, type ParameterSpec, type Run, type Scalar, type Study } from "@/lib/types";
+import { parameterValues } from "@/lib/spec";
+import { isActiveStudy, type ParameterSpec, type Scalar, type Study } from "@/lib/types";
 import { parseValueList, uniqueInOrder } from "@/lib/values";
 import {
   useCancelStudy,
@@ -37,7 +38,7 @@ async function copy(text: string, what: string) {
   }
 }
 
-export function StudyActions({ study, runs }: { study: Study; runs: Run[] }) {
+export function StudyActions({ study }: { study: Study }) {
   const navigate = useNavigate();
   const [cancelOpen, cancelModal] = useDisclosure(false);
   const [cloneOpen, cloneModal] = useDisclosure(false);
@@ -219,7 +220,7 @@ export function StudyActions({ study, runs }: { study: Study; runs: Run[] }) {
       </Modal>
 
       <CloneModal study={study} opened={cloneOpen} onClose={cloneModal.close} />
-      <ExtendModal study={study} runs={runs} opened={extendOpen} onClose={extendModal.close} />
+      <ExtendModal study={study} opened={extendOpen} onClose={extendModal.close} />
     </>
   );
 }
@@ -279,12 +280,10 @@ function CloneModal({
 
 function ExtendModal({
   study,
-  runs,
   opened,
   onClose,
 }: {
   study: Study;
-  runs: Run[];
   opened: boolean;
   onClose: () => void;
 }) {
@@ -292,8 +291,11 @@ function ExtendModal({
   const [text, setText] = useState<Record<string, string>>({});
   const extend = useExtendStudy();
   const zip = study.spec.combine === "zip";
-  const existing = (name: string) =>
-    uniqueInOrder(runs.map((r) => r.parameters[name]).filter((v): v is Scalar => v !== undefined));
+  // the stored spec describes every run the study has (an extension merges its values in)
+  const existing = (name: string): Scalar[] => {
+    const p = study.spec.parameters?.[name];
+    return p === undefined ? [] : uniqueInOrder(parameterValues(p) ?? []);
+  };
 
   const build = (): Record<string, ParameterSpec> => {
     const out: Record<string, ParameterSpec> = {};

@@ -1,7 +1,5 @@
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { useCallback, useRef } from "react";
 import { env } from "@/lib/env";
-import { LIVE_SAFETY_POLL_MS, useLiveStream, type LiveMessage } from "@/lib/live";
 import { isActiveStudy, type ParameterSpec, type Run, type Study } from "@/lib/types";
 import {
   cancelStudy,
@@ -9,7 +7,6 @@ import {
   deleteStudy,
   extendStudy,
   fetchActiveRuns,
-  fetchAllRuns,
   fetchStudies,
   fetchStudy,
   submitStudy,
@@ -44,8 +41,8 @@ export function useStudy(id: string) {
 }
 
 /**
- * Merge a study-stream `runs` event into the cached runs (by id). Returns the new array, or
- * null when nothing applies.
+ * Merge a study-stream `runs` event into the runs shown (by id): changed rows are new objects,
+ * the others keep their identity (no re-render). Runs not shown are ignored.
  */
 export function mergeRunEvents(runs: Run[], changed: Partial<Run>[]): Run[] {
   const byId = new Map(changed.filter((r) => r.id).map((r) => [r.id!, r]));
@@ -53,50 +50,6 @@ export function mergeRunEvents(runs: Run[], changed: Partial<Run>[]): Run[] {
   return runs.map((r) => {
     const update = byId.get(r.id);
     return update ? ({ ...r, ...update } as Run) : r;
-  });
-}
-
-/**
- * Every run of a study, live while the study is active.
- *
- * The REST snapshot loads every page (1000 runs per request); the study's websocket then
- * merges each run transition into it, and a gap in the stream's seq reloads the snapshot.
- * Polling remains as a safety net (slower for bigger studies) and takes over without a socket.
- */
-export function useStudyRuns(id: string, { active }: { active: boolean }) {
-  const qc = useQueryClient();
-  const lastSeq = useRef<number | null>(null);
-  const onMessage = useCallback(
-    (m: LiveMessage) => {
-      const reload = () => void qc.invalidateQueries({ queryKey: studyKeys.runs(id), exact: true });
-      if (m.type === "subscribed") {
-        lastSeq.current = m.seq;
-        reload(); // the snapshot may predate the subscription
-        return;
-      }
-      if (lastSeq.current !== null && m.seq !== lastSeq.current + 1) reload();
-      lastSeq.current = Math.max(lastSeq.current ?? 0, m.seq);
-      if (m.type === "runs" && Array.isArray(m.runs)) {
-        qc.setQueryData<Run[]>(studyKeys.runs(id), (old) =>
-          old ? mergeRunEvents(old, m.runs as Partial<Run>[]) : old,
-        );
-      }
-      void qc.invalidateQueries({ queryKey: studyKeys.detail(id), exact: true });
-      void qc.invalidateQueries({ queryKey: ["quota"] });
-    },
-    [qc, id],
-  );
-  const live = useLiveStream(active ? `/ws/studies/${id}/` : null, onMessage);
-  return useQuery<Run[]>({
-    queryKey: studyKeys.runs(id),
-    queryFn: ({ signal }) => fetchAllRuns(id, { signal }),
-    staleTime: 2_000,
-    refetchInterval: (q) => {
-      if (!active) return false;
-      const n = q.state.data?.length ?? 0;
-      const poll = Math.min(30_000, Math.max(env.pollMs, Math.ceil(n / 1000) * 3_000));
-      return live ? Math.max(LIVE_SAFETY_POLL_MS, poll * 2) : poll;
-    },
   });
 }
 

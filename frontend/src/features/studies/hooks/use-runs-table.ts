@@ -1,0 +1,180 @@
+import { keepPreviousData, useQueries, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useCallback, useEffect, useMemo, useRef } from "react";
+import { env } from "@/lib/env";
+import { LIVE_SAFETY_POLL_MS, useLiveStream, type LiveMessage } from "@/lib/live";
+import { isActiveRun, TERMINAL_RUN_STATES, type Run, type RunState } from "@/lib/types";
+import { fetchRun, fetchRunsPage, fetchStudyPlot, type Page, type PlotQuery } from "../api/studies";
+import type { RunQuery } from "../lib/run-query";
+import { mergeRunEvents, studyKeys } from "./use-studies";
+
+/** How long live changes gather before the page or the plot is asked for again. */
+export const REFETCH_DEBOUNCE_MS = 1_500;
+
+export const runsKeys = {
+  all: ["runs", "page"] as const,
+  page: (q: RunQuery) => ["runs", "page", q] as const,
+};
+
+/** A function that runs `fn` once, `ms` after the last of a burst of calls. */
+function useDebounced(fn: () => void, ms: number): () => void {
+  const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
+  const latest = useRef(fn);
+  latest.current = fn;
+  useEffect(
+    () => () => {
+      if (timer.current) clearTimeout(timer.current);
+    },
+    [],
+  );
+  return useCallback(() => {
+    if (timer.current) clearTimeout(timer.current);
+    timer.current = setTimeout(() => {
+      timer.current = null;
+      latest.current();
+    }, ms);
+  }, [ms]);
+}
+
+/**
+ * Whether runs changing state can change which runs a page shows (or their order): a state
+ * or trust filter, an objective range, or a sort by anything but the index or a parameter.
+ * Rows already on the page are updated in place either way.
+ */
+export function pageMayChange(q: RunQuery): boolean {
+  if (q.state.length || q.trust.length) return true;
+  if (q.ranges.some((r) => r.column.startsWith("objective."))) return true;
+  return !!q.ordering && !/^-?(index|param\.[^,]+)$/.test(q.ordering);
+}
+
+/**
+ * One page of a study's runs, filtered and sorted by the server, live while the study is
+ * active: a run event updates the rows shown in place; when the study's counts change and the
+ * page's filters or sort depend on state, the page is fetched again (debounced); a gap in the
+ * stream's seq refetches at once. Polling stays as a slow safety net.
+ */
+export function useStudyRunsPage(id: string, query: RunQuery, { active }: { active: boolean }) {
+  const qc = useQueryClient();
+  const key = useMemo(() => [...studyKeys.runs(id), query] as const, [id, query]);
+  const keyRef = useRef(key);
+  keyRef.current = key;
+  const queryRef = useRef(query);
+  queryRef.current = query;
+  const lastSeq = useRef<number | null>(null);
+  const lastCounts = useRef<string | null>(null);
+  const reload = useCallback(
+    () => void qc.invalidateQueries({ queryKey: studyKeys.runs(id) }),
+    [qc, id],
+  );
+  const reloadSoon = useDebounced(reload, REFETCH_DEBOUNCE_MS);
+
+  const onMessage = useCallback(
+    (m: LiveMessage) => {
+      if (m.type === "subscribed") {
+        lastSeq.current = m.seq;
+        reload(); // the page may predate the subscription
+        return;
+      }
+      if (lastSeq.current !== null && m.seq !== lastSeq.current + 1) reload();
+      lastSeq.current = Math.max(lastSeq.current ?? 0, m.seq);
+      if (m.type === "runs" && Array.isArray(m.runs)) {
+        qc.setQueryData<Page<Run>>(keyRef.current, (old) =>
+          old ? { ...old, results: mergeRunEvents(old.results, m.runs as Partial<Run>[]) } : old,
+        );
+      }
+      const counts = m.progress ? JSON.stringify(m.progress) : null;
+      if (counts && counts !== lastCounts.current) {
+        const before = lastCounts.current;
+        lastCounts.current = counts;
+        const total = (p: string | null) =>
+          p ? Object.values(JSON.parse(p) as Record<string, number>).reduce((a, b) => a + b, 0) : 0;
+        // runs added (extend) change every page; state changes those that filter by state
+        if (pageMayChange(queryRef.current) || (before && total(before) !== total(counts)))
+          reloadSoon();
+      }
+      void qc.invalidateQueries({ queryKey: studyKeys.detail(id), exact: true });
+      void qc.invalidateQueries({ queryKey: ["quota"] });
+    },
+    [qc, id, reload, reloadSoon],
+  );
+  const live = useLiveStream(active ? `/ws/studies/${id}/` : null, onMessage);
+  return useQuery({
+    queryKey: key,
+    queryFn: ({ signal }) => fetchRunsPage(query, { studyId: id, signal }),
+    placeholderData: keepPreviousData,
+    staleTime: 2_000,
+    refetchInterval: active ? (live ? LIVE_SAFETY_POLL_MS * 2 : env.pollMs * 2) : false,
+  });
+}
+
+/** A page of the runs across studies; polled while it shows runs that are not over. */
+export function useRunsPage(query: RunQuery) {
+  return useQuery({
+    queryKey: runsKeys.page(query),
+    queryFn: ({ signal }) => fetchRunsPage(query, { signal }),
+    placeholderData: keepPreviousData,
+    staleTime: 2_000,
+    refetchInterval: (q) =>
+      q.state.data?.results.some((r) => isActiveRun(r.state)) ? env.pollMs * 2 : 30_000,
+  });
+}
+
+/**
+ * The runs ticked for the residual overlay, in the order of `ids`: taken from the page shown
+ * (live), else fetched one by one (a selection may lie on another page, or come from a link).
+ */
+export function useSelectedRuns(ids: string[], shown: Run[] | undefined): Run[] {
+  const onPage = useMemo(() => new Map((shown ?? []).map((r) => [r.id, r])), [shown]);
+  const missing = ids.filter((i) => !onPage.has(i));
+  const fetched = useQueries({
+    queries: missing.map((runId) => ({
+      queryKey: ["studies", "selected-run", runId] as const,
+      queryFn: () => fetchRun(runId),
+      staleTime: 10_000,
+    })),
+  });
+  const byId = new Map(onPage);
+  for (const q of fetched) if (q.data) byId.set(q.data.id, q.data);
+  return ids.map((i) => byId.get(i)).filter((r): r is Run => !!r);
+}
+
+const TERMINAL = new Set<RunState>(TERMINAL_RUN_STATES);
+
+/**
+ * The objective plot's data for a study, fetched again (debounced) when runs end while the
+ * study is active, and at once on a gap in the stream.
+ */
+export function useStudyPlot(id: string, q: PlotQuery | null, { active }: { active: boolean }) {
+  const qc = useQueryClient();
+  const lastSeq = useRef<number | null>(null);
+  const reload = useCallback(
+    () => void qc.invalidateQueries({ queryKey: [...studyKeys.detail(id), "plot"] }),
+    [qc, id],
+  );
+  const reloadSoon = useDebounced(reload, REFETCH_DEBOUNCE_MS);
+  const onMessage = useCallback(
+    (m: LiveMessage) => {
+      if (m.type === "subscribed") {
+        lastSeq.current = m.seq;
+        reloadSoon();
+        return;
+      }
+      const gap = lastSeq.current !== null && m.seq !== lastSeq.current + 1;
+      lastSeq.current = Math.max(lastSeq.current ?? 0, m.seq);
+      const ended =
+        m.type === "runs" &&
+        Array.isArray(m.runs) &&
+        (m.runs as Partial<Run>[]).some((r) => r.state && TERMINAL.has(r.state));
+      if (gap || ended) reloadSoon();
+    },
+    [reloadSoon],
+  );
+  const live = useLiveStream(active && q ? `/ws/studies/${id}/` : null, onMessage);
+  return useQuery({
+    queryKey: [...studyKeys.detail(id), "plot", q] as const,
+    queryFn: ({ signal }) => fetchStudyPlot(id, q!, { signal }),
+    enabled: !!q,
+    placeholderData: keepPreviousData,
+    staleTime: 5_000,
+    refetchInterval: active ? (live ? LIVE_SAFETY_POLL_MS * 2 : env.pollMs * 3) : false,
+  });
+}
