@@ -33,6 +33,7 @@ from studies.choices import HOLDING_STATES, RunState, WaitReason
 from studies.models import Run, Study
 from studies.transitions import runs_admit
 from studies.usage import node_holding_kinds
+from tenancy.models import Tenant
 
 WAIT_REASONS = {"quota": WaitReason.QUOTA, "backend": WaitReason.BACKEND, "cloud": WaitReason.CLOUD}
 WAIT_PREFIXES = {
@@ -54,7 +55,7 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
     with transaction.atomic(), connection.cursor() as cur:
         cur.execute(_QUOTA_SQL, [tenant_id])
         row = cur.fetchone()
-        if row is None:
+        if row is None or not row[4]:  # no quota, or the tenant deactivated: nothing starts
             return []
         quota = Quota(tenant_id=tenant_id, cores=row[0], memory_gb=row[1], max_runs=row[2])
         quota.max_nodes = row[3]
@@ -139,10 +140,10 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
 
 
 def tenants_with_queued_runs() -> list[int]:
-    """Every tenant with queued runs, the tenant with the oldest queued run first (first
-    come, first served across tenants too)."""
+    """Every active tenant with queued runs, the tenant with the oldest queued run first
+    (first come, first served across tenants too). A deactivated tenant's runs wait."""
     return list(
-        Run.objects.filter(state=RunState.PENDING)
+        Run.objects.filter(state=RunState.PENDING, tenant__is_active=True)
         .order_by()
         .values("tenant_id")
         .annotate(oldest=Min("queued_at"))
@@ -162,6 +163,7 @@ SELECT DISTINCT ON (r.backend_id) r.backend_id, r.tenant_id, r.queued_at, r.proc
        r.memory_gb, r.nodes
 FROM {Run._meta.db_table} r
 WHERE r.backend_id = ANY(%s) AND r.state = %s AND r.tenant_id <> %s AND r.wait_reason = %s
+  AND EXISTS (SELECT 1 FROM {Tenant._meta.db_table} t WHERE t.id = r.tenant_id AND t.is_active)
 ORDER BY r.backend_id, r.queued_at, r.study_id, r.index
 """
 
@@ -181,8 +183,9 @@ def _reservations(
 
 
 _QUOTA_SQL = (
-    f"SELECT cores, memory_gb, max_runs, max_nodes FROM {Quota._meta.db_table}"
-    " WHERE tenant_id = %s FOR UPDATE"
+    "SELECT q.cores, q.memory_gb, q.max_runs, q.max_nodes, t.is_active"
+    f" FROM {Quota._meta.db_table} q JOIN {Tenant._meta.db_table} t ON t.id = q.tenant_id"
+    " WHERE q.tenant_id = %s FOR UPDATE OF q"
 )
 _PENDING_KEYS_SQL = (  # the backends and images of every queued run of the tenant
     f"SELECT DISTINCT r.backend_id, s.image_id FROM {Run._meta.db_table} r"

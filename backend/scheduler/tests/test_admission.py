@@ -10,7 +10,7 @@ from django.utils import timezone
 from catalog.models import Backend
 from core import jobs
 from core.jobs import Job
-from scheduler.admission import admit
+from scheduler.admission import admit, tenants_with_queued_runs
 from studies.choices import HOLDING_STATES, RunState
 from studies.models import Run
 from studies.services import study_create
@@ -258,3 +258,53 @@ def test_a_later_run_may_take_what_the_older_wide_run_does_not_need(
     Run.objects.filter(study=hold, index=1).update(state=RunState.COMPLETED)  # 3 free
     assert len(admit(tenant_id=a.id)) == 1  # takes the spare one
     assert len(admit(tenant_id=b.id)) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deactivated_tenants_queued_runs_wait_and_hold_nothing_back(
+    make_tenant, catalog, scheduled
+):
+    """An operator deactivates a tenant: its queued runs start nothing and reserve no
+    capacity for themselves; reactivated, they are admitted again."""
+    Backend.objects.update_or_create(
+        name="shared-off", defaults={"kind": "noop", "cores": 2, "memory_gb": 64, "max_nodes": 1}
+    )
+    a = make_tenant("a-off", cores=8, memory_gb=64, max_runs=8)
+    b = make_tenant("b-off", cores=8, memory_gb=64, max_runs=8)
+
+    def submit(tenant, name, runs, processes):
+        params = {"lid_velocity": {"linspace": [0.5, 2, runs]}} if runs > 1 else {}
+        study = study_create(
+            tenant=tenant,
+            owner=tenant.user,
+            spec={
+                "template": "cavity",
+                "backend": "shared-off",
+                "name": name,
+                "parameters": params,
+                "resources": {"processes": processes},
+            },
+            submit=True,
+        )
+        return list(study.runs.order_by("index"))
+
+    first = submit(a, "first", 2, 1)
+    assert len(admit(tenant_id=a.id)) == 2
+    (wide,) = submit(b, "wide", 1, 2)  # waits for the backend: the cores would be held for it
+    assert admit(tenant_id=b.id) == []
+    later = submit(a, "later", 2, 1)
+    b.is_active = False
+    b.save(update_fields=["is_active"])
+
+    Run.objects.filter(pk=first[0].pk).update(state=RunState.COMPLETED)
+    # b's wide run holds nothing back now: a's later run takes the freed core
+    assert admit(tenant_id=a.id) == [later[0].pk]
+    assert tenants_with_queued_runs() == [a.id]
+    Run.objects.filter(pk__in=[first[1].pk, later[0].pk]).update(state=RunState.COMPLETED)
+    assert admit(tenant_id=b.id) == []  # deactivated: nothing starts, even with room
+    wide.refresh_from_db()
+    assert wide.state == RunState.PENDING
+
+    b.is_active = True
+    b.save(update_fields=["is_active"])
+    assert admit(tenant_id=b.id) == [wide.pk]
