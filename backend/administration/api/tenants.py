@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from administration import selectors
 from administration.api import serializers as s
 from quotas.models import Quota
-from quotas.services import QUOTA_APPLIES, QUOTA_BOUNDS, quota_update, tenant_open
+from quotas.services import QUOTA_APPLIES, QUOTA_BOUNDS, quota_set, quota_update, tenant_open
 from studies.usage import usage_for_tenant
 from tenancy.choices import Role
 from tenancy.models import Membership, Tenant
@@ -167,11 +167,6 @@ def _quota(tenant: Tenant, quota: Quota) -> dict[str, Any]:
     }
 
 
-def _quota_of(tenant: Tenant) -> Quota:
-    quota, _ = Quota.objects.get_or_create(tenant=tenant)
-    return quota
-
-
 # --- views ----------------------------------------------------------------------------------
 
 
@@ -230,7 +225,9 @@ class AdminTenantQuotaView(APIView):
     @extend_schema(responses=QuotaAdminSerializer, operation_id="admin_tenant_quota")
     def get(self, request, name: str):
         tenant = selectors.tenant_get(name=name)
-        return Response(QuotaAdminSerializer(_quota(tenant, _quota_of(tenant))).data)
+        return Response(
+            QuotaAdminSerializer(_quota(tenant, quota_set(tenant=tenant, limits={}))).data
+        )
 
     @extend_schema(
         request=QuotaInSerializer,
@@ -241,7 +238,9 @@ class AdminTenantQuotaView(APIView):
         tenant = selectors.tenant_get(name=name)
         data = QuotaInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        quota = quota_update(quota=_quota_of(tenant), limits=dict(data.validated_data))
+        quota = quota_update(
+            quota=quota_set(tenant=tenant, limits={}), limits=dict(data.validated_data)
+        )
         return Response(QuotaAdminSerializer(_quota(tenant, quota)).data)
 
 
