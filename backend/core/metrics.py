@@ -24,6 +24,7 @@ import os
 import socket
 from pathlib import Path
 
+import psutil
 from django.conf import settings
 from prometheus_client import Counter, Gauge, Histogram, values
 from prometheus_client.multiprocess import mark_process_dead
@@ -112,16 +113,5 @@ def metrics_prune_dead() -> None:
     pattern = f"gauge_live*_{glob.escape(HOST)}-*.db"
     for path in METRICS_DIR.glob(pattern):
         pid = path.stem.rsplit("-", 1)[-1]
-        if pid.isdigit() and not pid_alive(int(pid)):
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
             path.unlink(missing_ok=True)
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's: alive
-        return True
-    return True
