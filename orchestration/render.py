@@ -62,6 +62,7 @@ __all__ = [
 
 MAX_EXPRESSION_LENGTH = 500
 MAX_DERIVED = 200  # derived values of one study
+_MEMO_MAX = 20_000  # derived values evaluate_derived remembers across a study's runs
 _MAX_MAGNITUDE_DIGITS = 300  # results of ** above ~1e300 are refused
 _MAX_SEQUENCE = 100_000  # longest string/list a `*` may build
 _MAX_BUILT = 1_000_000  # items all the `*`s and `string`s of one render or expression may make
@@ -389,11 +390,19 @@ def _derived_order(derived: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     return tuple(order)
 
 
-def evaluate_derived(derived: Mapping[str, str], values: Mapping[str, Any]) -> dict[str, Any]:
+def evaluate_derived(
+    derived: Mapping[str, str],
+    values: Mapping[str, Any],
+    memo: dict[tuple, Any] | None = None,
+) -> dict[str, Any]:
     """Evaluate derived expressions in dependency order; returns only the derived values.
 
     A derived expression may use parameters (`values`) and other derived values. A derived
     name takes precedence over a parameter of the same name. Cycles raise RenderError.
+
+    `memo`, one dict kept across the runs of a study, remembers each value by the values of
+    the names its expression uses: in a sweep most derived values depend on one or two axes
+    (or on none), so 100,000 runs evaluate each distinct input once.
     """
     if len(derived) > MAX_DERIVED:
         raise RenderError(f"{len(derived)} derived values; at most {MAX_DERIVED}")
@@ -401,6 +410,10 @@ def evaluate_derived(derived: Mapping[str, str], values: Mapping[str, Any]) -> d
     scope: dict[str, Any] = dict(values)
     result: dict[str, Any] = {}
     for name in order:
+        key = _memo_key(name, derived[name], scope) if memo is not None else None
+        if key is not None and memo is not None and key in memo:
+            scope[name] = result[name] = memo[key]
+            continue
         try:
             value = evaluate(derived[name], scope)
         except RenderError as exc:
@@ -412,7 +425,23 @@ def evaluate_derived(derived: Mapping[str, str], values: Mapping[str, Any]) -> d
                 "(an overflow or an undefined result); change the expression or the values",
             )
         scope[name] = result[name] = value
+        if key is not None and memo is not None:
+            if len(memo) >= _MEMO_MAX:  # values that never repeat (one per run): start over
+                memo.clear()
+            memo[key] = value
     return result
+
+
+def _memo_key(name: str, expr: str, scope: Mapping[str, Any]) -> tuple | None:
+    """(name, (value of each name the expression uses, with its type)…), or None when one of
+    them cannot be a key (a list)."""
+    used = sorted(_expression_names(expr) & scope.keys())
+    key = (name, *((n, type(scope[n]), scope[n]) for n in used))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 class DerivedError(RenderError):

@@ -7,6 +7,8 @@ enqueued by name (core.jobs).
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -73,7 +75,7 @@ def study_create(*, tenant, owner, spec: dict[str, Any], submit: bool = False) -
     study.run_count = resolved.run_count
     study.save()
     if submit:
-        study_submit(study=study)
+        study_submit(study=study, resolved=resolved)
     return study
 
 
@@ -96,11 +98,10 @@ def study_update(*, study: Study, spec: dict[str, Any]) -> Study:
 Point = tuple[int, dict[str, Any], dict[str, Any]]  # a run's index, parameters and context
 
 
-def _points_for(
+def _iter_points(
     *, resolved: ResolvedSpec, start_index: int, skip: set[tuple] | None = None
-) -> list[Point]:
+) -> Iterator[Point]:
     names = [a.name for a in resolved.space.axes]
-    points = []
     index = start_index
     for params, context in resolved.points():
         if skip is not None:
@@ -108,13 +109,18 @@ def _points_for(
             if key in skip:
                 continue
             skip.add(key)
-        points.append((index, params, context))
+        yield index, params, context
         index += 1
-    return points
 
 
-def _runs_insert(*, study: Study, resolved: ResolvedSpec, points: list[Point]) -> None:
-    """The runs of `points`, queued now, in one COPY (studies/bulk.py)."""
+def _points_for(
+    *, resolved: ResolvedSpec, start_index: int, skip: set[tuple] | None = None
+) -> list[Point]:
+    return list(_iter_points(resolved=resolved, start_index=start_index, skip=skip))
+
+
+def _runs_insert(*, study: Study, resolved: ResolvedSpec, points: Iterable[Point]) -> int:
+    """The runs of `points`, queued now, in one COPY (studies/bulk.py); how many."""
     template = Run(
         study=study,
         tenant_id=study.tenant_id,
@@ -126,7 +132,7 @@ def _runs_insert(*, study: Study, resolved: ResolvedSpec, points: list[Point]) -
         state=RunState.PENDING,
         wait_reason=WaitReason.QUEUED,
     )
-    runs_copy(template=template, points=points)
+    return runs_copy(template=template, points=points)
 
 
 def single_run_problem(*, tenant: Any, resolved: ResolvedSpec) -> str | None:
@@ -160,25 +166,34 @@ def resolved_shape(resolved: ResolvedSpec) -> Shape:
 
 
 @transaction.atomic
-def study_submit(*, study: Study) -> Study:
+def study_submit(*, study: Study, resolved: ResolvedSpec | None = None) -> Study:
+    """Queue a draft's runs. `resolved` is its spec resolved in this same transaction (by
+    study_create), or None to resolve it now (the case may have changed since the draft)."""
     study = Study.objects.select_for_update().get(pk=study.pk)
     if study.state != StudyState.DRAFT:
         raise Conflict(
             f"this study was already submitted (state {study.state})", code=ErrorCode.STATE
         )
-    resolved = spec_resolve(tenant=study.tenant, spec=study.spec)
+    if resolved is None:
+        resolved = spec_resolve(tenant=study.tenant, spec=study.spec)
     problem = single_run_problem(tenant=study.tenant, resolved=resolved)
     if problem:
         raise ApplicationError(problem, code=ErrorCode.QUOTA, field="resources")
     _apply(study, resolved, study.spec)
     # an image composed from packages is created now and built while the runs wait
     study.image = study_image_ensure(choice=resolved.image, user=study.owner)
-    points = _points_for(resolved=resolved, start_index=0)
-    queue_check(tenant_id=study.tenant_id, adding=len(points))
-    if points:
-        resolved.check_case(points[0][2])  # the case may have changed since the draft
-    _runs_insert(study=study, resolved=resolved, points=points)
-    study.run_count = len(points)
+    queue_check(tenant_id=study.tenant_id, adding=resolved.run_count)
+    # the points stream into the COPY as they are made: PostgreSQL inserts while Python
+    # computes the next ones, and 100,000 points are never all in memory at once
+    points = _iter_points(resolved=resolved, start_index=0)
+    first = next(points, None)
+    inserted = 0
+    if first is not None:
+        resolved.check_case(first[2])  # the case may have changed since the draft
+        inserted = _runs_insert(
+            study=study, resolved=resolved, points=itertools.chain([first], points)
+        )
+    study.run_count = inserted
     study.state = StudyState.SUBMITTED
     study.submitted_at = timezone.now()
     study.save()

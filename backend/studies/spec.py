@@ -138,6 +138,7 @@ class ResolvedSpec:
 
     def points(self) -> Iterator[tuple[dict[str, Value], dict[str, Any]]]:
         """(parameters, context) for every run, validated against the parameter definitions."""
+        memo: dict[tuple, Any] = {}  # derived values by their inputs (render.evaluate_derived)
         for i, point in enumerate(self.space.points()):
             params = {}
             for name, value in point.items():
@@ -147,7 +148,7 @@ class ResolvedSpec:
                 )
             values = {**self.constants, **params}
             try:
-                derived = render.evaluate_derived(self.derived, values)
+                derived = render.evaluate_derived(self.derived, values, memo)
             except render.RenderError as exc:
                 field = f"derived.{exc.name}" if isinstance(exc, render.DerivedError) else "derived"
                 raise _invalid(

@@ -323,11 +323,21 @@ def runs_cancel_for_study(*, study: Study, by: Any = None) -> int:
     who = getattr(by, "username", None) or "the system"
     fields = _cancel_fields(who, now)
     sets = ", ".join(f"{name} = %s" for name in fields)
+    table = Run._meta.db_table
     with connection.cursor() as cur:
+        # the runs that hold resources (at most a quota's worth) first, locked so none moves
+        # on meanwhile, with their state before: the started ones are killed on their
+        # backends; the queued ones need nothing but the UPDATE, which then joins nothing
+        # (a self-join for 100,000 rows' old state cost a second)
         cur.execute(
-            f"UPDATE {Run._meta.db_table} r SET {sets} FROM {Run._meta.db_table} old"
-            " WHERE r.id = old.id AND r.study_id = %s AND r.state = ANY(%s)"
-            " RETURNING r.id, r.attempt, r.handle, old.state, r.tenant_id",
+            f"SELECT id, attempt, handle, state FROM {table}"
+            " WHERE study_id = %s AND state = ANY(%s) FOR UPDATE",
+            [str(study.pk), [str(s) for s in HOLDING_STATES]],
+        )
+        started = cur.fetchall()
+        cur.execute(
+            f"UPDATE {table} SET {sets} WHERE study_id = %s AND state = ANY(%s)"
+            " RETURNING id::text, tenant_id",
             [
                 *fields.values(),
                 str(study.pk),
@@ -338,11 +348,11 @@ def runs_cancel_for_study(*, study: Study, by: Any = None) -> int:
     if not rows:
         return 0
     grace = settings.WINDTUNNEL["STOP_GRACE"]
-    for run_id, attempt, handle, before, _ in rows:
+    for run_id, attempt, handle, before in started:
         if before in STARTED_STATES and handle:
             countdown = grace if before == RunState.RUNNING else None
             jobs.enqueue(Job.KILL_RUN, str(run_id), attempt, handle, countdown=countdown)
-    ids = [str(r[0]) for r in rows]
+    ids = [r[0] for r in rows]
     if len(ids) <= PUBLISH_INLINE:
         publish_runs_changed(ids)
     else:
@@ -351,7 +361,7 @@ def runs_cancel_for_study(*, study: Study, by: Any = None) -> int:
         transaction.on_commit(lambda: publish_study(study_id=study.pk, kind="study", payload={}))
         for i in range(0, len(ids), PUBLISH_CHUNK):
             jobs.enqueue(Job.PUBLISH_RUNS, ids[i : i + PUBLISH_CHUNK])
-    for tenant_id in {r[4] for r in rows}:
+    for tenant_id in {r[1] for r in rows}:
         jobs.enqueue(Job.SCHEDULE_TENANT, tenant_id)
     return len(ids)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestration import render
 from orchestration.render import (
     FUNCTIONS,
     RenderError,
@@ -328,3 +329,18 @@ def test_values_without_a_hash_and_directives_written_out_render() -> None:
     assert (
         render_text(text, {"u": 1.5, "n": 3}) == '#include "initialConditions"\nU 1.5; // run 3\n'
     )
+
+
+def test_derived_values_remembered_across_runs_keep_each_runs_own_types_and_values() -> None:
+    derived = {"half": "n / 2", "twice": "n * 2", "fixed": "end / 5"}
+    memo: dict = {}
+    seen = [render.evaluate_derived(derived, {"n": n, "end": 1.0}, memo) for n in (4, 4.0, 5, 4)]
+    assert [s["twice"] for s in seen] == [8, 8.0, 10, 8]
+    assert [type(s["twice"]) for s in seen] == [int, float, int, int]  # 4 and 4.0 kept apart
+    assert [s["half"] for s in seen] == [2.0, 2.0, 2.5, 2.0]
+    assert {s["fixed"] for s in seen} == {0.2}
+    # the same results as without remembering
+    assert seen == [render.evaluate_derived(derived, {"n": n, "end": 1.0}) for n in (4, 4.0, 5, 4)]
+    # a list value cannot be a key: evaluated every time, still right
+    vec = render.evaluate_derived({"first": "v[0] * 2"}, {"v": [1.5, 2]}, memo)
+    assert vec == {"first": 3.0}
