@@ -209,7 +209,7 @@ WINDTUNNEL = {
     "PUBLIC_URL": env(
         "WINDTUNNEL_PUBLIC_URL", default=f"http://127.0.0.1:{env.int('PORT', default=8000)}"
     ),
-    "MAX_RUNS_PER_STUDY": env.int("WINDTUNNEL_MAX_RUNS_PER_STUDY", default=10_000),
+    "MAX_RUNS_PER_STUDY": env.int("WINDTUNNEL_MAX_RUNS_PER_STUDY", default=1_000_000),
     "MAX_RETRIES": env.int("WINDTUNNEL_MAX_RETRIES", default=2),
     # the order in which admission considers a tenant's queued runs (scheduler/policies.py)
     "ADMISSION_POLICY": env("WINDTUNNEL_ADMISSION_POLICY", default="fifo"),

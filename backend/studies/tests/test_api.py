@@ -52,7 +52,7 @@ def test_draft_is_saved_and_launched_later(api):
         (
             {"parameters": {"aoa": {"range": [0, 100000, 1]}, "speed": {"range": [1, 100, 1]}}},
             "parameters",
-            "at most 10,000",
+            "makes 10,000,100 runs; a study may have at most 1,000,000",
         ),
         ({"parameters": {"aoa": {"values": []}}}, "parameters.aoa.values", "empty"),
         ({"derived": {"foo": "aoa * bogus"}}, "derived.foo", "unknown name(s) bogus"),

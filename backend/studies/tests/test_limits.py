@@ -74,3 +74,28 @@ def test_a_huge_description_or_name_is_a_400_naming_the_limit(api):
     assert r.status_code == 400
     assert r.json()["field"] == "name" and "up to 200 characters" in r.json()["message"]
     assert not Study.objects.exists()
+
+
+def test_a_study_past_the_per_study_limit_is_a_400_naming_the_count_and_the_limit(api, settings):
+    # the default allows a million runs: 1,001 x 1,000 is one grid too many, refused from
+    # the count alone (nothing is expanded, nothing is saved)
+    assert settings.WINDTUNNEL["MAX_RUNS_PER_STUDY"] == 1_000_000
+    huge = {
+        "name": "too big",
+        "template": "airfoil2d",
+        "parameters": {
+            "aoa": {"linspace": [-4, 12, 1001]},
+            "speed": {"linspace": [10, 40, 1000]},
+        },
+    }
+    r = post(api, "/api/v1/studies/", huge)
+    assert r.status_code == 400, r.content
+    body = r.json()
+    assert body["code"] == "too_many_runs" and body["field"] == "parameters"
+    assert "1,001,000 runs" in body["message"] and "at most 1,000,000" in body["message"]
+    assert not Study.objects.filter(name="too big").exists()
+    # an admin's lower limit is the one named
+    settings.WINDTUNNEL = {**settings.WINDTUNNEL, "MAX_RUNS_PER_STUDY": 10}
+    r = post(api, "/api/v1/studies/", SWEEP)
+    assert r.status_code == 400 and "makes 18 runs" in r.json()["message"]
+    assert "at most 10." in r.json()["message"]

@@ -84,7 +84,7 @@ describe("ObjectivePlot", () => {
         onViewChange={() => {}}
       />,
     );
-    expect(screen.getByTestId("objective-count")).toHaveTextContent("100000 of 100000 runs");
+    expect(screen.getByTestId("objective-count")).toHaveTextContent("100,000 of 100,000 runs");
     expect(screen.getByTestId("objective-binned")).toHaveTextContent("mean over a bin of aoa");
   });
 });

@@ -98,7 +98,7 @@ export function ObjectivePlot({
           />
         )}
         <Text size="xs" c="dimmed" ml="auto" data-testid="objective-count">
-          {plot ? `${plot.total} of ${runCount} runs have ${objective}` : "…"}
+          {plot ? `${formatInt(plot.total)} of ${formatInt(runCount)} runs have ${objective}` : "…"}
         </Text>
       </Group>
       <Plot

@@ -1,13 +1,15 @@
+import { formatInt } from "@/lib/format";
 import type { RunState, Study } from "@/lib/types";
 
 const ENDED = ["completed", "failed", "cancelled"] as const;
 
 /**
- * What ended, each way apart: "7 completed · 2 failed · 9991 cancelled of 10000". An ended
+ * What ended, each way apart: "7 completed · 2 failed · 9,991 cancelled of 10,000". An ended
  * run is not a success, so there is no single "done" figure.
  */
 export function progressSummary(progress: Study["progress"], total?: number): string {
   const by = progress.by_state as Partial<Record<RunState, number>>;
-  const ended = ENDED.filter((s) => by[s]).map((s) => `${by[s]} ${s}`);
-  return `${ended.length ? ended.join(" · ") : "none ended"} of ${progress.total || total || 0}`;
+  const ended = ENDED.filter((s) => by[s]).map((s) => `${formatInt(by[s])} ${s}`);
+  const of = formatInt(progress.total || total || 0);
+  return `${ended.length ? ended.join(" · ") : "none ended"} of ${of}`;
 }

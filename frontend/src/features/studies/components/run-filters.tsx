@@ -11,7 +11,7 @@ import {
 } from "@mantine/core";
 import { useState } from "react";
 import { RUN, RUN_STATES } from "@/lib/states";
-import { formatNumber } from "@/lib/format";
+import { formatInt, formatNumber } from "@/lib/format";
 import type { RunState, Trust } from "@/lib/types";
 import type { RangeFilter, RunQuery } from "../lib/run-query";
 
@@ -90,7 +90,7 @@ export function RunFilters({
           {RUN_STATES.map((s) => (
             <Chip key={s} value={s} size="xs" color={RUN[s].color} data-testid={`state-chip-${s}`}>
               {RUN[s].label}
-              {counts ? ` ${counts[s] ?? 0}` : ""}
+              {counts ? ` ${formatInt(counts[s] ?? 0)}` : ""}
             </Chip>
           ))}
         </Chip.Group>

@@ -14,9 +14,9 @@ describe("StudyProgress", () => {
   it("says a cancelled study's runs were cancelled, not that it is 100 % done", () => {
     const p = progress({ completed: 7, failed: 2, cancelled: 9991 });
     renderWithApp(<StudyProgress progress={p} />);
-    expect(screen.getByText("7 completed · 2 failed · 9991 cancelled of 10000")).toBeTruthy();
+    expect(screen.getByText("7 completed · 2 failed · 9,991 cancelled of 10,000")).toBeTruthy();
     expect(screen.queryByText(/100%|done/)).toBeNull();
-    expect(screen.getByLabelText("7 of 10000 runs completed")).toBeTruthy();
+    expect(screen.getByLabelText("7 of 10,000 runs completed")).toBeTruthy();
   });
 
   it("names nothing ended while every run waits or runs", () => {

@@ -1,4 +1,5 @@
 import { Group, Progress, Stack, Text, Tooltip } from "@mantine/core";
+import { formatInt } from "@/lib/format";
 import { RUN_STATES, runStateColor, runStateLabel } from "@/lib/states";
 import type { RunState, Study } from "@/lib/types";
 import { progressSummary } from "./progress-summary";
@@ -28,7 +29,7 @@ export function StudyProgress({
       <Progress.Root
         size={size}
         radius="sm"
-        aria-label={`${by.completed ?? 0} of ${total} runs completed`}
+        aria-label={`${formatInt(by.completed ?? 0)} of ${formatInt(total)} runs completed`}
       >
         {total > 0 &&
           order.map((s) =>
@@ -56,7 +57,7 @@ export function StudyProgress({
                 }}
               />
               <Text size="xs" c="dimmed" data-testid={`count-${s}`}>
-                {runStateLabel(s)} {by[s]}
+                {runStateLabel(s)} {formatInt(by[s])}
               </Text>
             </Group>
           ))}
