@@ -12,11 +12,13 @@ building was most of a worker's CPU per run). Starting what was admitted is the 
 
 from __future__ import annotations
 
+import hashlib
 import json
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import Min
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from catalog.choices import ImageStatus
@@ -28,13 +30,15 @@ from core.jobs import Job
 from core.metrics import ADMISSION_DURATION, RUNS_ADMITTED
 from quotas.fit import Shape, Usage, backend_problem, run_fit_problem
 from quotas.models import Quota
+from scheduler.models import QueueReasons
 from scheduler.policies import policy_in_use
-from studies.choices import HOLDING_STATES, RunState, WaitReason
+from studies.choices import HOLDING_STATES, RunState, StudyState, WaitReason
 from studies.models import Run, Study
 from studies.transitions import runs_admit
 from studies.usage import node_holding_kinds
 from tenancy.models import Tenant
 
+ACTIVE_STUDY_STATES = (StudyState.SUBMITTED, StudyState.RUNNING)  # those with queued runs
 WAIT_REASONS = {"quota": WaitReason.QUOTA, "backend": WaitReason.BACKEND, "cloud": WaitReason.CLOUD}
 WAIT_PREFIXES = {
     "quota": "tenant quota",
@@ -59,7 +63,7 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
             return []
         quota = Quota(tenant_id=tenant_id, cores=row[0], memory_gb=row[1], max_runs=row[2])
         quota.max_nodes = row[3]
-        cur.execute(_PENDING_KEYS_SQL, [tenant_id, RunState.PENDING])
+        cur.execute(_PENDING_KEYS_SQL, [tenant_id, list(ACTIVE_STUDY_STATES)])
         keys = cur.fetchall()
         backend_ids = sorted({b for b, _ in keys})
         if not backend_ids:
@@ -126,13 +130,16 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
             )
             admitted.append(run.run_id)
         runs_admit(run_ids=admitted, publish=publish)
-        _record_wait_reasons(
-            cur,
-            tenant_id=tenant_id,
-            quota_problem=quota_problem,
-            full_backends=full_backends,
-            images=images,
-        )
+        reasons = _reasons_fingerprint(quota_problem, full_backends, images)
+        if not _reasons_current(cur, tenant_id=tenant_id, fingerprint=reasons):
+            _record_wait_reasons(
+                cur,
+                tenant_id=tenant_id,
+                quota_problem=quota_problem,
+                full_backends=full_backends,
+                images=images,
+            )
+            cur.execute(_REASONS_SAVE_SQL, [tenant_id, reasons])
         for other in sorted(held_for):  # their turn: the capacity may be theirs now
             jobs.enqueue(Job.SCHEDULE_TENANT, other)
     RUNS_ADMITTED.inc(len(admitted))
@@ -142,13 +149,17 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
 def tenants_with_queued_runs() -> list[int]:
     """Every active tenant with queued runs, the tenant with the oldest queued run first
     (first come, first served across tenants too). A deactivated tenant's runs wait."""
+    oldest = (  # the head of each tenant's queue (index run_queue): one probe per tenant
+        Run.objects.filter(tenant=OuterRef("pk"), state=RunState.PENDING)
+        .order_by("queued_at")
+        .values("queued_at")[:1]
+    )
     return list(
-        Run.objects.filter(state=RunState.PENDING, tenant__is_active=True)
-        .order_by()
-        .values("tenant_id")
-        .annotate(oldest=Min("queued_at"))
-        .order_by("oldest", "tenant_id")
-        .values_list("tenant_id", flat=True)
+        Tenant.objects.filter(is_active=True)
+        .annotate(oldest=Subquery(oldest))
+        .filter(oldest__isnull=False)
+        .order_by("oldest", "pk")
+        .values_list("pk", flat=True)
     )
 
 
@@ -158,13 +169,23 @@ class _Reservation(NamedTuple):
     shape: Shape
 
 
+# per backend, the oldest run of another active tenant waiting for it: a probe per backend
+# and tenant into the index of waiting runs (run_waits_for_backend), never a scan of a queue.
+# The index's condition is spelled out as constants: a plan for bound values could not use it
 _RESERVED_SQL = f"""
-SELECT DISTINCT ON (r.backend_id) r.backend_id, r.tenant_id, r.queued_at, r.processes,
-       r.memory_gb, r.nodes
-FROM {Run._meta.db_table} r
-WHERE r.backend_id = ANY(%s) AND r.state = %s AND r.tenant_id <> %s AND r.wait_reason = %s
-  AND EXISTS (SELECT 1 FROM {Tenant._meta.db_table} t WHERE t.id = r.tenant_id AND t.is_active)
-ORDER BY r.backend_id, r.queued_at, r.study_id, r.index
+SELECT DISTINCT ON (b.id) b.id, t.id, r.queued_at, r.processes, r.memory_gb, r.nodes
+FROM unnest(%(backends)s::bigint[]) AS b(id)
+CROSS JOIN {Tenant._meta.db_table} t
+CROSS JOIN LATERAL (
+    SELECT r.queued_at, r.study_id, r.index, r.processes, r.memory_gb, r.nodes
+    FROM {Run._meta.db_table} r
+    WHERE r.backend_id = b.id AND r.tenant_id = t.id
+      AND r.state = '{RunState.PENDING.value}' AND r.wait_reason = '{WaitReason.BACKEND.value}'
+    ORDER BY r.queued_at, r.study_id, r.index
+    LIMIT 1
+) r
+WHERE t.is_active AND t.id <> %(tenant)s
+ORDER BY b.id, r.queued_at, r.study_id, r.index
 """
 
 
@@ -173,7 +194,10 @@ def _reservations(
 ) -> dict[int, _Reservation]:
     """Per backend, the oldest queued run of another tenant that waits for its capacity (its
     own tenant's quota lets it run): what frees up there is held for it."""
-    cur.execute(_RESERVED_SQL, [list(backends), RunState.PENDING, tenant_id, WaitReason.BACKEND])
+    cur.execute(
+        _RESERVED_SQL,
+        {"backends": list(backends), "tenant": tenant_id},
+    )
     out = {}
     for bid, other, queued_at, processes, memory_gb, nodes in cur.fetchall():
         out[bid] = _Reservation(
@@ -187,9 +211,13 @@ _QUOTA_SQL = (
     f" FROM {Quota._meta.db_table} q JOIN {Tenant._meta.db_table} t ON t.id = q.tenant_id"
     " WHERE q.tenant_id = %s FOR UPDATE OF q"
 )
-_PENDING_KEYS_SQL = (  # the backends and images of every queued run of the tenant
-    f"SELECT DISTINCT r.backend_id, s.image_id FROM {Run._meta.db_table} r"
-    f" JOIN {Study._meta.db_table} s ON s.id = r.study_id WHERE r.tenant_id = %s AND r.state = %s"
+# the backends and images of the tenant's queued runs, from its active studies: a study's
+# runs share its backend and image, and a queued run's study is submitted or running (a
+# study ends only when none of its runs is queued or holding, studies.services): the cost
+# is the tenant's active studies, however many runs wait
+_PENDING_KEYS_SQL = (
+    f"SELECT DISTINCT s.backend_id, s.image_id FROM {Study._meta.db_table} s"
+    " WHERE s.tenant_id = %s AND s.state = ANY(%s)"
 )
 _BACKENDS_SQL = (
     f"SELECT id, name, kind, cores, memory_gb, max_nodes, enabled, cloud_limits"
@@ -262,6 +290,47 @@ def _images_not_ready(cur: Any, image_ids: set[int]) -> dict[int, str]:
     )
     columns = ("id", "name", "digest", "status", "progress")
     return {row[0]: image_wait_detail(dict(zip(columns, row, strict=True))) for row in cur}
+
+
+# A pass that concludes what the last one did, with no run queued since, writes no wait
+# reason; at least this often the reasons are rewritten anyway (a run requeued in place
+# keeps its "retry" until then)
+REASONS_REFRESH = timedelta(seconds=60)
+_REASONS_SQL = (
+    f"SELECT fingerprint, recorded_at, now() FROM {QueueReasons._meta.db_table}"
+    " WHERE tenant_id = %s"
+)
+_REASONS_SAVE_SQL = (
+    f"INSERT INTO {QueueReasons._meta.db_table} (tenant_id, fingerprint, recorded_at)"
+    " VALUES (%s, %s, now()) ON CONFLICT (tenant_id)"
+    " DO UPDATE SET fingerprint = EXCLUDED.fingerprint, recorded_at = EXCLUDED.recorded_at"
+)
+# runs queued since the reasons were written come with their study's submission or
+# extension, which saves the study: a look at the tenant's active studies finds them
+_STUDIES_CHANGED_SQL = (
+    f"SELECT EXISTS (SELECT 1 FROM {Study._meta.db_table}"
+    " WHERE tenant_id = %s AND state = ANY(%s) AND updated_at > %s)"
+)
+
+
+def _reasons_fingerprint(
+    quota_problem: str | None, full_backends: dict[int, tuple[str, str]], images: dict[int, str]
+) -> str:
+    conclusions = [quota_problem, sorted(full_backends.items()), sorted(images.items())]
+    return hashlib.sha256(json.dumps(conclusions, default=str).encode()).hexdigest()
+
+
+def _reasons_current(cur: Any, *, tenant_id: int, fingerprint: str) -> bool:
+    """Whether the queued runs already carry the reasons this pass would write."""
+    cur.execute(_REASONS_SQL, [tenant_id])
+    row = cur.fetchone()
+    if row is None or row[0] != fingerprint or row[2] - row[1] > REASONS_REFRESH:
+        return False
+    # runs queued since (a submission, an extension) have no reason yet. recorded_at is when
+    # that pass began; the margin covers a study saved just before it and committed after
+    since = row[1] - timedelta(seconds=2)
+    cur.execute(_STUDIES_CHANGED_SQL, [tenant_id, list(ACTIVE_STUDY_STATES), since])
+    return not cur.fetchone()[0]
 
 
 def _record_wait_reasons(

@@ -162,8 +162,21 @@ class Run(PublicIdModel):
         ordering = ["study", "index"]
         constraints = [models.UniqueConstraint(fields=["study", "index"], name="uniq_run_index")]
         indexes = [
-            models.Index(fields=["tenant", "state", "queued_at", "index"], name="run_queue"),
+            # a tenant's queue in admission's order (queued_at, study, index): read from its
+            # head without sorting, however many runs wait (scheduler.policies, queue positions)
+            models.Index(
+                fields=["tenant", "state", "queued_at", "study", "index"], name="run_queue"
+            ),
             models.Index(fields=["backend", "state"], name="run_backend_state"),
+            # the runs that wait for a full backend, per tenant, oldest first: admission holds
+            # what frees up for another tenant's oldest one (scheduler.admission), found by a
+            # probe per backend and tenant. Only the waiting runs are in it: it costs a
+            # submission nothing
+            models.Index(
+                fields=["backend", "tenant", "queued_at", "study", "index"],
+                name="run_waits_for_backend",
+                condition=models.Q(state=RunState.PENDING, wait_reason=WaitReason.BACKEND),
+            ),
             models.Index(fields=["state", "heartbeat_at"], name="run_heartbeat"),
             models.Index(fields=["study", "state"], name="run_study_state"),
         ]

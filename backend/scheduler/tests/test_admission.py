@@ -308,3 +308,52 @@ def test_a_deactivated_tenants_queued_runs_wait_and_hold_nothing_back(
     b.is_active = True
     b.save(update_fields=["is_active"])
     assert admit(tenant_id=b.id) == [wide.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_that_concludes_nothing_new_leaves_the_queue_alone_and_new_runs_get_reasons(
+    make_tenant, catalog
+):
+    from datetime import timedelta
+
+    from scheduler.models import QueueReasons
+    from studies.models import Study
+    from studies.services import study_extend
+
+    tenant = make_tenant(cores=16, memory_gb=100, max_runs=100)
+    _noop_backend(cores=2)
+    with transaction.atomic():  # no race with a running worker's scheduling
+        study = study_create(
+            tenant=tenant,
+            owner=tenant.user,
+            spec={**SPEC, "backend": "bench", "parameters": {"lid_velocity": [1, 2, 3, 4]}},
+            submit=True,
+        )
+        assert len(admit(tenant_id=tenant.id)) == 2
+    waiting = study.runs.filter(state=RunState.PENDING)
+    assert set(waiting.values_list("wait_reason", flat=True)) == {"backend_capacity"}
+    # a moment later (the study was saved more than the margin before that pass began)
+    # a marker on the waiting runs shows whether a pass writes them again
+    recorded = QueueReasons.objects.get(tenant=tenant).recorded_at
+    Study.objects.filter(pk=study.pk).update(updated_at=recorded - timedelta(seconds=3))
+    waiting.update(wait_detail="marker")
+    assert admit(tenant_id=tenant.id) == []  # same conclusions, nothing queued since
+    assert set(waiting.values_list("wait_detail", flat=True)) == {"marker"}
+    # runs added by an extension are told why they wait on the next pass, and so is the rest
+    with transaction.atomic():
+        assert study_extend(study=study, parameters={"lid_velocity": [5]}) == 1
+        assert admit(tenant_id=tenant.id) == []
+    pending = list(study.runs.filter(state=RunState.PENDING).order_by("index"))
+    assert [r.wait_reason for r in pending] == ["backend_capacity"] * 3
+    assert all("bench: cores (2+1 > 2)" in r.wait_detail for r in pending)
+    # and at least once a minute in any case
+    recorded = QueueReasons.objects.get(tenant=tenant).recorded_at
+    Study.objects.filter(pk=study.pk).update(updated_at=recorded - timedelta(seconds=3))
+    study.runs.filter(state=RunState.PENDING).update(wait_detail="marker")
+    assert admit(tenant_id=tenant.id) == []
+    assert set(waiting.values_list("wait_detail", flat=True)) == {"marker"}
+    QueueReasons.objects.filter(tenant=tenant).update(
+        recorded_at=timezone.now() - timedelta(seconds=61)
+    )
+    assert admit(tenant_id=tenant.id) == []
+    assert "marker" not in set(waiting.values_list("wait_detail", flat=True))
