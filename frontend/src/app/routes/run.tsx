@@ -24,7 +24,13 @@ import { LogTail, useCancelRun, useRun, WaitReason } from "@/features/runs";
 import { useStudy } from "@/features/studies";
 import { ForcesPlot, ResidualPlot, ResourcePlot } from "@/features/telemetry";
 import { ApiError, apiUrl, errorMessage } from "@/lib/api-client";
-import { formatBytes, formatDateTime, formatDuration, formatNumber } from "@/lib/format";
+import {
+  formatBytes,
+  formatDateTime,
+  formatDuration,
+  formatNumber,
+  wallSeconds,
+} from "@/lib/format";
 import { isActiveRun } from "@/lib/types";
 import { NotFoundPage } from "./not-found";
 
@@ -39,6 +45,10 @@ const END: Record<string, string> = {
   converged: "Stopped early: converged",
   max_wall_time: "Stopped: maximum wall time",
 };
+
+/** Seconds since a running run started (its wall time so far). */
+const liveSeconds = (started: string | null | undefined) =>
+  started ? Math.max(0, (Date.now() - Date.parse(started)) / 1000) : null;
 
 function Fact({
   label,
@@ -174,8 +184,10 @@ export function RunPage() {
             <Fact label="Iterations" testId="run-iterations">
               {r.iterations ?? "—"}
             </Fact>
-            <Fact label="Wall time">{started ? formatDuration(r.wall_seconds) : "—"}</Fact>
-            <Fact label="CPU">
+            <Fact label="Wall time" testId="run-wall">
+              {started ? formatDuration(wallSeconds(r) ?? liveSeconds(r.started_at)) : "—"}
+            </Fact>
+            <Fact label="CPU" testId="run-cpu">
               {r.cpu_percent !== null && r.cpu_percent !== undefined
                 ? `${Math.round(r.cpu_percent)} %`
                 : "—"}
