@@ -57,6 +57,44 @@ def test_a_batch_is_stored_counts_as_a_heartbeat_and_answers_no_stop(running):
     assert fresh.heartbeat_at is not None and fresh.event_seq == run.event_seq + 1
 
 
+def test_a_batch_says_what_a_heartbeat_would_phase_cpu_memory_and_iterations(running):
+    """Batches stand for heartbeats while the solver writes (none is sent then): the run's
+    summary (phase, CPU, memory, iterations so far) comes from them, in the one statement."""
+    run, client = running
+    body = {
+        "attempt": 2,
+        "series": {**POINTS, "cpu.percent": [[3.0, 97.5]], "memory.rss": [[3.0, 2.0e8]]},
+        "log": [],
+        "phase": "solving",
+        "resources": {"cpu_percent": 97.5, "rss_bytes": 200_000_000},
+        "iterations": 199,
+    }
+    with CaptureQueriesContext(connection) as queries:
+        r = client.post(f"/api/v1/ingest/runs/{run.pk}/telemetry/", body, format="json")
+    assert r.status_code == 200, r.content
+    assert len(queries.captured_queries) == 1
+    shown = APIClient()
+    shown.force_authenticate(run.study.owner)
+    detail = shown.get(f"/api/v1/runs/{run.pk}/").json()
+    assert detail["phase"] == "solving"
+    assert detail["cpu_percent"] == 97.5 and detail["rss_bytes"] == 200_000_000
+    assert detail["iterations"] == 199
+
+    # an empty batch with the same fields is a heartbeat (the slow path) and says as much
+    body = {"attempt": 2, "phase": "reconstructing", "resources": {"cpu_percent": 12.0}}
+    r = client.post(f"/api/v1/ingest/runs/{run.pk}/telemetry/", body, format="json")
+    assert r.status_code == 200, r.content
+    fresh = Run.objects.get(pk=run.pk)
+    assert (fresh.phase, fresh.cpu_percent) == ("reconstructing", 12.0)
+
+    r = client.post(
+        f"/api/v1/ingest/runs/{run.pk}/telemetry/",
+        {"attempt": 2, "iterations": -1},
+        format="json",
+    )
+    assert r.status_code == 400 and "iterations" in json.dumps(r.json())
+
+
 def test_a_nan_is_kept_as_a_gap_and_stops_the_run_as_diverged(running):
     run, client = running
     r = _telemetry(client, run.pk, series={"residual.p": [[1, 1.0], [2, "NaN"]]})
