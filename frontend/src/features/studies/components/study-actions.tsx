@@ -322,7 +322,7 @@ function ExtendModal({
             { id: study.id, arg: params },
             {
               onSuccess: (extended) => {
-                const added = extended ? extended.run_count - study.run_count : null;
+                const added = extended ? (extended.run_count ?? 0) - (study.run_count ?? 0) : null;
                 notifications.show({
                   message:
                     added === null
