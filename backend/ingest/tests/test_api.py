@@ -601,3 +601,49 @@ def test_a_downsampled_series_starts_and_ends_where_the_run_did(running, batches
     assert series["x"][0] == pytest.approx(xs[0]) and series["x"][-1] == pytest.approx(xs[-1])
     assert series["y"][-1] == pytest.approx(ys[-1])
     assert series["x"] == sorted(series["x"]) and series["points"] == 60
+
+
+def test_a_run_that_failed_early_has_no_trust_flag_and_says_which_series_it_lacks(
+    make_tenant, catalog
+):
+    """A failed run is failed, not also "not converged"; an objective on a residual the run
+    never sent says so (not "no function-object series")."""
+    Backend.objects.update_or_create(
+        name="noop", defaults={"kind": "noop", "cores": 64, "memory_gb": 256, "max_nodes": 1}
+    )
+    tenant = make_tenant()
+    spec = {
+        "name": "failed early",
+        "template": "cavity",
+        "backend": "noop",
+        "objectives": {
+            "p_res": {"series": "residual.p", "reduce": "last"},
+            "drag": {"series": "forces.Cd", "reduce": "last"},
+        },
+    }
+    study = study_create(tenant=tenant, owner=tenant.user, spec=spec, submit=True)
+    run = Run.objects.get(study=study)
+    token = secrets.token_urlsafe(16)
+    Run.objects.filter(pk=run.pk).update(
+        state="running", attempt=1, token_hash=hash_run_token(token), started_at=timezone.now()
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    r = client.post(
+        f"/api/v1/ingest/runs/{run.pk}/state/",
+        {
+            "attempt": 1,
+            "state": "failed",
+            "exit_code": 1,
+            "reason": "exit_code",
+            "series": {"forces.Cd": [[1, 0.5]]},
+        },
+        format="json",
+    )
+    assert r.status_code == 200, r.content
+    run.refresh_from_db()
+    assert run.state == "failed" and run.trust == ""
+    assert run.objectives == {"p_res": None, "drag": 0.5}
+    assert run.trust_detail["objective_errors"] == {
+        "p_res": "no series named residual.p: the run sent no residuals"
+    }

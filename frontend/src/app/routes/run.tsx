@@ -130,7 +130,7 @@ export function RunPage() {
         badge={
           <Group gap={6}>
             <RunStateBadge state={r.state} size="md" />
-            <TrustBadge trust={r.trust} />
+            <TrustBadge trust={r.trust} detail={r.trust_detail} />
           </Group>
         }
         crumbs={crumbs}

@@ -134,7 +134,7 @@ function columnsFor(
       width: "140px",
       min: 140,
       sort: "trust",
-      cell: (r) => <TrustBadge trust={r.trust} />,
+      cell: (r) => <TrustBadge trust={r.trust} detail={r.trust_detail} compact />,
     });
   for (const o of objectives)
     cols.push({
