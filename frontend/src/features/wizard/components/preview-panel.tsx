@@ -104,8 +104,9 @@ export function PreviewPanel({
             format={formatGb}
           />
           <Text size="xs" c="dimmed">
-            Whole study: {formatInt(q.total.cores)} core-slots, {formatGb(q.total.memory_gb)}. A
-            study may exceed the quota: the rest waits in the queue.
+            Whole study: {formatInt(q.total.cores)} cores and {formatGb(q.total.memory_gb)} in all,
+            added up over its runs; each run holds its share only while it runs. A study may be
+            larger than the quota: the runs that do not fit wait in the queue.
           </Text>
         </Stack>
       )}
