@@ -21,11 +21,15 @@ export function PreviewPanel({
   error,
   loading,
   localProblems,
+  waitingFor,
 }: {
   preview: Preview | undefined;
   error: unknown;
   loading: boolean;
+  /** problems marked on the form (those not shown until a save attempt are not counted) */
   localProblems: number;
+  /** what the preview waits for when nothing is marked yet (e.g. "pick a template, …") */
+  waitingFor?: string;
 }) {
   const q = preview?.quota;
   return (
@@ -45,6 +49,10 @@ export function PreviewPanel({
       {localProblems > 0 ? (
         <Text size="sm" c="orange.8" mt="xs">
           Fix {plural(localProblems, "marked field")} to update the preview.
+        </Text>
+      ) : waitingFor ? (
+        <Text size="sm" c="dimmed" mt="xs" data-testid="preview-waiting">
+          The preview appears once you {waitingFor}.
         </Text>
       ) : error ? (
         <Alert

@@ -312,7 +312,8 @@ export function StudyWizard({
             preview={previewData}
             error={preview.isError ? preview.error : null}
             loading={preview.isFetching}
-            localProblems={blocking.length}
+            localProblems={blocking.filter((k) => k in errors).length}
+            waitingFor={blocking.length ? localErrors[blocking[0]!] : undefined}
           />
           {previewData && (
             <Paper withBorder radius="md" p="md">
