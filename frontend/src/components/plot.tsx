@@ -1,4 +1,4 @@
-import { Box, Center, Loader, Text } from "@mantine/core";
+import { Box, Center, Loader, Text, useComputedColorScheme } from "@mantine/core";
 import { useEffect, useRef, useState } from "react";
 import type { Config, Data, Layout } from "plotly.js";
 import { loadPlotly, type PlotlyModule } from "@/lib/plotly";
@@ -24,6 +24,29 @@ const baseLayout: Partial<Layout> = {
     "#9e9d24",
   ],
 };
+
+/**
+ * The plots' colours for the dark theme (the page follows the system's prefers-color-scheme):
+ * light text and faint grid lines on the card's dark background. A Plotly template, so a
+ * plot's own axis settings still apply on top of it.
+ */
+export const DARK_TEMPLATE = {
+  layout: {
+    font: { color: "#c9c9c9" },
+    xaxis: { gridcolor: "#3a3a3a", zerolinecolor: "#5c5c5c", linecolor: "#5c5c5c" },
+    yaxis: { gridcolor: "#3a3a3a", zerolinecolor: "#5c5c5c", linecolor: "#5c5c5c" },
+    hoverlabel: { bgcolor: "#2e2e2e", font: { color: "#e9ecef" } },
+    legend: { font: { color: "#c9c9c9" } },
+    coloraxis: { colorbar: { tickfont: { color: "#c9c9c9" } } },
+  },
+} as const;
+const LIGHT_TEMPLATE = {
+  layout: {
+    font: { color: "#343a40" },
+    xaxis: { gridcolor: "#e9ecef", zerolinecolor: "#ced4da", linecolor: "#ced4da" },
+    yaxis: { gridcolor: "#e9ecef", zerolinecolor: "#ced4da", linecolor: "#ced4da" },
+  },
+} as const;
 
 const baseConfig: Partial<Config> = {
   displaylogo: false,
@@ -69,6 +92,7 @@ export function Plot({
   ...rest
 }: PlotProps) {
   const ref = useRef<HTMLDivElement>(null);
+  const scheme = useComputedColorScheme("light");
   const [ready, setReady] = useState<PlotlyModule | null>(null);
   const [failed, setFailed] = useState<string | null>(null);
   const clickRef = useRef(onPointClick);
@@ -93,7 +117,13 @@ export function Plot({
       .react(
         el,
         data,
-        { ...baseLayout, height, uirevision: "keep", ...layout } as Partial<Layout>,
+        {
+          ...baseLayout,
+          template: scheme === "dark" ? DARK_TEMPLATE : LIGHT_TEMPLATE,
+          height,
+          uirevision: "keep",
+          ...layout,
+        } as Partial<Layout>,
         { ...baseConfig, ...config },
       )
       .then(() => {
@@ -110,7 +140,7 @@ export function Plot({
           if (p && clickRef.current) clickRef.current(p);
         });
       });
-  }, [ready, data, layout, config, height]);
+  }, [ready, data, layout, config, height, scheme]);
 
   useEffect(() => {
     const el = ref.current;
@@ -135,6 +165,7 @@ export function Plot({
       aria-label={rest["aria-label"]}
       data-testid={rest["data-testid"]}
       data-points={points}
+      data-theme={scheme}
     >
       <div ref={ref} style={{ width: "100%", height, visibility: empty ? "hidden" : "visible" }} />
       {(!ready || empty || failed) && (

@@ -17,7 +17,7 @@ export function LoginPage() {
   if (me.isPending) return <LoadingState h={400} />;
   if (me.data) return <Navigate to={next} replace />;
   return (
-    <Center mih="100vh" p="md" bg="gray.0">
+    <Center mih="100vh" p="md" bg="var(--mantine-color-default-hover)">
       <Stack w="100%" maw={400} gap="lg">
         <Center>
           <Logo size={36} />

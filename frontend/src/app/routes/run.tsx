@@ -211,7 +211,7 @@ export function RunPage() {
               gap="xl"
               mt="md"
               pt="md"
-              style={{ borderTop: "1px solid var(--mantine-color-gray-2)" }}
+              style={{ borderTop: "1px solid var(--mantine-color-default-border)" }}
             >
               {Object.entries(r.objectives).map(([k, v]) => (
                 <Stack gap={0} key={k} maw={320}>
