@@ -65,7 +65,9 @@ def telemetry_report(
         run=run, attempt=attempt, series=series, log=log, heartbeat=True, status=status
     )
     if stored is None:
-        resources = {k: status[k] for k in ("cpu_percent", "rss_bytes") if k in status}
+        resources: dict[str, Any] = {
+            k: status[k] for k in ("cpu_percent", "rss_bytes") if k in status
+        }
         return run_heartbeat(
             run=run, attempt=attempt, phase=status.get("phase", ""), resources=resources
         )
