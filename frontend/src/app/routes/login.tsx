@@ -33,7 +33,7 @@ export function LoginPage() {
         </Paper>
         <Text size="xs" c="dimmed" ta="center">
           Scripts and the CLI use API tokens: see the{" "}
-          <Anchor href="/api/docs/" size="xs">
+          <Anchor href="/api/docs/" size="xs" underline="always">
             API documentation
           </Anchor>
           .
