@@ -18,6 +18,8 @@ export const theme = createTheme({
   primaryColor: "wind",
   colors: { wind, blue: wind },
   primaryShade: 7,
+  // black or white text on filled colours, whichever reads (WCAG AA contrast)
+  autoContrast: true,
   defaultRadius: "sm",
   fontFamily:
     'Inter, "Segoe UI", system-ui, -apple-system, Roboto, "Helvetica Neue", Arial, sans-serif',

@@ -15,7 +15,7 @@ describe("Plot's text alternative", () => {
         ]}
       />,
     );
-    const plot = screen.getByRole("img", { name: "Residuals" });
+    const plot = screen.getByRole("figure", { name: "Residuals" });
     expect(plot).toHaveAccessibleDescription(
       "p: 3 points, x from 1 to 200, last value 1.234e-4; Ux: 2 points, x from 1 to 2, last value 0.25.",
     );
@@ -25,7 +25,7 @@ describe("Plot's text alternative", () => {
     renderWithApp(
       <Plot aria-label="Forces" data={[]} emptyMessage="The run sent no forces yet." />,
     );
-    expect(screen.getByRole("img", { name: "Forces" })).toHaveAccessibleDescription(
+    expect(screen.getByRole("figure", { name: "Forces" })).toHaveAccessibleDescription(
       "The run sent no forces yet.",
     );
   });

@@ -211,7 +211,7 @@ export function Plot({
     <Box
       pos="relative"
       h={height}
-      role="img"
+      role="figure"
       aria-label={rest["aria-label"]}
       aria-describedby={summaryId}
       data-testid={rest["data-testid"]}

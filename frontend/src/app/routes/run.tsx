@@ -222,7 +222,12 @@ export function RunPage() {
                     {formatNumber(v, 5)}
                   </Text>
                   {v == null && objectiveErrors[k] && (
-                    <Text size="xs" c="orange.8" lineClamp={3} title={objectiveErrors[k]}>
+                    <Text
+                      size="xs"
+                      c="var(--mantine-color-orange-light-color)"
+                      lineClamp={3}
+                      title={objectiveErrors[k]}
+                    >
                       {objectiveErrors[k]}
                     </Text>
                   )}

@@ -47,7 +47,7 @@ export function PreviewPanel({
         <Text c="dimmed">{preview?.run_count === 1 ? "run" : "runs"}</Text>
       </Group>
       {localProblems > 0 ? (
-        <Text size="sm" c="orange.8" mt="xs">
+        <Text size="sm" c="var(--mantine-color-orange-light-color)" mt="xs">
           Fix {plural(localProblems, "marked field")} to update the preview.
         </Text>
       ) : waitingFor ? (
@@ -92,7 +92,7 @@ export function PreviewPanel({
             </Text>
           </Group>
           {q.problem && (
-            <Text size="sm" c="red.7">
+            <Text size="sm" c="var(--mantine-color-red-light-color)">
               {q.problem}
             </Text>
           )}
@@ -151,8 +151,8 @@ function QuotaBar({
         </Text>
       </Group>
       <Progress.Root size="md" radius="sm">
-        <Progress.Section value={busy} color="gray.5" />
-        <Progress.Section value={mine} color="blue" />
+        <Progress.Section value={busy} color="gray.5" aria-label={`${label} in use now`} />
+        <Progress.Section value={mine} color="blue" aria-label={`${label} this study takes`} />
       </Progress.Root>
     </Stack>
   );
