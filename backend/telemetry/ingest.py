@@ -242,6 +242,18 @@ def _after_store(
 
 
 _STATUS_COLUMNS = ("phase", "cpu_percent", "rss_bytes", "iterations")
+_RESOURCE_SERIES = {"cpu.percent": "cpu_percent", "memory.rss": "rss_bytes"}
+
+
+def _resources_in(clean: Mapping[str, Columns]) -> dict[str, Any]:
+    """The run's CPU and memory as the batch's own series last saw them (cpu.percent,
+    memory.rss): a short run's only batch may be its final report's, which says no more."""
+    out: dict[str, Any] = {}
+    for name, column in _RESOURCE_SERIES.items():
+        ys = [y for y in (clean.get(name) or ((), ()))[1] if y is not None]
+        if ys:
+            out[column] = int(ys[-1]) if column == "rss_bytes" else float(ys[-1])
+    return out
 
 
 class _Stored(NamedTuple):
@@ -278,6 +290,7 @@ def _store_batch(
     where = "r.id = %s AND r.attempt = %s"
     sets = "event_seq = r.event_seq + 1"
     params: list[Any] = []
+    status = {**_resources_in(clean), **(status or {})}
     if heartbeat:
         sets += ", heartbeat_at = now()"
         for column, value in (status or {}).items():

@@ -32,7 +32,11 @@ async function expectAccessible(page: Page, what: string) {
     .analyze();
   const bad = results.violations
     .filter((v) => v.impact === "serious" || v.impact === "critical")
-    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target).join(" | ")}`);
+    .map(
+      (v) =>
+        `${v.id} (${v.impact}): ${v.help} at ` +
+        v.nodes.map((n) => `${n.target.join(" ")} [${n.any[0]?.message ?? ""}]`).join(" | "),
+    );
   expect.soft(bad, `${what}: serious or critical accessibility violations`).toEqual([]);
 }
 

@@ -636,13 +636,19 @@ def test_a_run_that_failed_early_has_no_trust_flag_and_says_which_series_it_lack
             "state": "failed",
             "exit_code": 1,
             "reason": "exit_code",
-            "series": {"forces.Cd": [[1, 0.5]]},
+            "series": {
+                "forces.Cd": [[1, 0.5]],
+                "cpu.percent": [[0.5, 40.0], [1.0, 88.5]],
+                "memory.rss": [[1.0, 123_456_789.0]],
+            },
         },
         format="json",
     )
     assert r.status_code == 200, r.content
     run.refresh_from_db()
     assert run.state == "failed" and run.trust == ""
+    # a run this short reports its CPU and memory in its final batch only: they are kept
+    assert (run.cpu_percent, run.rss_bytes) == (88.5, 123_456_789)
     assert run.objectives == {"p_res": None, "drag": 0.5}
     assert run.trust_detail["objective_errors"] == {
         "p_res": "no series named residual.p: the run sent no residuals"

@@ -1,7 +1,8 @@
 import { screen } from "@testing-library/react";
 import { describe, expect, it } from "vitest";
 import { renderWithApp } from "@/test/render";
-import { describeTraces, Plot } from "./plot";
+import { describeTraces } from "@/lib/plot-summary";
+import { Plot } from "./plot";
 
 describe("Plot's text alternative", () => {
   it("describes each series in words: points, x range and last value", () => {

@@ -1,6 +1,7 @@
 import { Box, Center, Loader, Text, useComputedColorScheme, VisuallyHidden } from "@mantine/core";
 import { useEffect, useId, useMemo, useRef, useState } from "react";
 import type { Config, Data, Layout } from "plotly.js";
+import { describeTraces } from "@/lib/plot-summary";
 import { loadPlotly, type PlotlyModule } from "@/lib/plotly";
 
 const baseLayout: Partial<Layout> = {
@@ -30,7 +31,7 @@ const baseLayout: Partial<Layout> = {
  * light text and faint grid lines on the card's dark background. A Plotly template, so a
  * plot's own axis settings still apply on top of it.
  */
-export const DARK_TEMPLATE = {
+const DARK_TEMPLATE = {
   layout: {
     font: { color: "#c9c9c9" },
     xaxis: { gridcolor: "#3a3a3a", zerolinecolor: "#5c5c5c", linecolor: "#5c5c5c" },
@@ -76,51 +77,6 @@ function countPoints(data: Data[]): number {
     total += x?.length ?? z?.length ?? 0;
   }
   return total;
-}
-
-const num = (v: unknown): string =>
-  typeof v === "number" && Number.isFinite(v)
-    ? Math.abs(v) !== 0 && (Math.abs(v) < 1e-3 || Math.abs(v) >= 1e6)
-      ? v.toExponential(3)
-      : String(Number(v.toPrecision(4)))
-    : String(v);
-
-/**
- * The plot in words, for screen readers (its text alternative): per trace its name, how many
- * points, the x range and the last value, or the size of a heatmap's grid.
- */
-export function describeTraces(data: Data[], limit = 12): string {
-  const parts: string[] = [];
-  for (const trace of data.slice(0, limit)) {
-    const t = trace as {
-      name?: string;
-      x?: ArrayLike<unknown>;
-      y?: ArrayLike<unknown>;
-      z?: ArrayLike<ArrayLike<unknown>>;
-    };
-    const name = t.name || "series";
-    if (t.z) {
-      parts.push(`${name}: a grid of ${t.z.length} rows`);
-      continue;
-    }
-    const xs = Array.from(t.x ?? []);
-    const ys = Array.from(t.y ?? []);
-    if (!xs.length) {
-      parts.push(`${name}: no points yet`);
-      continue;
-    }
-    const numeric = xs.filter((v): v is number => typeof v === "number");
-    const range = numeric.length
-      ? `x from ${num(Math.min(...numeric))} to ${num(Math.max(...numeric))}`
-      : `${xs.length} categories`;
-    const last = [...ys].reverse().find((v) => v !== null && v !== undefined);
-    parts.push(
-      `${name}: ${xs.length} ${xs.length === 1 ? "point" : "points"}, ${range}` +
-        (last !== undefined ? `, last value ${num(last)}` : ""),
-    );
-  }
-  if (data.length > limit) parts.push(`and ${data.length - limit} more series`);
-  return parts.length ? `${parts.join("; ")}.` : "No data yet.";
 }
 
 /**
