@@ -270,7 +270,9 @@ def test_a_project_limit_below_the_quota_holds_runs_as_cloud_project_limit(cloud
         return len(started) == 1 and len(waiting) == 2 and waiting
 
     waiting = wait_for(held, timeout=60, what="one run in, two held by the cloud's limit")
-    assert "cores (1+1 > 1 in the OpenStack project)" in waiting[0].wait_detail
+    assert "1 cores in use + 1 for this run, over the 1 cores the OpenStack project" in (
+        waiting[0].wait_detail
+    )
     api_run = cloud_live.http.get(f"/api/v1/runs/{waiting[0].id}/").json()
     assert api_run["wait_reason"] == "cloud_limit"
     cloud_live.http.post(f"/api/v1/studies/{study['id']}/cancel/")

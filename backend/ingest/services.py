@@ -33,6 +33,7 @@ def telemetry_report_fenced(
     series: Any,
     log: Sequence[str],
     watched: bool | None,
+    status: dict[str, Any] | None = None,
 ) -> bool | None:
     """The hot path: a batch stored in one statement fenced by token and attempt; whether
     the agent must stop, or None when the fence stored nothing (the caller tells why)."""
@@ -43,16 +44,33 @@ def telemetry_report_fenced(
         series=series,
         log=log,
         watched=watched,
+        status=status,
     )
     return None if stored is None else _apply(run_id, attempt, stored)
 
 
-def telemetry_report(*, run: Run, attempt: int, series: Any, log: Sequence[str]) -> bool:
+def telemetry_report(
+    *,
+    run: Run,
+    attempt: int,
+    series: Any,
+    log: Sequence[str],
+    status: dict[str, Any] | None = None,
+) -> bool:
     """The slow path (it tells a stale attempt or a run the portal ended apart): a batch,
-    or an empty one as a sign of life; whether the agent must stop."""
-    stored = telemetry_ingest(run=run, attempt=attempt, series=series, log=log, heartbeat=True)
+    or an empty one as a sign of life; whether the agent must stop. `status` is what the
+    batch says of the run beside its points (telemetry.ingest.batch_status)."""
+    status = status or {}
+    stored = telemetry_ingest(
+        run=run, attempt=attempt, series=series, log=log, heartbeat=True, status=status
+    )
     if stored is None:
-        return run_heartbeat(run=run, attempt=attempt)
+        resources: dict[str, Any] = {
+            k: status[k] for k in ("cpu_percent", "rss_bytes") if k in status
+        }
+        return run_heartbeat(
+            run=run, attempt=attempt, phase=status.get("phase", ""), resources=resources
+        )
     return _apply(run.pk, attempt, stored)
 
 

@@ -68,25 +68,33 @@ class Problem:
     allowed: float
 
     def __str__(self) -> str:
-        """Why a queued run waits, e.g. "cores (2+2 > 4)"."""
+        """Why a queued run waits, in words, e.g. "3 cores in use + 2 for this run, over
+        the tenant quota of 4 cores"."""
         n, u, a = self.need, self.used, self.allowed
         if self.resource == "disabled":
-            return f"{self.where}: disabled"
+            return f"backend {self.where} is disabled"
+        unit = {"memory": "GB", "runs": "runs"}.get(self.resource, self.resource)
+        if self.resource == "memory" and self.limit == "cloud":
+            unit = "GB of RAM"
         if self.limit == "quota":
             if self.resource == "runs":
-                return f"concurrent runs ({u:g}/{a:g})"
-            if self.resource == "memory":
-                return f"memory ({u:g}+{n:g} GB > {a:g} GB)"
-            return f"{self.resource} ({u:g}+{n:g} > {a:g})"
+                return f"{u:g} of the {a:g} concurrent runs of the tenant quota in use"
+            return (
+                f"{u:g} {unit} in use + {n:g} for this run, over the tenant quota of {a:g} {unit}"
+            )
         if self.limit == "backend":
             if self.resource == "nodes":
-                return f"{self.where}: nodes ({n:g} > {a:g})"
-            if self.resource == "memory":
-                return f"{self.where}: memory ({u:g}+{n:g} GB > {a:g} GB)"
-            return f"{self.where}: {self.resource} ({u:g}+{n:g} > {a:g})"
-        if self.resource == "memory":
-            return f"RAM ({u:g}+{n:g} GB > {a:g} GB in the OpenStack project)"
-        return f"{self.resource} ({u:g}+{n:g} > {a:g} in the OpenStack project)"
+                return (
+                    f"backend {self.where} runs at most {a:g} node(s) per run; this run needs {n:g}"
+                )
+            return (
+                f"{u:g} {unit} in use + {n:g} for this run, over the {a:g} {unit} "
+                f"backend {self.where} has"
+            )
+        return (
+            f"{u:g} {unit} in use + {n:g} for this run, over the {a:g} {unit} "
+            f"the OpenStack project of backend {self.where} allows"
+        )
 
     def for_one_run(self) -> str:
         """What a single run is refused with at submission, and what to change."""
@@ -212,29 +220,45 @@ def queue_problem(*, quota: Quota, active: int, adding: int) -> str | None:
 
 def runs_at_once(*, shape: Shape, quota: Quota, backend: BackendCapacity) -> int:
     """How many runs of `shape` fit at once with nothing else running (0: not even one)."""
+    return runs_at_once_limited(shape=shape, quota=quota, backend=backend)[0]
+
+
+def runs_at_once_limited(
+    *, shape: Shape, quota: Quota, backend: BackendCapacity
+) -> tuple[int, str]:
+    """runs_at_once, and what sets that number, in words: the tenant's quota ("your quota of
+    4 cores"), the backend's capacity ("backend local's 2 cores") or the cloud project's
+    limits; "" when not even one run fits."""
     if run_fit_problem(shape=shape, quota=quota, backend=backend) is not None:
-        return 0
-    bounds = [
-        quota.max_runs,
-        quota.cores // shape.cores,
-        backend.cores // shape.cores,
+        return 0, ""
+    n = backend.name
+    bounds: list[tuple[int, str]] = [
+        (quota.max_runs, f"your quota of {quota.max_runs} concurrent runs"),
+        (quota.cores // shape.cores, f"your quota of {quota.cores} cores"),
+        (backend.cores // shape.cores, f"backend {n}'s {backend.cores} cores"),
     ]
     if shape.memory_gb:
         bounds += [
-            int(quota.memory_gb // shape.memory_gb),
-            int(backend.memory_gb // shape.memory_gb),
+            (int(quota.memory_gb // shape.memory_gb), f"your quota of {quota.memory_gb:g} GB"),
+            (int(backend.memory_gb // shape.memory_gb), f"backend {n}'s {backend.memory_gb:g} GB"),
         ]
     if backend.holds_nodes:
-        bounds.append(quota.max_nodes // shape.nodes)
+        bounds.append((quota.max_nodes // shape.nodes, f"your quota of {quota.max_nodes} nodes"))
     cloud = backend.cloud
+    project = f"the OpenStack project of backend {n}"
     if cloud is not None:
         if cloud.cores is not None:
-            bounds.append(cloud.cores // shape.cores)
+            bounds.append((cloud.cores // shape.cores, f"{project} ({cloud.cores} cores)"))
         if cloud.ram_gb is not None and shape.memory_gb:
-            bounds.append(int(cloud.ram_gb // shape.memory_gb))
+            bounds.append(
+                (int(cloud.ram_gb // shape.memory_gb), f"{project} ({cloud.ram_gb:g} GB of RAM)")
+            )
         if cloud.instances is not None:
-            bounds.append(cloud.instances // max(shape.nodes, 1))
-    return max(min(bounds), 0)
+            bounds.append(
+                (cloud.instances // max(shape.nodes, 1), f"{project} ({cloud.instances} servers)")
+            )
+    count, why = min(bounds, key=lambda b: b[0])
+    return max(count, 0), why
 
 
 def effective_limits(*, quota: Quota, backends: list[BackendCapacity]) -> list[dict[str, Any]]:

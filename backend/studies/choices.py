@@ -74,4 +74,5 @@ class Trust(models.TextChoices):
     UNKNOWN = "", "—"
     CONVERGED = "converged", "Converged"
     NOT_CONVERGED = "not_converged", "Not converged"
+    ITERATION_LIMIT = "iteration_limit", "Iteration limit"
     DIVERGED = "diverged", "Diverged"

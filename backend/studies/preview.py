@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from compute.capacity import capacity_of
-from quotas.fit import queue_problem, run_fit_problem, runs_at_once
+from quotas.fit import queue_problem, run_fit_problem, runs_at_once_limited
 from quotas.models import Quota
 from studies.services import resolved_shape
 from studies.spec import ResolvedSpec, spec_resolve
@@ -51,7 +51,7 @@ def quota_impact(*, tenant: Any, resolved: ResolvedSpec) -> dict[str, Any]:
     per_run = {"cores": shape.cores, "memory_gb": shape.memory_gb, "nodes": shape.nodes}
     found = run_fit_problem(shape=shape, quota=quota, backend=backend)
     problem = found.for_one_run() if found else None
-    concurrent = runs_at_once(shape=shape, quota=quota, backend=backend)
+    concurrent, limited_by = runs_at_once_limited(shape=shape, quota=quota, backend=backend)
     waves = math.ceil(resolved.run_count / concurrent) if concurrent else None
     usage = usage_for_tenant(tenant_id=tenant.id)
     active = active_run_count(tenant_id=tenant.id)
@@ -65,7 +65,7 @@ def quota_impact(*, tenant: Any, resolved: ResolvedSpec) -> dict[str, Any]:
     else:
         summary = (
             f"{resolved.run_count} run(s) × {resolved.processes} core(s): at most {concurrent} "
-            f"at a time within your {quota.cores}-core quota, about {waves} wave(s)"
+            f"at a time, set by {limited_by}; about {waves} wave(s)"
         )
     return {
         "per_run": per_run,
@@ -85,6 +85,8 @@ def quota_impact(*, tenant: Any, resolved: ResolvedSpec) -> dict[str, Any]:
             "queued_runs": active,
         },
         "concurrent_runs": concurrent,
+        # what sets concurrent_runs: the tenant's quota, the backend's capacity or its cloud
+        "limited_by": limited_by,
         "waves": waves,
         "fits": problem is None,  # a single run
         "problem": problem or queued,

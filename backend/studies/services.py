@@ -243,6 +243,13 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> int:
     last = study.runs.order_by("-index").values_list("index", flat=True).first()
     start = 0 if last is None else last + 1
     points = _points_for(resolved=resolved, start_index=start, skip=existing)
+    if not points:
+        raise ApplicationError(
+            f"nothing new to add: {_values_present(old, parameters, combine=combine)}; give "
+            "values the study does not have",
+            code=ErrorCode.EMPTY_SPACE,
+            field=f"parameters.{next(iter(parameters))}",
+        )
     # the stored spec describes every run the study has (clone reproduces them): the old and
     # the new values together
     spec["parameters"] = _merged_parameters(old, parameters, combine=combine)
@@ -264,6 +271,22 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> int:
         jobs.enqueue(Job.SCHEDULE_TENANT, study.tenant_id)
     study.save()
     return len(points)
+
+
+def _values_present(old: dict, added: dict, *, combine: str) -> str:
+    """The values asked for that the study has already, said per parameter ("aoa 0, 4 are
+    in the study already"), for an extension that would add no run."""
+    before = {a.name: set(a.values) for a in parse_space(old, combine=combine).axes}
+    asked = parse_space({**old, **added}, combine=combine).axes
+    said = []
+    for axis in asked:
+        if axis.name in added:
+            there = [v for v in axis.values if v in before.get(axis.name, set())]
+            if there:
+                said.append(
+                    f"{axis.name} {', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in there)}"
+                )
+    return ("; ".join(said) or "every run these values make") + " already in the study"
 
 
 def _merged_parameters(old: dict, added: dict, *, combine: str) -> dict:

@@ -126,8 +126,19 @@ def trust_of(
     final_residuals: Mapping[str, float | None],
     drifts: Mapping[str, float],
     iterations: int | None,
+    rule: Mapping[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """converged | not_converged | diverged, with the evidence."""
+    """The trust flag of a run that ended, with its evidence and its `basis`:
+
+    - diverged: a residual became NaN/Inf or the policy saw it blow up;
+    - converged, basis "solver": the solver met its own tolerance (residualControl);
+    - converged, basis "study_rule": the study's convergence rule (`rule`, its spec's
+      `convergence.converge`) was met: it stopped the run early, or the final residuals are
+      below its `residuals_below`;
+    - iteration_limit: the run ran to its last iteration (endTime) with neither; its final
+      residuals and objective drift are in the detail, for the user to judge;
+    - "" (no flag) for a run that failed or was cancelled: it has no result to trust.
+    """
     detail: dict[str, Any] = {
         "final_residuals": dict(final_residuals),
         "objective_drift": {k: (None if math.isinf(v) else v) for k, v in drifts.items()},
@@ -136,30 +147,39 @@ def trust_of(
     }
     nan = any(v is None or not math.isfinite(v) for v in final_residuals.values())
     if end_reason == "diverged" or nan:
+        detail["basis"] = "diverged"
         detail["why"] = "a residual or objective diverged (NaN/Inf or blow-up)"
         return "diverged", detail
     if state != "completed" and end_reason != "converged":
-        detail["why"] = f"the run ended {state} before converging"
+        detail["basis"] = "ended"
+        detail["why"] = f"the run {state}: it has no result to judge"
+        return "", detail
+    if solver_converged:
+        detail["basis"] = "solver"
+        detail["why"] = "the solver met its own tolerance (residualControl)"
+        return "converged", detail
+    below = (rule or {}).get("residuals_below")
+    if end_reason == "converged":
+        detail["basis"] = "study_rule"
+        detail["why"] = "the study's convergence rule was met: it stopped the run early"
+        return "converged", detail
+    if (
+        below
+        and final_residuals
+        and all(v < below for v in final_residuals.values() if v is not None)
+    ):
+        detail["basis"] = "study_rule"
+        detail["why"] = f"the study's convergence rule was met: final residuals below {below:g}"
+        return "converged", detail
+    if end_reason == "max_wall_time":
+        detail["basis"] = "wall_time_limit"
+        detail["why"] = "stopped at the study's wall-time limit before anything said it converged"
         return "not_converged", detail
-    if solver_converged or end_reason == "converged":
-        detail["why"] = (
-            "the solver reported convergence"
-            if solver_converged
-            else "stopped early by the convergence policy"
-        )
-        return "converged", detail
-    residuals_ok = bool(final_residuals) and all(
-        v < TRUST_RESIDUAL for v in final_residuals.values() if v is not None
-    )
-    drift_ok = all(v < TRUST_DRIFT for v in drifts.values())
-    if residuals_ok and drift_ok:
-        detail["why"] = (
-            f"final residuals below {TRUST_RESIDUAL:g} and objectives steady within {TRUST_DRIFT:g}"
-        )
-        return "converged", detail
+    detail["basis"] = "iteration_limit"
+    largest = max(final_residuals.items(), key=lambda kv: kv[1] or 0.0, default=None)
     detail["why"] = (
-        f"final residuals not all below {TRUST_RESIDUAL:g}"
-        if not residuals_ok
-        else f"objectives still drifting (> {TRUST_DRIFT:g})"
+        "it ran to its iteration limit; neither the solver's tolerance nor a study rule said "
+        "it converged"
+        + (f" (largest final residual {largest[0]} = {largest[1]:.3g})" if largest else "")
     )
-    return "not_converged", detail
+    return "iteration_limit", detail

@@ -43,6 +43,7 @@ def telemetry_ingest(
     series: Mapping[str, Sequence[Sequence[float]]],
     log: Sequence[str] = (),
     heartbeat: bool = False,
+    status: Mapping[str, Any] | None = None,
 ) -> Stored | None:
     """Store one batch from the agent as one chunk per series, stamped with the run stream's
     seq, and publish it; judge the new points by the study's convergence policy.
@@ -50,7 +51,9 @@ def telemetry_ingest(
     None when the batch was empty (its heartbeat, if any, is the caller's to record). With
     `heartbeat` the batch also counts as the run's sign of life (one UPDATE does both); a
     batch for an attempt that is over raises StaleAttempt, except for a run the portal ended
-    (cancel, policy), whose last points are still kept (and `stop` says so).
+    (cancel, policy), whose last points are still kept (and `stop` says so). `status` is
+    what a heartbeat would have said (batch_status: phase, CPU, memory, iterations so far),
+    recorded with the sign of life.
 
     Telemetry commits asynchronously (synchronous_commit off): a database crash can lose the
     last fraction of a second of points, never the run's state, which commits normally.
@@ -59,7 +62,12 @@ def telemetry_ingest(
     if not clean and not lines:
         return None
     row = _store_batch(
-        run_id=str(run.pk), attempt=attempt, heartbeat=heartbeat, clean=clean, lines=lines
+        run_id=str(run.pk),
+        attempt=attempt,
+        heartbeat=heartbeat,
+        clean=clean,
+        lines=lines,
+        status=status,
     )
     stop = heartbeat and row is not None and row.stop
     if row is None:
@@ -88,6 +96,7 @@ def telemetry_ingest_fenced(
     series: Any,
     log: Sequence[str] = (),
     watched: bool | None = None,
+    status: Mapping[str, Any] | None = None,
 ) -> Stored | None:
     """The agents' hot path: telemetry_ingest(heartbeat=True) for a run named by id, its
     token's hash and attempt, in one round trip to PostgreSQL (the fence, the sign of life, the
@@ -107,6 +116,7 @@ def telemetry_ingest_fenced(
         clean=clean,
         lines=lines,
         token_hash=token_hash,
+        status=status,
     )
     if row is None:
         return None
@@ -115,6 +125,23 @@ def telemetry_ingest_fenced(
         run=run, attempt=attempt, seq=row.seq, clean=clean, lines=lines, watched=watched
     )
     return Stored(row.seq, row.stop, decision)
+
+
+def batch_status(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What a batch says beside its points (agent-messages.json's TelemetryBatch): a batch
+    stands for a heartbeat, so it carries the agent's phase, the process tree's CPU and
+    memory and the solver's iteration count so far; as the run's columns, only those given."""
+    out: dict[str, Any] = {}
+    if isinstance(data.get("phase"), str) and data["phase"]:
+        out["phase"] = data["phase"][:20]
+    resources = data.get("resources") or {}
+    if isinstance(resources.get("cpu_percent"), int | float):
+        out["cpu_percent"] = float(resources["cpu_percent"])
+    if isinstance(resources.get("rss_bytes"), int | float):
+        out["rss_bytes"] = int(resources["rss_bytes"])
+    if isinstance(data.get("iterations"), int) and not isinstance(data["iterations"], bool):
+        out["iterations"] = data["iterations"]
+    return out
 
 
 def telemetry_check_batch(*, series: Any, log: Sequence[str]) -> tuple[dict, list[str]]:
@@ -214,6 +241,21 @@ def _after_store(
     return policy_decision(run=run, attempt=attempt, new=clean) if clean else None
 
 
+_STATUS_COLUMNS = ("phase", "cpu_percent", "rss_bytes", "iterations")
+_RESOURCE_SERIES = {"cpu.percent": "cpu_percent", "memory.rss": "rss_bytes"}
+
+
+def _resources_in(clean: Mapping[str, Columns]) -> dict[str, Any]:
+    """The run's CPU and memory as the batch's own series last saw them (cpu.percent,
+    memory.rss): a short run's only batch may be its final report's, which says no more."""
+    out: dict[str, Any] = {}
+    for name, column in _RESOURCE_SERIES.items():
+        ys = [y for y in (clean.get(name) or ((), ()))[1] if y is not None]
+        if ys:
+            out[column] = int(ys[-1]) if column == "rss_bytes" else float(ys[-1])
+    return out
+
+
 class _Stored(NamedTuple):
     seq: int
     stop: bool
@@ -231,6 +273,7 @@ def _store_batch(
     lines: list[str],
     token_hash: str | None = None,
     async_commit: bool = True,
+    status: Mapping[str, Any] | None = None,
 ) -> _Stored | None:
     """One statement, its own transaction: bump the run stream's seq (with `heartbeat` also
     the sign of life, fenced by attempt and started state, and by the token's hash when
@@ -240,14 +283,22 @@ def _store_batch(
     It commits asynchronously (synchronous_commit off for this transaction only, unless
     `async_commit` is false: inside a caller's transaction that also changes a run's state):
     a database crash may lose the last fraction of a second of points, never a run's state,
-    whose reports commit normally.
+    whose reports commit normally. With `heartbeat`, the batch's `status` (batch_status) is
+    set on the run too.
     """
     run_table, study_table = Run._meta.db_table, Study._meta.db_table
     where = "r.id = %s AND r.attempt = %s"
-    params: list[Any] = [run_id, attempt]
     sets = "event_seq = r.event_seq + 1"
+    params: list[Any] = []
+    status = {**_resources_in(clean), **(status or {})}
     if heartbeat:
         sets += ", heartbeat_at = now()"
+        for column, value in (status or {}).items():
+            if column in _STATUS_COLUMNS:
+                sets += f", {column} = %s"
+                params.append(value)
+    params += [run_id, attempt]
+    if heartbeat:
         where += f" AND r.state IN ({', '.join(['%s'] * len(STARTED_STATES))})"
         params += [*STARTED_STATES]
     else:

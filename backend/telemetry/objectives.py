@@ -128,22 +128,29 @@ def results_compute(
         final_residuals={n.removeprefix("residual."): summary[n].last_y for n in residuals},
         drifts=drifts,
         iterations=run.iterations,
+        rule=(run.study.convergence or {}).get("converge"),
     )
     if errors:
         run.trust_detail["objective_errors"] = errors
 
 
 def _missing_series(run: Run, name: str) -> str:
-    """Why a series objective has no value: the run has no such series, and what it has."""
+    """Why a series objective has no value: the run has no such series, and what it has
+    of its kind (residuals for a residual, function-object series for the others)."""
     with connection.cursor() as cur:
         cur.execute(
             f"SELECT DISTINCT name FROM {SeriesChunk._meta.db_table}"
             " WHERE run_id = %s AND attempt = %s ORDER BY name",
             [str(run.pk), run.attempt],
         )
-        names = [n for (n,) in cur.fetchall() if not n.startswith(("residual", "cpu.", "memory."))]
+        sent = [n for (n,) in cur.fetchall() if not n.startswith(("cpu.", "memory."))]
+    residual = name.startswith("residual.")
+    names = [n for n in sent if n.startswith("residual.") == residual]
+    if not sent:
+        return f"no series named {name}: the run sent no series (its solver wrote none)"
     if not names:
-        return f"no series named {name}: the run sent no function-object series"
+        kind = "residuals" if residual else "function-object series"
+        return f"no series named {name}: the run sent no {kind}"
     close = difflib.get_close_matches(name, names, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     listed = ", ".join(names[:30]) + (", …" if len(names) > 30 else "")

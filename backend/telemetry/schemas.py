@@ -36,7 +36,7 @@ RUN_STATE = {
         "attempt": {"type": "integer"},
         "end_reason": {"type": "string"},
         "message": {"type": "string"},
-        "trust": {"enum": ["", "converged", "not_converged", "diverged"]},
+        "trust": {"enum": ["", "converged", "not_converged", "iteration_limit", "diverged"]},
         "objectives": {"type": "object"},
         "wait_reason": {"type": "string"},
         "wait_detail": {"type": "string"},

@@ -89,7 +89,9 @@ class Reporter:
         self.running_done = threading.Event()  # the `running` report went (or gave up)
         self._running_deadline: float | None = None
         self.phase = "preparing"
-        self.resources: dict[str, float | int] = {"cpu_percent": 0.0, "rss_bytes": 0}
+        # the process tree's use at the last sample (none before the first)
+        self.resources: dict[str, float | int] = {}
+        self.iterations: int | None = None  # the solver's time steps so far
         self._lock = threading.Lock()
         # by series: its x and y values as two columns, sent as {"x": [...], "y": [...]}
         self._series: Columns = {}
@@ -192,6 +194,17 @@ class Reporter:
 
     def set_resources(self, *, cpu_percent: float, rss_bytes: int) -> None:
         self.resources = {"cpu_percent": round(cpu_percent, 1), "rss_bytes": int(rss_bytes)}
+
+    def set_iterations(self, iterations: int) -> None:
+        self.iterations = iterations
+
+    def status(self) -> dict[str, Any]:
+        """What a heartbeat says (phase, resources) and the iterations so far: every batch
+        carries it too, since batches stand for heartbeats while the solver writes."""
+        out: dict[str, Any] = {"phase": self.phase, "resources": dict(self.resources)}
+        if self.iterations is not None:
+            out["iterations"] = self.iterations
+        return out
 
     def has_pending(self) -> bool:
         with self._lock:
@@ -317,12 +330,14 @@ class Reporter:
         self._answer(answer)
 
     def _send_heartbeat(self) -> None:
-        self._call("heartbeat/", {"phase": self.phase, "resources": dict(self.resources)})
+        status = self.status()
+        self._call("heartbeat/", {"phase": status["phase"], "resources": status["resources"]})
 
     def _send_telemetry(self) -> None:
         series, log, count = self._take_batch()
         try:
-            self._call("telemetry/", {"series": pack_columns(series), "log": log})
+            body = {"series": pack_columns(series), "log": log, **self.status()}
+            self._call("telemetry/", body)
             self._sent_any = True
         except TransientError:
             self._put_back(series, log, count)

@@ -143,6 +143,8 @@ class _LogFollower:
         columns = self.parser.feed_block(text)
         if self.solve and columns:
             self.reporter.add_columns(columns)
+        if self.solve and self.parser.iterations:
+            self.reporter.set_iterations(self.parser.iterations)
         self.reporter.add_log_text(text)
 
 

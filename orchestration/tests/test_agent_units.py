@@ -105,6 +105,23 @@ def test_log_lines_are_bounded_per_batch_with_a_skip_marker(portal: FakePortal) 
     assert call.body["attempt"] == 1
 
 
+def test_a_batch_carries_the_phase_resources_and_iterations_a_heartbeat_would(
+    portal: FakePortal,
+) -> None:
+    """While the solver writes, batches go instead of heartbeats: the run's summary on the
+    portal (phase, CPU, memory, iterations so far) is kept up to date by them."""
+    reporter = _reporter(portal)
+    reporter.set_phase("solving")
+    reporter.set_resources(cpu_percent=97.54, rss_bytes=2_000_000)
+    reporter.set_iterations(199)
+    reporter.add_points([("residual.p", 199.0, 1e-3)])
+    assert reporter.flush(deadline=0)
+    (call,) = portal.of("telemetry/")
+    assert call.body["phase"] == "solving"
+    assert call.body["resources"] == {"cpu_percent": 97.5, "rss_bytes": 2_000_000}
+    assert call.body["iterations"] == 199
+
+
 def test_a_fast_solver_is_not_held_to_the_pace_and_loses_no_point(portal: FakePortal) -> None:
     """Points arriving faster than one batch per interval: full batches go out at once
     (the interval is 60 s here), none is thinned out."""

@@ -36,7 +36,7 @@ from studies.choices import TERMINAL_STATES, RunState
 from studies.models import Run
 from studies.transitions import hash_run_token, run_report_running, run_token_is_of
 from telemetry.batches import check_log_lines
-from telemetry.ingest import telemetry_check_batch
+from telemetry.ingest import batch_status, telemetry_check_batch
 from telemetry.watch import interval_for, is_watched, telemetry_interval
 
 
@@ -263,6 +263,7 @@ class IngestTelemetryView(_IngestView):
                 series=data.get("series") or {},
                 log=data.get("log") or [],
                 watched=watched,
+                status=batch_status(data),
             )
             if stop is not None:
                 return Response({"stop": stop, "interval": interval_for(watched=watched)})
@@ -273,6 +274,7 @@ class IngestTelemetryView(_IngestView):
             attempt=data["attempt"],
             series=data.get("series") or {},
             log=data.get("log") or [],
+            status=batch_status(data),
         )
         return Response({"stop": stop, "interval": telemetry_interval(run.pk)})
 

@@ -57,6 +57,44 @@ def test_a_batch_is_stored_counts_as_a_heartbeat_and_answers_no_stop(running):
     assert fresh.heartbeat_at is not None and fresh.event_seq == run.event_seq + 1
 
 
+def test_a_batch_says_what_a_heartbeat_would_phase_cpu_memory_and_iterations(running):
+    """Batches stand for heartbeats while the solver writes (none is sent then): the run's
+    summary (phase, CPU, memory, iterations so far) comes from them, in the one statement."""
+    run, client = running
+    body = {
+        "attempt": 2,
+        "series": {**POINTS, "cpu.percent": [[3.0, 97.5]], "memory.rss": [[3.0, 2.0e8]]},
+        "log": [],
+        "phase": "solving",
+        "resources": {"cpu_percent": 97.5, "rss_bytes": 200_000_000},
+        "iterations": 199,
+    }
+    with CaptureQueriesContext(connection) as queries:
+        r = client.post(f"/api/v1/ingest/runs/{run.pk}/telemetry/", body, format="json")
+    assert r.status_code == 200, r.content
+    assert len(queries.captured_queries) == 1
+    shown = APIClient()
+    shown.force_authenticate(run.study.owner)
+    detail = shown.get(f"/api/v1/runs/{run.pk}/").json()
+    assert detail["phase"] == "solving"
+    assert detail["cpu_percent"] == 97.5 and detail["rss_bytes"] == 200_000_000
+    assert detail["iterations"] == 199
+
+    # an empty batch with the same fields is a heartbeat (the slow path) and says as much
+    body = {"attempt": 2, "phase": "reconstructing", "resources": {"cpu_percent": 12.0}}
+    r = client.post(f"/api/v1/ingest/runs/{run.pk}/telemetry/", body, format="json")
+    assert r.status_code == 200, r.content
+    fresh = Run.objects.get(pk=run.pk)
+    assert (fresh.phase, fresh.cpu_percent) == ("reconstructing", 12.0)
+
+    r = client.post(
+        f"/api/v1/ingest/runs/{run.pk}/telemetry/",
+        {"attempt": 2, "iterations": -1},
+        format="json",
+    )
+    assert r.status_code == 400 and "iterations" in json.dumps(r.json())
+
+
 def test_a_nan_is_kept_as_a_gap_and_stops_the_run_as_diverged(running):
     run, client = running
     r = _telemetry(client, run.pk, series={"residual.p": [[1, 1.0], [2, "NaN"]]})
@@ -563,3 +601,55 @@ def test_a_downsampled_series_starts_and_ends_where_the_run_did(running, batches
     assert series["x"][0] == pytest.approx(xs[0]) and series["x"][-1] == pytest.approx(xs[-1])
     assert series["y"][-1] == pytest.approx(ys[-1])
     assert series["x"] == sorted(series["x"]) and series["points"] == 60
+
+
+def test_a_run_that_failed_early_has_no_trust_flag_and_says_which_series_it_lacks(
+    make_tenant, catalog
+):
+    """A failed run is failed, not also "not converged"; an objective on a residual the run
+    never sent says so (not "no function-object series")."""
+    Backend.objects.update_or_create(
+        name="noop", defaults={"kind": "noop", "cores": 64, "memory_gb": 256, "max_nodes": 1}
+    )
+    tenant = make_tenant()
+    spec = {
+        "name": "failed early",
+        "template": "cavity",
+        "backend": "noop",
+        "objectives": {
+            "p_res": {"series": "residual.p", "reduce": "last"},
+            "drag": {"series": "forces.Cd", "reduce": "last"},
+        },
+    }
+    study = study_create(tenant=tenant, owner=tenant.user, spec=spec, submit=True)
+    run = Run.objects.get(study=study)
+    token = secrets.token_urlsafe(16)
+    Run.objects.filter(pk=run.pk).update(
+        state="running", attempt=1, token_hash=hash_run_token(token), started_at=timezone.now()
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    r = client.post(
+        f"/api/v1/ingest/runs/{run.pk}/state/",
+        {
+            "attempt": 1,
+            "state": "failed",
+            "exit_code": 1,
+            "reason": "exit_code",
+            "series": {
+                "forces.Cd": [[1, 0.5]],
+                "cpu.percent": [[0.5, 40.0], [1.0, 88.5]],
+                "memory.rss": [[1.0, 123_456_789.0]],
+            },
+        },
+        format="json",
+    )
+    assert r.status_code == 200, r.content
+    run.refresh_from_db()
+    assert run.state == "failed" and run.trust == ""
+    # a run this short reports its CPU and memory in its final batch only: they are kept
+    assert (run.cpu_percent, run.rss_bytes) == (88.5, 123_456_789)
+    assert run.objectives == {"p_res": None, "drag": 0.5}
+    assert run.trust_detail["objective_errors"] == {
+        "p_res": "no series named residual.p: the run sent no residuals"
+    }

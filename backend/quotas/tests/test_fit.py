@@ -11,6 +11,7 @@ from quotas.fit import (
     effective_limits,
     run_fit_problem,
     runs_at_once,
+    runs_at_once_limited,
 )
 from quotas.models import Quota
 
@@ -64,31 +65,61 @@ def test_nodes_count_against_the_quota_only_where_runs_hold_nodes() -> None:
     busy = Usage(cores=0, memory_gb=0, nodes=2, runs=1)
     assert run_fit_problem(shape=wide, quota=QUOTA, backend=LOCAL, usage=busy) is None
     held = run_fit_problem(shape=wide, quota=QUOTA, backend=CLOUD, usage=busy)
-    assert held is not None and str(held) == "nodes (2+1 > 2)"
+    assert (
+        held is not None
+        and str(held) == "2 nodes in use + 1 for this run, over the tenant quota of 2 nodes"
+    )
 
 
 def test_in_use_the_problems_read_as_why_a_run_waits() -> None:
     run = Shape(cores=2, memory_gb=2)
     four = Usage(runs=4)
     assert str(run_fit_problem(shape=run, quota=QUOTA, backend=CLOUD, usage=four)) == (
-        "concurrent runs (4/4)"
+        "4 of the 4 concurrent runs of the tenant quota in use"
     )
     on_backend = Usage(cores=3, memory_gb=1, runs=1)
     problem = run_fit_problem(shape=run, quota=QUOTA, backend=LOCAL, backend_usage=on_backend)
-    assert str(problem) == "local: cores (3+2 > 4)"
+    assert str(problem) == "3 cores in use + 2 for this run, over the 4 cores backend local has"
     in_cloud = Usage(cores=5, memory_gb=1, nodes=1, runs=1)
     problem = run_fit_problem(shape=run, quota=QUOTA, backend=CLOUD, backend_usage=in_cloud)
-    assert str(problem) == "cores (5+2 > 6 in the OpenStack project)"
+    assert str(problem) == (
+        "5 cores in use + 2 for this run, over the 6 cores the OpenStack project of backend "
+        "os allows"
+    )
     off = BackendCapacity(
         name="off", kind="local", cores=4, memory_gb=8, max_nodes=1, enabled=False
     )
-    assert str(run_fit_problem(shape=run, quota=QUOTA, backend=off)) == "off: disabled"
+    assert str(run_fit_problem(shape=run, quota=QUOTA, backend=off)) == "backend off is disabled"
 
 
 def test_how_many_runs_fit_at_once_takes_every_limit() -> None:
     assert runs_at_once(shape=Shape(cores=1, memory_gb=1), quota=QUOTA, backend=LOCAL) == 4
     assert runs_at_once(shape=Shape(cores=2, memory_gb=5), quota=QUOTA, backend=CLOUD) == 2
     assert runs_at_once(shape=Shape(cores=7, memory_gb=1), quota=QUOTA, backend=CLOUD) == 0
+
+
+def test_what_sets_how_many_runs_fit_at_once_is_named() -> None:
+    """The wizard says whether the tenant's quota or the backend's capacity sets the pace
+    (not "within your 8-core quota" when the backend holds two runs)."""
+    two = Shape(cores=2, memory_gb=1)
+    assert runs_at_once_limited(shape=two, quota=QUOTA, backend=LOCAL) == (
+        2,
+        "backend local's 4 cores",
+    )
+    wide = Quota(cores=2, memory_gb=16, max_runs=4, max_nodes=2)
+    assert runs_at_once_limited(shape=two, quota=wide, backend=LOCAL) == (
+        1,
+        "your quota of 2 cores",
+    )
+    heavy = Shape(cores=1, memory_gb=5)
+    assert runs_at_once_limited(shape=heavy, quota=QUOTA, backend=CLOUD) == (
+        2,
+        "your quota of 2 nodes",
+    )
+    assert runs_at_once_limited(shape=Shape(cores=9, memory_gb=1), quota=QUOTA, backend=LOCAL) == (
+        0,
+        "",
+    )
 
 
 def test_effective_limits_say_where_each_comes_from() -> None:

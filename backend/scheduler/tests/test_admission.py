@@ -117,7 +117,11 @@ def test_fifo_across_studies_and_queued_runs_say_why_they_wait(make_tenant, cata
     assert set(first.runs.values_list("state", flat=True)) == {RunState.ADMITTED}
     waiting = second.runs.filter(state=RunState.PENDING)
     assert waiting.count() == 2
-    assert all(r.wait_reason == "quota" and "cores (3+1 > 3)" in r.wait_detail for r in waiting)
+    assert all(
+        r.wait_reason == "quota"
+        and "3 cores in use + 1 for this run, over the tenant quota of 3 cores" in r.wait_detail
+        for r in waiting
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -134,7 +138,9 @@ def test_backend_capacity_holds_runs_back_with_its_own_reason(make_tenant, catal
         assert len(admit(tenant_id=tenant.id)) == 2
     waiting = list(study.runs.filter(state=RunState.PENDING))
     assert [r.wait_reason for r in waiting] == ["backend_capacity"] * 2
-    assert "bench: cores (2+1 > 2)" in waiting[0].wait_detail
+    assert "2 cores in use + 1 for this run, over the 2 cores backend bench has" in (
+        waiting[0].wait_detail
+    )
 
 
 @pytest.mark.django_db(transaction=True)

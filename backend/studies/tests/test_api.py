@@ -201,6 +201,20 @@ def test_extend_adds_only_new_points_and_clone_makes_a_draft(api):
     assert api.delete(f"/api/v1/studies/{clone.json()['id']}/").status_code == 204
 
 
+def test_extend_with_values_the_study_has_says_so_and_adds_nothing(api):
+    """An extension that makes no new run is refused, naming the values already there (not
+    a 200 that the page would read as "new runs queued")."""
+    study = post(
+        api, "/api/v1/studies/", {**AIRFOIL, "parameters": {"aoa": {"values": [0, 4]}}}
+    ).json()
+    r = post(api, f"/api/v1/studies/{study['id']}/extend/", {"parameters": {"aoa": [4]}})
+    assert r.status_code == 400, r.json()
+    assert r.json()["field"] == "parameters.aoa"
+    assert "nothing new to add" in r.json()["message"] and "aoa 4" in r.json()["message"]
+    assert Run.objects.filter(study_id=study["id"]).count() == 2
+    assert Study.objects.get(pk=study["id"]).state == study["state"]
+
+
 def test_a_one_run_study_extends_and_its_spec_keeps_every_run_for_a_clone(api):
     """Only the new values are given; the spec then holds old and new, so a clone has them all."""
     one = {**AIRFOIL, "parameters": {"aoa": {"values": [0]}, "speed": {"values": [20]}}}

@@ -3,7 +3,7 @@
 import math
 
 from studies.policy import DEFAULT_POLICY
-from telemetry.convergence import check
+from telemetry.convergence import check, trust_of
 
 
 def _check(new, policy=DEFAULT_POLICY):
@@ -40,3 +40,44 @@ def test_residual_and_courant_limits_and_the_residual_target_read_the_new_column
     decision = _check(done, policy)
     assert decision.outcome == "converged" and "residual.p = 5e-05" in decision.detail
     assert _check({"residual.p": [[1, 5e-5], [2, 0.5]]}, policy) is None  # the last counts
+
+
+def _trust(**kw):
+    args = {
+        "state": "completed",
+        "end_reason": "success",
+        "solver_converged": False,
+        "final_residuals": {"p": 1e-4, "Ux": 2e-5},
+        "drifts": {"Cd": 1e-5},
+        "iterations": 500,
+        "rule": None,
+    }
+    return trust_of(**{**args, **kw})
+
+
+def test_a_run_at_its_iteration_cap_is_not_called_converged_however_low_its_residuals():
+    trust, detail = _trust()
+    assert trust == "iteration_limit" and detail["basis"] == "iteration_limit"
+    assert "iteration limit" in detail["why"] and "p = 0.0001" in detail["why"]
+    assert "policy" not in detail["why"]
+
+
+def test_the_trust_flag_says_who_declared_convergence():
+    trust, detail = _trust(solver_converged=True)
+    assert (trust, detail["basis"]) == ("converged", "solver")
+    assert "residualControl" in detail["why"]
+    # a study rule: it stopped the run early, or the final residuals are below its bound
+    trust, detail = _trust(end_reason="converged")
+    assert (trust, detail["basis"]) == ("converged", "study_rule")
+    trust, detail = _trust(rule={"residuals_below": 1e-3})
+    assert (trust, detail["basis"]) == ("converged", "study_rule")
+    assert "below 0.001" in detail["why"]
+    trust, _ = _trust(rule={"residuals_below": 1e-5})
+    assert trust == "iteration_limit"
+
+
+def test_a_failed_or_cancelled_run_has_no_trust_flag_unless_it_diverged():
+    assert _trust(state="failed", end_reason="exit_code")[0] == ""
+    assert _trust(state="cancelled", end_reason="cancelled_by_user")[0] == ""
+    assert _trust(state="failed", end_reason="diverged")[0] == "diverged"
+    assert _trust(final_residuals={"p": None})[0] == "diverged"

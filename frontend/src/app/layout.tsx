@@ -108,7 +108,7 @@ export function AppLayout() {
           </Group>
           <Menu position="bottom-end" withinPortal>
             <Menu.Target>
-              <UnstyledButton aria-label="Account menu" data-testid="account-menu">
+              <UnstyledButton data-testid="account-menu" title="Account menu">
                 <Group gap={8} wrap="nowrap">
                   <Avatar size={30} radius="xl" color="wind">
                     {user.username.slice(0, 2).toUpperCase()}

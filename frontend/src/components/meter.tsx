@@ -48,8 +48,8 @@ export function Meter({
           radius="sm"
           aria-label={`${label}: ${format(used)} of ${format(limit)} in use`}
         >
-          <Progress.Section value={usedPct} color={color} />
-          <Progress.Section value={queuedPct} color="gray.4" />
+          <Progress.Section value={usedPct} color={color} aria-label={`${label} in use`} />
+          <Progress.Section value={queuedPct} color="gray.4" aria-label={`${label} queued`} />
         </Progress.Root>
       </Tooltip>
       <Text size="xs" c="dimmed">

@@ -1,6 +1,7 @@
-import { Box, Center, Loader, Text } from "@mantine/core";
-import { useEffect, useRef, useState } from "react";
+import { Box, Center, Loader, Text, useComputedColorScheme, VisuallyHidden } from "@mantine/core";
+import { useEffect, useId, useMemo, useRef, useState } from "react";
 import type { Config, Data, Layout } from "plotly.js";
+import { describeTraces } from "@/lib/plot-summary";
 import { loadPlotly, type PlotlyModule } from "@/lib/plotly";
 
 const baseLayout: Partial<Layout> = {
@@ -24,6 +25,29 @@ const baseLayout: Partial<Layout> = {
     "#9e9d24",
   ],
 };
+
+/**
+ * The plots' colours for the dark theme (the page follows the system's prefers-color-scheme):
+ * light text and faint grid lines on the card's dark background. A Plotly template, so a
+ * plot's own axis settings still apply on top of it.
+ */
+const DARK_TEMPLATE = {
+  layout: {
+    font: { color: "#c9c9c9" },
+    xaxis: { gridcolor: "#3a3a3a", zerolinecolor: "#5c5c5c", linecolor: "#5c5c5c" },
+    yaxis: { gridcolor: "#3a3a3a", zerolinecolor: "#5c5c5c", linecolor: "#5c5c5c" },
+    hoverlabel: { bgcolor: "#2e2e2e", font: { color: "#e9ecef" } },
+    legend: { font: { color: "#c9c9c9" } },
+    coloraxis: { colorbar: { tickfont: { color: "#c9c9c9" } } },
+  },
+} as const;
+const LIGHT_TEMPLATE = {
+  layout: {
+    font: { color: "#343a40" },
+    xaxis: { gridcolor: "#e9ecef", zerolinecolor: "#ced4da", linecolor: "#ced4da" },
+    yaxis: { gridcolor: "#e9ecef", zerolinecolor: "#ced4da", linecolor: "#ced4da" },
+  },
+} as const;
 
 const baseConfig: Partial<Config> = {
   displaylogo: false,
@@ -69,12 +93,18 @@ export function Plot({
   ...rest
 }: PlotProps) {
   const ref = useRef<HTMLDivElement>(null);
+  const scheme = useComputedColorScheme("light");
   const [ready, setReady] = useState<PlotlyModule | null>(null);
   const [failed, setFailed] = useState<string | null>(null);
   const clickRef = useRef(onPointClick);
   clickRef.current = onPointClick;
   const points = countPoints(data);
   const empty = points === 0 && !!emptyMessage;
+  const summaryId = useId();
+  const summary = useMemo(
+    () => (empty ? (emptyMessage ?? "") : describeTraces(data)),
+    [data, empty, emptyMessage],
+  );
 
   useEffect(() => {
     let alive = true;
@@ -93,7 +123,13 @@ export function Plot({
       .react(
         el,
         data,
-        { ...baseLayout, height, uirevision: "keep", ...layout } as Partial<Layout>,
+        {
+          ...baseLayout,
+          template: scheme === "dark" ? DARK_TEMPLATE : LIGHT_TEMPLATE,
+          height,
+          uirevision: "keep",
+          ...layout,
+        } as Partial<Layout>,
         { ...baseConfig, ...config },
       )
       .then(() => {
@@ -110,7 +146,7 @@ export function Plot({
           if (p && clickRef.current) clickRef.current(p);
         });
       });
-  }, [ready, data, layout, config, height]);
+  }, [ready, data, layout, config, height, scheme]);
 
   useEffect(() => {
     const el = ref.current;
@@ -131,11 +167,16 @@ export function Plot({
     <Box
       pos="relative"
       h={height}
-      role="img"
+      role="figure"
       aria-label={rest["aria-label"]}
+      aria-describedby={summaryId}
       data-testid={rest["data-testid"]}
       data-points={points}
+      data-theme={scheme}
     >
+      <VisuallyHidden id={summaryId} data-testid="plot-summary">
+        {summary}
+      </VisuallyHidden>
       <div ref={ref} style={{ width: "100%", height, visibility: empty ? "hidden" : "visible" }} />
       {(!ready || empty || failed) && (
         <Center pos="absolute" inset={0}>

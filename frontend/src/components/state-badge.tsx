@@ -20,11 +20,16 @@ export function RunStateBadge({
 export function StudyStateBadge({
   state,
   size = "sm",
+  progress,
 }: {
   state: StudyState | undefined;
   size?: string;
+  /** the study's runs by outcome: a study none of whose runs succeeded is "Failed" */
+  progress?: { completed: number; failed: number; cancelled: number };
 }) {
-  const s = STUDY[state ?? "draft"] ?? { label: state, color: "gray" };
+  let s = STUDY[state ?? "draft"] ?? { label: state, color: "gray" };
+  if (state === "completed_with_failures" && progress && progress.completed === 0)
+    s = progress.failed > 0 ? { label: "Failed", color: "red" } : STUDY.cancelled;
   return (
     <Badge color={s.color} variant="light" size={size} radius="sm" data-state={state}>
       {s.label}
@@ -33,23 +38,56 @@ export function StudyStateBadge({
 }
 
 const TRUST: Record<Exclude<Trust, "">, { label: string; color: string; tip: string }> = {
-  converged: { label: "Converged", color: "teal", tip: "met the study's convergence policy" },
+  converged: {
+    label: "Converged",
+    color: "teal",
+    tip: "the solver's own tolerance or a rule of the study said it converged",
+  },
+  iteration_limit: {
+    label: "Iteration limit",
+    color: "yellow",
+    tip: "ran to its iteration limit; neither the solver's tolerance nor a study rule said it converged: check its residuals",
+  },
   not_converged: {
     label: "Not converged",
     color: "yellow",
-    tip: "ended without meeting the convergence policy; treat its objectives with care",
+    tip: "ended without converging; treat its objectives with care",
   },
   diverged: { label: "Diverged", color: "red", tip: "residuals blew up or became NaN" },
 };
 
-export function TrustBadge({ trust }: { trust: Trust | undefined }) {
+/** Who said a run converged (trust_detail.basis), in a word for the badge's label. */
+const BASIS: Record<string, string> = {
+  solver: "solver tolerance",
+  study_rule: "study rule",
+};
+
+/**
+ * A run's trust flag; its tooltip gives the evidence the server recorded (trust_detail.why),
+ * and a converged run's badge says who declared it: the solver's tolerance or a study rule.
+ */
+export function TrustBadge({
+  trust,
+  detail,
+  compact = false,
+}: {
+  trust: Trust | undefined;
+  detail?: unknown;
+  /** the flag alone (a table cell): who declared it is in the tooltip */
+  compact?: boolean;
+}) {
   if (!trust) return null;
   const t = TRUST[trust];
   if (!t) return null;
+  const d = (detail ?? {}) as { why?: unknown; basis?: unknown };
+  const basis = trust === "converged" && typeof d.basis === "string" ? BASIS[d.basis] : undefined;
+  const why = typeof d.why === "string" && d.why ? d.why : t.tip;
+  const suffix = basis && !compact ? ` · ${basis}` : "";
   return (
-    <Tooltip label={t.tip} withArrow>
-      <Badge color={t.color} variant="dot" size="sm" radius="sm">
+    <Tooltip label={why} withArrow multiline maw={360}>
+      <Badge color={t.color} variant="dot" size="sm" radius="sm" data-trust={trust}>
         {t.label}
+        {suffix}
       </Badge>
     </Tooltip>
   );

@@ -1342,15 +1342,8 @@ export interface components {
         /** @description POST /api/v1/ingest/runs/{id}/heartbeat/: a sign of life, every heartbeat_interval seconds. */
         Heartbeat: {
             attempt: components["schemas"]["Attempt"];
-            /** @description What the agent is doing: preparing, solving, archiving (archiving gives a local run's cores back early), … */
-            phase?: string;
-            /** @description The process tree's resource use now. */
-            resources?: {
-                /** @description CPU use, in percent of one core. */
-                cpu_percent?: number;
-                /** @description Resident memory, in bytes. */
-                rss_bytes?: number;
-            };
+            phase?: components["schemas"]["Phase"];
+            resources?: components["schemas"]["Resources"];
         };
         Image: {
             /** Format: date-time */
@@ -1705,6 +1698,8 @@ export interface components {
             events?: components["schemas"]["SubscribableEventEnum"][];
             url?: string;
         };
+        /** @description What the agent is doing: preparing, solving, archiving (archiving gives a local run's cores back early), … */
+        Phase: string;
         Plot: {
             color: string | null;
             groups: components["schemas"]["PlotGroup"][];
@@ -1885,6 +1880,13 @@ export interface components {
             memory_gb: number;
             nodes: number;
             runs: number;
+        };
+        /** @description The process tree's resource use now. */
+        Resources: {
+            /** @description CPU use, in percent of one core. */
+            cpu_percent?: number;
+            /** @description Resident memory, in bytes. */
+            rss_bytes?: number;
         };
         ResultRow: {
             attempts: number;
@@ -2280,7 +2282,11 @@ export interface components {
         /** @description POST /api/v1/ingest/runs/{id}/telemetry/: new points and log lines since the last batch; also a sign of life. */
         TelemetryBatch: {
             attempt: components["schemas"]["Attempt"];
+            /** @description Time steps (iterations) the solver has counted so far: a batch stands for a heartbeat, so it carries the run's progress too. */
+            iterations?: number;
             log?: components["schemas"]["LogLines"];
+            phase?: components["schemas"]["Phase"];
+            resources?: components["schemas"]["Resources"];
             series?: components["schemas"]["Series"];
         };
         Template: {
@@ -2331,10 +2337,11 @@ export interface components {
          * @description * `` - —
          *     * `converged` - Converged
          *     * `not_converged` - Not converged
+         *     * `iteration_limit` - Iteration limit
          *     * `diverged` - Diverged
          * @enum {string}
          */
-        TrustEnum: "converged" | "not_converged" | "diverged";
+        TrustEnum: "converged" | "not_converged" | "iteration_limit" | "diverged";
         Upload: {
             /** Format: date-time */
             readonly created_at: string;
@@ -3567,7 +3574,7 @@ export interface operations {
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
                 /** @description one study's runs */
                 study?: string;
-                trust?: ("converged" | "diverged" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
             };
             header?: never;
             path?: never;
@@ -3946,7 +3953,7 @@ export interface operations {
                 /** @description a parameter's range `NAME:LOW..HIGH` (either bound may be left out) or value `NAME:VALUE`; repeat for several */
                 param?: string[];
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
-                trust?: ("converged" | "diverged" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
                 /** @description param.NAME or objective.NAME (required) */
                 x?: string;
                 /** @description param.NAME or objective.NAME (required) */
@@ -4072,7 +4079,7 @@ export interface operations {
                 search?: string;
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
                 template?: string;
-                trust?: ("converged" | "diverged" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
             };
             header?: never;
             path: {

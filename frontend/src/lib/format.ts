@@ -39,6 +39,23 @@ export function formatDuration(seconds: number | null | undefined): string {
   return rest ? `${m} min ${rest} s` : `${m} min`;
 }
 
+/**
+ * A run's wall time: from its start to its end, computed from the timestamps so that a run
+ * whose end arrives by a live event (which carries the timestamps, not `wall_seconds`) shows
+ * it at once; null until both happened.
+ */
+export function wallSeconds(run: {
+  started_at?: string | null;
+  finished_at?: string | null;
+  wall_seconds?: number | null;
+}): number | null {
+  if (run.started_at && run.finished_at) {
+    const s = (Date.parse(run.finished_at) - Date.parse(run.started_at)) / 1000;
+    if (Number.isFinite(s)) return Math.max(0, s);
+  }
+  return run.wall_seconds ?? null;
+}
+
 export function formatBytes(bytes: number | null | undefined): string {
   if (bytes === null || bytes === undefined || !Number.isFinite(bytes)) return "—";
   const units = ["B", "kB", "MB", "GB", "TB"];

@@ -78,6 +78,8 @@ export interface QuotaImpact {
   limits: { cores: number; memory_gb: number; nodes: number; runs: number };
   in_use: ResourceAmounts;
   concurrent_runs: number;
+  /** what sets concurrent_runs: "your quota of 4 cores", "backend local's 2 cores", … */
+  limited_by?: string;
   waves: number | null;
   fits: boolean;
   problem: string | null;

@@ -17,12 +17,21 @@ import { useMe } from "@/features/auth";
 import { ApiError } from "@/lib/api-client";
 
 const TABS = ["tenants", "backends", "catalog"] as const;
+/** Other names of the tabs in links (/operations/images opens the images' tab). */
+const ALIASES: Record<string, (typeof TABS)[number]> = {
+  images: "catalog",
+  packages: "catalog",
+  tenant: "tenants",
+  backend: "backends",
+};
 
 export function AdminPage() {
   const { tab } = useParams();
   const navigate = useNavigate();
   const me = useMe();
-  const current = TABS.includes(tab as (typeof TABS)[number]) ? (tab as string) : "tenants";
+  const current = TABS.includes(tab as (typeof TABS)[number])
+    ? (tab as string)
+    : (ALIASES[tab ?? ""] ?? "tenants");
   const staff = !!me.data?.is_staff;
   const overview = useAdminOverview();
   const tenants = useAdminTenants();

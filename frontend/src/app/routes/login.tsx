@@ -17,7 +17,7 @@ export function LoginPage() {
   if (me.isPending) return <LoadingState h={400} />;
   if (me.data) return <Navigate to={next} replace />;
   return (
-    <Center mih="100vh" p="md" bg="gray.0">
+    <Center mih="100vh" p="md" bg="var(--mantine-color-default-hover)">
       <Stack w="100%" maw={400} gap="lg">
         <Center>
           <Logo size={36} />
@@ -33,7 +33,7 @@ export function LoginPage() {
         </Paper>
         <Text size="xs" c="dimmed" ta="center">
           Scripts and the CLI use API tokens: see the{" "}
-          <Anchor href="/api/docs/" size="xs">
+          <Anchor href="/api/docs/" size="xs" underline="always">
             API documentation
           </Anchor>
           .

@@ -24,7 +24,13 @@ import { LogTail, useCancelRun, useRun, WaitReason } from "@/features/runs";
 import { useStudy } from "@/features/studies";
 import { ForcesPlot, ResidualPlot, ResourcePlot } from "@/features/telemetry";
 import { ApiError, apiUrl, errorMessage } from "@/lib/api-client";
-import { formatBytes, formatDateTime, formatDuration, formatNumber } from "@/lib/format";
+import {
+  formatBytes,
+  formatDateTime,
+  formatDuration,
+  formatNumber,
+  wallSeconds,
+} from "@/lib/format";
 import { isActiveRun } from "@/lib/types";
 import { NotFoundPage } from "./not-found";
 
@@ -39,6 +45,10 @@ const END: Record<string, string> = {
   converged: "Stopped early: converged",
   max_wall_time: "Stopped: maximum wall time",
 };
+
+/** Seconds since a running run started (its wall time so far). */
+const liveSeconds = (started: string | null | undefined) =>
+  started ? Math.max(0, (Date.now() - Date.parse(started)) / 1000) : null;
 
 function Fact({
   label,
@@ -120,7 +130,7 @@ export function RunPage() {
         badge={
           <Group gap={6}>
             <RunStateBadge state={r.state} size="md" />
-            <TrustBadge trust={r.trust} />
+            <TrustBadge trust={r.trust} detail={r.trust_detail} />
           </Group>
         }
         crumbs={crumbs}
@@ -174,8 +184,10 @@ export function RunPage() {
             <Fact label="Iterations" testId="run-iterations">
               {r.iterations ?? "—"}
             </Fact>
-            <Fact label="Wall time">{started ? formatDuration(r.wall_seconds) : "—"}</Fact>
-            <Fact label="CPU">
+            <Fact label="Wall time" testId="run-wall">
+              {started ? formatDuration(wallSeconds(r) ?? liveSeconds(r.started_at)) : "—"}
+            </Fact>
+            <Fact label="CPU" testId="run-cpu">
               {r.cpu_percent !== null && r.cpu_percent !== undefined
                 ? `${Math.round(r.cpu_percent)} %`
                 : "—"}
@@ -199,7 +211,7 @@ export function RunPage() {
               gap="xl"
               mt="md"
               pt="md"
-              style={{ borderTop: "1px solid var(--mantine-color-gray-2)" }}
+              style={{ borderTop: "1px solid var(--mantine-color-default-border)" }}
             >
               {Object.entries(r.objectives).map(([k, v]) => (
                 <Stack gap={0} key={k} maw={320}>
@@ -210,7 +222,12 @@ export function RunPage() {
                     {formatNumber(v, 5)}
                   </Text>
                   {v == null && objectiveErrors[k] && (
-                    <Text size="xs" c="orange.8" lineClamp={3} title={objectiveErrors[k]}>
+                    <Text
+                      size="xs"
+                      c="var(--mantine-color-orange-light-color)"
+                      lineClamp={3}
+                      title={objectiveErrors[k]}
+                    >
                       {objectiveErrors[k]}
                     </Text>
                   )}

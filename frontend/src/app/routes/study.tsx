@@ -150,7 +150,7 @@ export function StudyPage() {
     <>
       <PageHeader
         title={s.name}
-        badge={<StudyStateBadge state={s.state} size="md" />}
+        badge={<StudyStateBadge state={s.state} progress={s.progress} size="md" />}
         crumbs={crumbs}
         subtitle={
           <>

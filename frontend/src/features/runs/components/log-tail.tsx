@@ -35,6 +35,7 @@ export function LogTail({ runId, active }: { runId: string; active: boolean }) {
         <ScrollArea
           h={280}
           viewportRef={viewport}
+          viewportProps={{ tabIndex: 0, "aria-label": "Log" }}
           onScrollPositionChange={({ y }) => {
             const el = viewport.current;
             if (el) atBottom.current = y + el.clientHeight >= el.scrollHeight - 8;
@@ -47,6 +48,8 @@ export function LogTail({ runId, active }: { runId: string; active: boolean }) {
         >
           <Code
             block
+            tabIndex={0}
+            aria-label="Solver log"
             style={{
               background: "transparent",
               color: "var(--mantine-color-gray-3)",

@@ -30,14 +30,19 @@ describe("WaitReason", () => {
     show(
       run({
         wait_reason: "backend_capacity",
-        wait_detail: "backend capacity: hpc: cores (2+2 > 2)",
+        wait_detail:
+          "backend capacity: 2 cores in use + 2 for this run, over the 2 cores backend hpc has",
         queue_position: 3,
       }),
     );
     expect(screen.getByTestId("wait-reason")).toHaveTextContent(
       "Queued: number 3 in your tenant's queue",
     );
-    expect(screen.getByTestId("wait-reason")).toHaveTextContent("cores (2+2 > 2)");
+    // in words, once: the reason is not repeated in the scheduler's detail
+    expect(screen.getByTestId("wait-reason")).toHaveTextContent(
+      "The compute backend is full; the run starts when capacity frees up. Now: 2 cores in use + 2 for this run, over the 2 cores backend hpc has.",
+    );
+    expect(screen.getByTestId("wait-reason")).not.toHaveTextContent("backend capacity:");
   });
 
   it("says why a submitted job waits in the cluster's own queue, not the earlier attempt", () => {

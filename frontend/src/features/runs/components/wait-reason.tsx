@@ -12,6 +12,12 @@ const REASONS: Record<string, string> = {
   image: "Its machine image is being built; the run starts when the image is ready.",
 };
 
+/** The scheduler's detail without the reason it repeats ("backend capacity: …"). */
+function detailOf(detail: string): string {
+  const text = detail.replace(/^(tenant quota|backend capacity|cloud project limit): /, "");
+  return text ? `Now: ${text}.` : "";
+}
+
 /** Why a queued run waits: its place in the queue and the reason the scheduler gave. */
 export function WaitReason({ run }: { run: RunDetail }) {
   if (run.state !== "pending" && run.state !== "admitted" && run.state !== "provisioning")
@@ -41,7 +47,7 @@ export function WaitReason({ run }: { run: RunDetail }) {
       {!admitted && (
         <Text size="sm">
           {REASONS[run.wait_reason ?? ""] ?? "Waiting to be admitted."}
-          {run.wait_detail ? ` (${run.wait_detail})` : ""}
+          {run.wait_detail ? ` ${detailOf(run.wait_detail)}` : ""}
         </Text>
       )}
       {admitted && !backendQueue && (

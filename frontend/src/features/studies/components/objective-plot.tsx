@@ -41,11 +41,10 @@ export function ObjectivePlot({
   const others = parameters.filter((p) => p !== x && p !== group);
   const layout = useMemo(
     () => ({
-      xaxis: { title: { text: x }, zeroline: false, gridcolor: "#e9ecef" },
+      xaxis: { title: { text: x }, zeroline: false },
       yaxis: {
         title: { text: heat ? (group ?? "") : objective },
         zeroline: false,
-        gridcolor: "#e9ecef",
       },
       showlegend: !!group && !heat,
     }),

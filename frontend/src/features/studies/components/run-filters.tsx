@@ -17,6 +17,7 @@ import type { RangeFilter, RunQuery } from "../lib/run-query";
 
 const TRUSTS: { value: Exclude<Trust, "">; label: string }[] = [
   { value: "converged", label: "Converged" },
+  { value: "iteration_limit", label: "Iteration limit" },
   { value: "not_converged", label: "Not converged" },
   { value: "diverged", label: "Diverged" },
 ];

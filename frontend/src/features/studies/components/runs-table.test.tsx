@@ -216,4 +216,35 @@ describe("RunsTable (server-side)", () => {
     act(() => socket.push({ type: "runs", id: "s1", seq: 9, runs: [] }));
     await waitFor(() => expect(calls.length).toBe(3));
   });
+
+  it("shows the wall time of a run that ends by a live event, without a reload", async () => {
+    const { calls, db } = server();
+    db[100] = {
+      ...db[100]!,
+      state: "running",
+      started_at: "2026-01-01T10:00:00Z",
+    } as unknown as Run;
+    renderWithApp(<StudyRuns active />, { route: "/?page=2" });
+    await screen.findByTestId("run-row-100");
+    await waitFor(() => expect(sockets).toHaveLength(1));
+    const socket = sockets[0]!;
+    act(() => socket.push({ type: "subscribed", id: "s1", seq: 1 }));
+    await waitFor(() => expect(screen.getByTestId("fetching")).toHaveTextContent("no"));
+    const before = calls.length;
+    // the event carries the timestamps, not wall_seconds (the REST row has it)
+    act(() =>
+      socket.push({
+        type: "runs",
+        id: "s1",
+        seq: 2,
+        runs: [{ id: "r100", state: "completed", finished_at: "2026-01-01T10:02:05Z" }],
+        progress: { completed: 101, pending: 149 },
+      }),
+    );
+    await waitFor(() =>
+      expect(screen.getByTestId("run-row-100")).toHaveAttribute("data-state", "completed"),
+    );
+    expect(within(screen.getByTestId("run-row-100")).getByText("2 min 5 s")).toBeInTheDocument();
+    expect(calls.length).toBe(before);
+  });
 });

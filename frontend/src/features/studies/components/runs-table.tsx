@@ -14,7 +14,7 @@ import { memo, type ReactNode } from "react";
 import { Link } from "react-router";
 import { RunStateBadge, TrustBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
-import { formatDuration, formatInt, formatNumber, formatRelative } from "@/lib/format";
+import { formatDuration, formatInt, formatNumber, formatRelative, wallSeconds } from "@/lib/format";
 import type { Run } from "@/lib/types";
 import type { Page } from "../api/studies";
 import { RUNS_PAGE_SIZE, type RunQuery } from "../lib/run-query";
@@ -134,7 +134,7 @@ function columnsFor(
       width: "140px",
       min: 140,
       sort: "trust",
-      cell: (r) => <TrustBadge trust={r.trust} />,
+      cell: (r) => <TrustBadge trust={r.trust} detail={r.trust_detail} compact />,
     });
   for (const o of objectives)
     cols.push({
@@ -170,7 +170,7 @@ function columnsFor(
     width: "96px",
     min: 96,
     align: "right",
-    cell: (r) => (r.started_at ? formatDuration(r.wall_seconds) : "—"),
+    cell: (r) => (r.started_at ? formatDuration(wallSeconds(r)) : "—"),
   });
   return cols;
 }

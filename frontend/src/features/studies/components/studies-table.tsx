@@ -50,7 +50,7 @@ export function StudiesTable({
                 </Stack>
               </Table.Td>
               <Table.Td>
-                <StudyStateBadge state={s.state} />
+                <StudyStateBadge state={s.state} progress={s.progress} />
               </Table.Td>
               <Table.Td>
                 <StudyProgress progress={s.progress} size="sm" showCounts={false} />

@@ -321,8 +321,15 @@ function ExtendModal({
           extend.mutate(
             { id: study.id, arg: params },
             {
-              onSuccess: () => {
-                notifications.show({ message: "New runs queued", color: "teal" });
+              onSuccess: (extended) => {
+                const added = extended ? (extended.run_count ?? 0) - (study.run_count ?? 0) : null;
+                notifications.show({
+                  message:
+                    added === null
+                      ? "New runs queued"
+                      : `${added} new ${added === 1 ? "run" : "runs"} queued`,
+                  color: "teal",
+                });
                 setText({});
                 onClose();
               },

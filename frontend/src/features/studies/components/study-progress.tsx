@@ -35,7 +35,11 @@ export function StudyProgress({
           order.map((s) =>
             by[s] ? (
               <Tooltip key={s} label={`${by[s]} ${runStateLabel(s).toLowerCase()}`} withArrow>
-                <Progress.Section value={(by[s] / total) * 100} color={runStateColor(s)} />
+                <Progress.Section
+                  value={(by[s] / total) * 100}
+                  color={runStateColor(s)}
+                  aria-label={`Runs ${runStateLabel(s).toLowerCase()}`}
+                />
               </Tooltip>
             ) : null,
           )}

@@ -35,6 +35,7 @@ export function useStudy(id: string) {
   return useQuery({
     queryKey: studyKeys.detail(id),
     queryFn: () => fetchStudy(id),
+    enabled: !!id, // a run page asks before it knows its study
     staleTime: 2_000,
     refetchInterval: (q) => (isActiveStudy(q.state.data?.state) ? env.pollMs : false),
   });

@@ -76,11 +76,10 @@ export function ResidualOverlay({ runs }: { runs: OverlayRun[] }) {
       <Plot
         data={data}
         layout={{
-          xaxis: { title: { text: "iteration" }, gridcolor: "#e9ecef", zeroline: false },
+          xaxis: { title: { text: "iteration" }, zeroline: false },
           yaxis: {
             type: "log",
             title: { text: "initial residual" },
-            gridcolor: "#e9ecef",
             exponentformat: "e",
           },
           showlegend: true,

@@ -92,11 +92,10 @@ export function ResidualPlot({
 }
 
 const RESIDUAL_LAYOUT = {
-  xaxis: { title: { text: "iteration" }, gridcolor: "#e9ecef", zeroline: false },
+  xaxis: { title: { text: "iteration" }, zeroline: false },
   yaxis: {
     type: "log" as const,
     title: { text: "initial residual" },
-    gridcolor: "#e9ecef",
     exponentformat: "e" as const,
   },
 };

@@ -49,8 +49,8 @@ export function ResourcePlot({ runId, active }: { runId: string; active: boolean
     <Plot
       data={data}
       layout={{
-        xaxis: { title: { text: "seconds since start" }, gridcolor: "#e9ecef", zeroline: false },
-        yaxis: { title: { text: "CPU %" }, rangemode: "tozero", gridcolor: "#e9ecef" },
+        xaxis: { title: { text: "seconds since start" }, zeroline: false },
+        yaxis: { title: { text: "CPU %" }, rangemode: "tozero" },
         yaxis2: {
           title: { text: "MB" },
           overlaying: "y",

@@ -105,6 +105,6 @@ export function ForcesPlot({
 }
 
 const FORCES_LAYOUT = {
-  xaxis: { title: { text: "iteration / time" }, gridcolor: "#e9ecef", zeroline: false },
-  yaxis: { gridcolor: "#e9ecef", zeroline: false },
+  xaxis: { title: { text: "iteration / time" }, zeroline: false },
+  yaxis: { zeroline: false },
 };

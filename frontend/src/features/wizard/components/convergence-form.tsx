@@ -133,13 +133,7 @@ export function ConvergenceForm({
               onChange={(v) => set({ objectiveOn: v })}
               label="a series settles"
             />
-            <Group
-              gap={6}
-              pl={26}
-              wrap="nowrap"
-              align="flex-start"
-              opacity={c.objectiveOn ? 1 : 0.55}
-            >
+            <Group gap={6} pl={26} wrap="nowrap" align="flex-start">
               <Autocomplete
                 size="xs"
                 w={140}

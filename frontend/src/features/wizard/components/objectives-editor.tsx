@@ -57,7 +57,20 @@ export function ObjectivesEditor({
           </Table.Thead>
           <Table.Tbody>
             {form.objectives.map((o) => {
-              const err = errorAt(errors, `objectives.${o.name || o.key}`);
+              const base = `objectives.${o.name || o.key}`;
+              // a problem with the name shows under the name (the server's "a Python keyword"
+              // is one too), the others under the definition
+              const keyword =
+                errors[base] && /keyword/.test(errors[base]) ? errors[base] : undefined;
+              const nameErr = errors[`${base}.name`] ?? keyword;
+              const err = nameErr
+                ? undefined
+                : errorAt(
+                    Object.fromEntries(
+                      Object.entries(errors).filter(([k]) => k !== `${base}.name`),
+                    ),
+                    base,
+                  );
               return (
                 <Table.Tr key={o.key} data-testid={`objective-row-${o.name}`}>
                   <Table.Td>
@@ -66,7 +79,7 @@ export function ObjectivesEditor({
                       value={o.name}
                       onChange={(e) => set(o.key, { name: e.currentTarget.value })}
                       aria-label="Objective name"
-                      error={!!err}
+                      error={nameErr ?? !!err}
                       styles={{ input: { fontFamily: "var(--mantine-font-family-monospace)" } }}
                     />
                   </Table.Td>
@@ -74,7 +87,7 @@ export function ObjectivesEditor({
                     <Select
                       size="xs"
                       data={[
-                        { value: "series", label: "From a series" },
+                        { value: "series", label: "Series" },
                         { value: "expr", label: "Expression" },
                       ]}
                       value={o.kind}

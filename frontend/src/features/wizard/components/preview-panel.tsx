@@ -21,11 +21,15 @@ export function PreviewPanel({
   error,
   loading,
   localProblems,
+  waitingFor,
 }: {
   preview: Preview | undefined;
   error: unknown;
   loading: boolean;
+  /** problems marked on the form (those not shown until a save attempt are not counted) */
   localProblems: number;
+  /** what the preview waits for when nothing is marked yet (e.g. "pick a template, …") */
+  waitingFor?: string;
 }) {
   const q = preview?.quota;
   return (
@@ -43,8 +47,12 @@ export function PreviewPanel({
         <Text c="dimmed">{preview?.run_count === 1 ? "run" : "runs"}</Text>
       </Group>
       {localProblems > 0 ? (
-        <Text size="sm" c="orange.8" mt="xs">
+        <Text size="sm" c="var(--mantine-color-orange-light-color)" mt="xs">
           Fix {plural(localProblems, "marked field")} to update the preview.
+        </Text>
+      ) : waitingFor ? (
+        <Text size="sm" c="dimmed" mt="xs" data-testid="preview-waiting">
+          The preview appears once you {waitingFor}.
         </Text>
       ) : error ? (
         <Alert
@@ -84,7 +92,7 @@ export function PreviewPanel({
             </Text>
           </Group>
           {q.problem && (
-            <Text size="sm" c="red.7">
+            <Text size="sm" c="var(--mantine-color-red-light-color)">
               {q.problem}
             </Text>
           )}
@@ -104,8 +112,9 @@ export function PreviewPanel({
             format={formatGb}
           />
           <Text size="xs" c="dimmed">
-            Whole study: {formatInt(q.total.cores)} core-slots, {formatGb(q.total.memory_gb)}. A
-            study may exceed the quota: the rest waits in the queue.
+            Whole study: {formatInt(q.total.cores)} cores and {formatGb(q.total.memory_gb)} in all,
+            added up over its runs; each run holds its share only while it runs. A study may be
+            larger than the quota: the runs that do not fit wait in the queue.
           </Text>
         </Stack>
       )}
@@ -142,8 +151,8 @@ function QuotaBar({
         </Text>
       </Group>
       <Progress.Root size="md" radius="sm">
-        <Progress.Section value={busy} color="gray.5" />
-        <Progress.Section value={mine} color="blue" />
+        <Progress.Section value={busy} color="gray.5" aria-label={`${label} in use now`} />
+        <Progress.Section value={mine} color="blue" aria-label={`${label} this study takes`} />
       </Progress.Root>
     </Stack>
   );

@@ -63,7 +63,7 @@ export function RunConfig({
             data-testid="solver-select"
           />
           {pkg && (
-            <Paper withBorder p="sm" radius="md" bg="gray.0">
+            <Paper withBorder p="sm" radius="md" bg="var(--mantine-color-default-hover)">
               <Group gap={6} mb={4}>
                 <Text size="sm" fw={600}>
                   {pkg.name}

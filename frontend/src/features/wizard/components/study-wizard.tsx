@@ -234,7 +234,13 @@ export function StudyWizard({
                   This is the study spec the portal receives. The same file works with the CLI and
                   the API.
                 </Text>
-                <Code block data-testid="spec-yaml" style={{ maxHeight: 360, overflow: "auto" }}>
+                <Code
+                  block
+                  data-testid="spec-yaml"
+                  tabIndex={0}
+                  aria-label="The study's spec, as YAML"
+                  style={{ maxHeight: 360, overflow: "auto" }}
+                >
                   {specToYaml(spec)}
                 </Code>
                 <Group gap="xs">
@@ -312,7 +318,8 @@ export function StudyWizard({
             preview={previewData}
             error={preview.isError ? preview.error : null}
             loading={preview.isFetching}
-            localProblems={blocking.length}
+            localProblems={blocking.filter((k) => k in errors).length}
+            waitingFor={blocking.length ? localErrors[blocking[0]!] : undefined}
           />
           {previewData && (
             <Paper withBorder radius="md" p="md">

@@ -122,7 +122,7 @@ export function UploadDropzone({
             {entry && (
               <Group gap={6} data-testid="upload-error-entry">
                 <IconFileX size={16} color="var(--mantine-color-red-7)" />
-                <Text size="sm" ff="monospace" fw={600} c="red.8">
+                <Text size="sm" ff="monospace" fw={600} c="var(--mantine-color-red-light-color)">
                   {file?.name ? `${file.name} › ` : ""}
                   {entry}
                 </Text>

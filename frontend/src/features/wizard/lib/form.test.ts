@@ -198,18 +198,27 @@ describe("the quota impact sentence", () => {
     limits: { cores: 64, memory_gb: 256, nodes: 16, runs: 16 },
     in_use: { cores: 0, memory_gb: 0, nodes: 0, runs: 0 },
     concurrent_runs: 16,
+    limited_by: "your quota of 64 cores",
     waves: 8,
     fits: true,
     problem: null,
     summary: "",
   };
-  it("says how many waves the study takes within the quota", () => {
+  it("says how many run at once, what sets that number, and how many waves", () => {
     expect(impactSentence(120, impact)).toBe(
-      "120 runs × 4 cores: runs in about 8 waves within your 64-core quota (16 at a time)",
+      "120 runs × 4 cores: 16 at a time (set by your quota of 64 cores), about 8 waves",
     );
-    expect(impactSentence(3, impact)).toBe(
-      "3 runs × 4 cores: all at once within your 64-core quota",
-    );
+    // the backend, not the tenant's quota, holds one run at a time: said as such
+    expect(
+      impactSentence(31, {
+        ...impact,
+        limits: { ...impact.limits, cores: 4 },
+        concurrent_runs: 1,
+        limited_by: "backend local's 2 cores",
+        waves: 31,
+      }),
+    ).toBe("31 runs × 4 cores: 1 at a time (set by backend local's 2 cores), about 31 waves");
+    expect(impactSentence(3, impact)).toBe("3 runs × 4 cores: all at once");
     expect(impactSentence(3, { ...impact, fits: false })).toMatch(/does not fit/);
   });
 });

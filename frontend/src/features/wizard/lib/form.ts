@@ -534,7 +534,7 @@ export function toSpec(form: WizardForm): SpecResult {
   for (const o of form.objectives) {
     const where = `objectives.${o.name || o.key}`;
     if (!IDENT.test(o.name)) {
-      errors[where] = "names are identifiers: letters, digits and _";
+      errors[`${where}.name`] = "names are identifiers: letters, digits and _";
       continue;
     }
     if (o.kind === "expr") {

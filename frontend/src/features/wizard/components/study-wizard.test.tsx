@@ -1,0 +1,57 @@
+import { screen } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { mockApi, renderWithApp } from "@/test/render";
+import { emptyForm, type WizardForm } from "../lib/form";
+import { StudyWizard } from "./study-wizard";
+
+afterEach(() => vi.restoreAllMocks());
+
+function wizard(initial: WizardForm) {
+  mockApi({ "POST /api/v1/studies/preview/": () => new Promise(() => {}) });
+  return renderWithApp(
+    <StudyWizard
+      templates={[]}
+      packages={[]}
+      backends={[]}
+      initial={initial}
+      editId={null}
+      renderTemplatePicker={() => <div>templates</div>}
+      onSaved={() => {}}
+    />,
+  );
+}
+
+describe("StudyWizard", () => {
+  it("on an empty form says what the preview waits for, not 'fix 1 marked field'", () => {
+    wizard(emptyForm());
+    const panel = screen.getByTestId("preview-panel");
+    expect(panel).not.toHaveTextContent(/marked field/);
+    expect(screen.getByTestId("preview-waiting")).toHaveTextContent(
+      "The preview appears once you pick a template, or upload a case.",
+    );
+  });
+
+  it("shows a bad objective name under the name, not under its definition", async () => {
+    wizard({
+      ...emptyForm(),
+      objectives: [
+        {
+          key: "k1",
+          name: "L/D",
+          kind: "expr",
+          series: "",
+          reduce: "last",
+          n: "20",
+          expr: "Cl / Cd",
+        },
+      ],
+    });
+    await userEvent.click(screen.getByTestId("step-3"));
+    const name = screen.getByRole("textbox", { name: "Objective name" });
+    expect(name).toHaveAccessibleDescription(/names are identifiers/);
+    expect(screen.getByRole("textbox", { name: "L/D expression" })).not.toHaveAccessibleDescription(
+      /names are identifiers/,
+    );
+  });
+});
