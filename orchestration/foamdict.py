@@ -24,6 +24,7 @@ __all__ = ["DictError", "FoamDict", "parse_call", "parse_file", "parse_text"]
 
 _MAX_BYTES = 8 * 1024 * 1024
 _MAX_DEPTH = 16  # nested includes
+_MAX_NESTING = 64  # dictionaries in dictionaries
 _PUNCT = set("{};[]")
 _WORD_END = set(' \t\r\n\f\v{};[]"')
 _CASE_PREFIXES = {
@@ -166,6 +167,7 @@ class _Context:
 class _Parser:
     def __init__(self, tokens: list[_Token], where: str, base: str | None, ctx: _Context):
         self.tokens, self.pos, self.where, self.base, self.ctx = tokens, 0, where, base, ctx
+        self.nesting = 0
 
     def _error(self, message: str, token: _Token | None = None) -> DictError:
         token = token or (self.tokens[self.pos] if self.pos < len(self.tokens) else None)
@@ -183,6 +185,15 @@ class _Parser:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
 
     def parse_dict(self, out: FoamDict, scopes: list[FoamDict], closing: _Token | None) -> FoamDict:
+        self.nesting += 1
+        if self.nesting > _MAX_NESTING:
+            raise self._error(f"dictionaries nested more than {_MAX_NESTING} deep", closing)
+        try:
+            return self._entries(out, scopes, closing)
+        finally:
+            self.nesting -= 1
+
+    def _entries(self, out: FoamDict, scopes: list[FoamDict], closing: _Token | None) -> FoamDict:
         while True:
             token = self._next()
             if token is None:

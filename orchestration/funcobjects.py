@@ -97,6 +97,16 @@ _NO_SERIES = {
     "vtkWrite": "writes VTK files, not series",
     "ensightWrite": "writes EnSight files, not series",
 }
+# function objects that compute fields (written at write times), not series
+_FIELD_WRITERS = (
+    "components mag magSqr grad div curl vorticity Q Lambda2 CourantNo PecletNo MachNo "
+    "enstrophy streamFunction turbulenceFields writeObjects writeCellCentres writeCellVolumes "
+    "nearWallFields ddt add subtract randomise flowType pressure fieldAverage scale "
+    "lambVector processorField"
+).split()
+_NO_SERIES.update(
+    {kind: "computes fields (written with the case), not series" for kind in _FIELD_WRITERS}
+)
 
 
 def function_object(name: str, entry: FoamDict, fields: dict[str, str]) -> FunctionObject:
