@@ -771,6 +771,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/studies/{id}/objectives/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** @description Edit a study's objectives after its runs (docs/api.md, "Objectives after the fact"). */
+        put: operations["studies_objectives_update"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/studies/{id}/plot/": {
         parameters: {
             query?: never;
@@ -1441,6 +1458,40 @@ export interface components {
          * @enum {string}
          */
         ImageStatusEnum: "pending" | "building" | "ready" | "failed" | "retired";
+        InspectedFunctionObject: {
+            /** @description as in controlDict's functions (an #includeFunc's call) */
+            name: string;
+            note: string;
+            /** @description its columns are not known before a run: any series under this prefix */
+            open_prefix: string | null;
+            /** @description the series it writes, as runs record them */
+            series: string[];
+            type: string;
+        };
+        InspectedPlaceholder: {
+            line: number;
+            name: string;
+            type: components["schemas"]["TypeEnum"];
+        };
+        /** @description What a case will do, read from its files (docs/api.md, "Case inspection"). */
+        Inspection: {
+            /** @description what could not be read, naming file and line */
+            errors: string[];
+            function_objects: components["schemas"]["InspectedFunctionObject"][];
+            has_mesh: boolean;
+            mesh_steps: string[];
+            notes: string[];
+            open_prefixes: string[];
+            /** @description by file */
+            placeholders: {
+                [key: string]: components["schemas"]["InspectedPlaceholder"][];
+            };
+            residuals: string[];
+            /** @description every series a run will send: function objects' columns, then residuals */
+            series: string[];
+            /** @description controlDict's application */
+            solver: string | null;
+        };
         Limits: {
             /** Format: double */
             core_hours_budget: number | null;
@@ -2178,6 +2229,12 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        StudyObjectivesRequest: {
+            /** @description the study's objectives, all of them, as in the study spec: {name: {series, reduce, n} | {expr}} */
+            objectives: {
+                [key: string]: unknown;
+            };
+        };
         /**
          * StudySpec
          * @description A study: one case, the parameters that vary, what each run needs, and what to collect. The REST API takes it as JSON, scripts keep it as YAML, the wizard writes it.
@@ -2291,6 +2348,7 @@ export interface components {
                 [key: string]: unknown;
             };
             description?: string;
+            readonly inspection: components["schemas"]["Inspection"] | null;
             name: string;
             readonly objectives: {
                 [key: string]: unknown;
@@ -2335,6 +2393,14 @@ export interface components {
          * @enum {string}
          */
         TrustEnum: "converged" | "not_converged" | "diverged";
+        /**
+         * @description * `number` - number
+         *     * `integer` - integer
+         *     * `text` - text
+         *     * `vector` - vector
+         * @enum {string}
+         */
+        TypeEnum: "number" | "integer" | "text" | "vector";
         Upload: {
             /** Format: date-time */
             readonly created_at: string;
@@ -2344,6 +2410,7 @@ export interface components {
             has_mesh?: boolean;
             /** Format: uuid */
             readonly id: string;
+            readonly inspection: components["schemas"]["Inspection"] | null;
             placeholders?: unknown;
             /** Format: int64 */
             size_bytes: number;
@@ -3916,6 +3983,33 @@ export interface operations {
                 "application/json": components["schemas"]["StudyExtendRequest"];
                 "application/x-www-form-urlencoded": components["schemas"]["StudyExtendRequest"];
                 "multipart/form-data": components["schemas"]["StudyExtendRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Study"];
+                };
+            };
+        };
+    };
+    studies_objectives_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StudyObjectivesRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["StudyObjectivesRequest"];
+                "multipart/form-data": components["schemas"]["StudyObjectivesRequest"];
             };
         };
         responses: {
