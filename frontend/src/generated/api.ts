@@ -2294,7 +2294,7 @@ export interface components {
             /** @description Makes lhs and random samples reproducible. */
             seed?: number;
             /**
-             * @description The OpenFOAM solver; default: the template's. Required for an uploaded case.
+             * @description The OpenFOAM solver; default: the template's, or for an uploaded case the one its controlDict names (application).
              * @example simpleFoam
              */
             solver?: string;
