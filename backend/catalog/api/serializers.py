@@ -40,7 +40,8 @@ class InspectionSerializer(serializers.Serializer):
     )
     mesh_steps = serializers.ListField(child=serializers.CharField())
     has_mesh = serializers.BooleanField()
-    errors = serializers.ListField(
+    # a declared field: DRF's metaclass takes it out of the class, Serializer.errors stays
+    errors = serializers.ListField(  # type: ignore[assignment]
         child=serializers.CharField(), help_text="what could not be read, naming file and line"
     )
     notes = serializers.ListField(child=serializers.CharField())

@@ -165,10 +165,8 @@ export async function fetchStudyInspection(study: Study): Promise<CaseInspection
     return upload.inspection ?? null;
   }
   if (study.template) {
-    const template = (await unwrap(
-      api.GET("/api/v1/templates/{id}/", { params: { path: { id: study.template } } }),
-    )) as unknown as CaseTemplate;
-    return template.inspection ?? null;
+    const templates = (await unwrap(api.GET("/api/v1/templates/"))) as unknown as CaseTemplate[];
+    return templates.find((t) => t.name === study.template)?.inspection ?? null;
   }
   return null;
 }

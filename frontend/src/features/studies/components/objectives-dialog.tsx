@@ -31,15 +31,19 @@ interface Row {
 let nextKey = 1;
 
 function rowsOf(objectives: Record<string, ObjectiveSpec>): Row[] {
-  return Object.entries(objectives).map(([name, o]) => ({
-    key: nextKey++,
-    name,
-    kind: o.expr ? "expr" : "series",
-    series: o.series ?? "",
-    reduce: (o.reduce ?? "last") as Reduce,
-    n: String(o.n ?? 20),
-    expr: o.expr ?? "",
-  }));
+  return Object.entries(objectives).map(([name, o]) =>
+    "expr" in o
+      ? { key: nextKey++, name, kind: "expr", series: "", reduce: "last", n: "20", expr: o.expr }
+      : {
+          key: nextKey++,
+          name,
+          kind: "series",
+          series: o.series,
+          reduce: o.reduce ?? "last",
+          n: String(o.n ?? 20),
+          expr: "",
+        },
+  );
 }
 
 function specOf(rows: Row[]): Record<string, ObjectiveSpec> {

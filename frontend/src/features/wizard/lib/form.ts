@@ -317,12 +317,12 @@ function commonChars(a: string, b: string): number {
   for (let i = 1; i <= a.length; i++) {
     let prev = 0;
     for (let j = 1; j <= b.length; j++) {
-      const keep = row[j];
-      row[j] = a[i - 1] === b[j - 1] ? prev + 1 : Math.max(row[j], row[j - 1]);
+      const keep = row[j] ?? 0;
+      row[j] = a[i - 1] === b[j - 1] ? prev + 1 : Math.max(keep, row[j - 1] ?? 0);
       prev = keep;
     }
   }
-  return row[b.length];
+  return row[b.length] ?? 0;
 }
 
 /** The form of a saved spec (editing a draft). */
