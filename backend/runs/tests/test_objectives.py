@@ -12,7 +12,7 @@ from telemetry.ingest import telemetry_ingest
 
 
 def _finished_run_with_series(study_id: str, series: dict) -> Run:
-    run = Run.objects.filter(study_id=study_id).order_by("index").first()
+    run = Run.objects.filter(study_id=study_id).order_by("index")[0]
     now = timezone.now()
     Run.objects.filter(pk=run.pk).update(
         state="running", attempt=1, admitted_at=now, started_at=now, heartbeat_at=now
