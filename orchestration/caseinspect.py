@@ -150,6 +150,8 @@ def series_known(inspection: dict[str, Any], name: str) -> bool:
         return True
     if any(name.startswith(p) for p in inspection.get("open_prefixes", [])):
         return True
+    if name.startswith("residual_final."):  # the final residual of a field solved
+        return "residual." + name.removeprefix("residual_final.") in inspection.get("series", [])
     # log series beside residuals: the solver decides (continuity, Courant, execution time)
     return name.startswith(_LOG_PREFIXES[2:])
 

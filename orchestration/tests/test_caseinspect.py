@@ -117,6 +117,9 @@ def test_motorbike_forcecoeffs_from_an_included_file(tmp_path: Path) -> None:
     assert "forceCoeffs1.Cd" in inspection.series
     assert series_known(inspection.as_json(), "forceCoeffs1.Cl")
     assert not series_known(inspection.as_json(), "forceCoeffs.Cl")
+    assert series_known(inspection.as_json(), "residual_final.omega")
+    assert not series_known(inspection.as_json(), "residual.epsilon")  # kOmegaSST solves omega
+    assert series_known(inspection.as_json(), "continuity.local")
 
 
 def test_placeholders_are_typed_from_where_they_stand(tmp_path: Path) -> None:
