@@ -28,16 +28,20 @@ def study_inspection(*, study: Study) -> dict[str, Any]:
     return {}
 
 
-def study_objectives_update(*, study: Study, objectives: Any) -> int:
-    """Replace the study's objectives (checked as the study spec checks them: shape, names,
-    expressions, and every series one its case can send); recompute every finished run's
-    objectives and trust from its stored series. Return how many runs were recomputed."""
+def study_objectives_update(*, study: Study, objectives: Any, trust: Any = None) -> int:
+    """Replace the study's objectives, and its trust rules when `trust` is given (checked as
+    the study spec checks them: shape, names, expressions, and every series one its case can
+    send); recompute every finished run's objectives and trust flag from its stored series.
+    Return how many runs were recomputed."""
     if study.state == StudyState.DRAFT:
         raise Conflict(
             "a draft's objectives are edited with the study (PUT /api/v1/studies/{id}/)",
             code=ErrorCode.STATE,
         )
-    spec_validate({**study.spec, "objectives": objectives})
+    spec = {**study.spec, "objectives": objectives}
+    if trust is not None:
+        spec["trust"] = trust
+    spec_validate(spec)
     run = Run.objects.filter(study=study).only("context").first()
     scope = set(study.constants) | set(study.derived) | set(run.context if run else {})
     resolved = objectives_resolve(objectives, names_in_scope=scope)
@@ -48,6 +52,8 @@ def study_objectives_update(*, study: Study, objectives: Any) -> int:
         locked = Study.objects.select_for_update().get(pk=study.pk)
         locked.objectives = resolved
         locked.spec = {**locked.spec, "objectives": objectives}
+        if trust is not None:
+            locked.spec["trust"] = trust
         locked.save(update_fields=["objectives", "spec", "updated_at"])
     ids = list(
         Run.objects.filter(study=study, state__in=TERMINAL_STATES).values_list("pk", flat=True)

@@ -126,8 +126,11 @@ def trust_of(
     final_residuals: Mapping[str, float | None],
     drifts: Mapping[str, float],
     iterations: int | None,
+    residuals_below: float = TRUST_RESIDUAL,
+    drift_below: float = TRUST_DRIFT,
 ) -> tuple[str, dict[str, Any]]:
-    """converged | not_converged | diverged, with the evidence."""
+    """converged | not_converged | diverged, with the evidence (the thresholds: the study's
+    `trust` rules, else the defaults)."""
     detail: dict[str, Any] = {
         "final_residuals": dict(final_residuals),
         "objective_drift": {k: (None if math.isinf(v) else v) for k, v in drifts.items()},
@@ -149,17 +152,17 @@ def trust_of(
         )
         return "converged", detail
     residuals_ok = bool(final_residuals) and all(
-        v < TRUST_RESIDUAL for v in final_residuals.values() if v is not None
+        v < residuals_below for v in final_residuals.values() if v is not None
     )
-    drift_ok = all(v < TRUST_DRIFT for v in drifts.values())
+    drift_ok = all(v < drift_below for v in drifts.values())
     if residuals_ok and drift_ok:
         detail["why"] = (
-            f"final residuals below {TRUST_RESIDUAL:g} and objectives steady within {TRUST_DRIFT:g}"
+            f"final residuals below {residuals_below:g} and objectives steady within {drift_below:g}"
         )
         return "converged", detail
     detail["why"] = (
-        f"final residuals not all below {TRUST_RESIDUAL:g}"
+        f"final residuals not all below {residuals_below:g}"
         if not residuals_ok
-        else f"objectives still drifting (> {TRUST_DRIFT:g})"
+        else f"objectives still drifting (> {drift_below:g})"
     )
     return "not_converged", detail

@@ -17,7 +17,13 @@ from django.db import connection
 from orchestration import render
 from studies.choices import Reduce
 from studies.models import Run
-from telemetry.convergence import TRUST_WINDOW, relative_change, trust_of
+from telemetry.convergence import (
+    TRUST_DRIFT,
+    TRUST_RESIDUAL,
+    TRUST_WINDOW,
+    relative_change,
+    trust_of,
+)
 from telemetry.models import SeriesChunk
 
 
@@ -114,11 +120,13 @@ def results_compute(
     run.objectives = objectives
     run.iterations = iterations if iterations is not None else (steps.points if steps else None)
     run.last_time = last_time if last_time is not None else (steps.last_x if steps else None)
+    rules = run.study.spec.get("trust") or {}  # the study's trust rules (docs/live.md)
+    window = int(rules.get("window", TRUST_WINDOW))
     drifts = {}
     for obj, spec in specs.items():
         series = summary.get(spec.get("series", ""))
         if series and series.ys:
-            tail = [v for v in series.ys if v is not None][-TRUST_WINDOW:]
+            tail = [v for v in series.ys if v is not None][-window:]
             if tail:
                 drifts[obj] = relative_change(tail)
     run.trust, run.trust_detail = trust_of(
@@ -128,6 +136,8 @@ def results_compute(
         final_residuals={n.removeprefix("residual."): summary[n].last_y for n in residuals},
         drifts=drifts,
         iterations=run.iterations,
+        residuals_below=float(rules.get("residuals_below", TRUST_RESIDUAL)),
+        drift_below=float(rules.get("drift_below", TRUST_DRIFT)),
     )
     if errors:
         run.trust_detail["objective_errors"] = errors

@@ -161,5 +161,9 @@ class StudyObjectivesView(APIView):
         study = selectors.study_get(user=request.user, study_id=pk)
         ser = s.StudyObjectivesSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        study_objectives_update(study=study, objectives=ser.validated_data["objectives"])
+        study_objectives_update(
+            study=study,
+            objectives=ser.validated_data["objectives"],
+            trust=ser.validated_data.get("trust"),
+        )
         return Response(s.StudySerializer(selectors.study_get(user=request.user, study_id=pk)).data)

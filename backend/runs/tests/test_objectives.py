@@ -97,3 +97,35 @@ def test_another_tenants_study_objectives_are_a_404(api, make_tenant):
     other.force_authenticate(make_tenant().user)
     r = other.put(f"/api/v1/studies/{study_id}/objectives/", {"objectives": {}}, format="json")
     assert r.status_code == 404
+
+
+def test_trust_rules_edited_after_the_runs_recompute_the_trust_flag(api):
+    up = upload_pitzdaily(api)
+    spec = {
+        "name": "s",
+        "case": up["id"],
+        "parameters": {"Uin": 10},
+        "objectives": {"p_in": {"series": "inletP.areaAverage(p)"}},
+    }
+    study_id = api.post("/api/v1/studies/", spec, format="json").json()["id"]
+    series = {
+        "residual.p": [[1, 1.0], [2, 0.02], [3, 0.005]],  # above the default 1e-3
+        "inletP.areaAverage(p)": [[1, 12.0], [2, 12.0], [3, 12.0]],
+    }
+    run = _finished_run_with_series(study_id, series)
+    url = f"/api/v1/studies/{study_id}/objectives/"
+    r = api.put(url, {"objectives": spec["objectives"]}, format="json")
+    assert r.status_code == 200, r.json()
+    run.refresh_from_db()
+    assert run.trust == "not_converged" and "below 0.001" in run.trust_detail["why"]
+    r = api.put(
+        url,
+        {"objectives": spec["objectives"], "trust": {"residuals_below": 0.01}},
+        format="json",
+    )
+    assert r.status_code == 200, r.json()
+    run.refresh_from_db()
+    assert run.trust == "converged" and "below 0.01" in run.trust_detail["why"]
+    assert r.json()["spec"]["trust"] == {"residuals_below": 0.01}
+    r = api.put(url, {"objectives": {}, "trust": {"residuals_below": -1}}, format="json")
+    assert r.status_code == 400 and "trust.residuals_below" in r.json()["field"]

@@ -71,6 +71,12 @@ class StudyObjectivesSerializer(serializers.Serializer):
         help_text="the study's objectives, all of them, as in the study spec: "
         "{name: {series, reduce, n} | {expr}}",
     )
+    trust = serializers.DictField(
+        child=serializers.JSONField(),
+        required=False,
+        help_text="the study's trust rules (residuals_below, drift_below, window), as in the "
+        "study spec; left out: unchanged",
+    )
 
 
 class StudyCloneSerializer(serializers.Serializer):

@@ -2234,6 +2234,10 @@ export interface components {
             objectives: {
                 [key: string]: unknown;
             };
+            /** @description the study's trust rules (residuals_below, drift_below, window), as in the study spec; left out: unchanged */
+            trust?: {
+                [key: string]: unknown;
+            };
         };
         /**
          * StudySpec
@@ -2303,6 +2307,7 @@ export interface components {
              * @example airfoil2d
              */
             template?: string;
+            trust?: components["schemas"]["TrustRules"];
         };
         /**
          * @description * `draft` - Draft
@@ -2393,6 +2398,24 @@ export interface components {
          * @enum {string}
          */
         TrustEnum: "converged" | "not_converged" | "diverged";
+        /** @description When a completed run that neither the solver nor the policy called converged counts as converged (its trust flag); editable after the runs (PUT /api/v1/studies/{id}/objectives/). */
+        TrustRules: {
+            /**
+             * @description Every series objective's relative change over its last window points below this.
+             * @default 0.001
+             */
+            drift_below?: number;
+            /**
+             * @description Every final initial residual below this.
+             * @default 0.001
+             */
+            residuals_below?: number;
+            /**
+             * @description Points over which an objective's drift is measured.
+             * @default 20
+             */
+            window?: number;
+        };
         /**
          * @description * `number` - number
          *     * `integer` - integer

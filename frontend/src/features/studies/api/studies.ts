@@ -172,14 +172,24 @@ export async function fetchStudyInspection(study: Study): Promise<CaseInspection
 }
 
 /** Replace a study's objectives; its finished runs are recomputed from their series. */
+export interface TrustRules {
+  residuals_below?: number;
+  drift_below?: number;
+  window?: number;
+}
+
 export async function updateStudyObjectives(
   id: string,
   objectives: Record<string, ObjectiveSpec>,
+  trust?: TrustRules,
 ): Promise<Study> {
   return (await unwrap(
     api.PUT("/api/v1/studies/{id}/objectives/", {
       params: { path: { id } },
-      body: { objectives: objectives as Record<string, unknown> },
+      body: {
+        objectives: objectives as Record<string, unknown>,
+        ...(trust ? { trust: trust as Record<string, unknown> } : {}),
+      },
     }),
   )) as unknown as Study;
 }

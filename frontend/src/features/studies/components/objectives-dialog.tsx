@@ -15,6 +15,7 @@ import { useState } from "react";
 import { IconAlertTriangle, IconPlus, IconTrash } from "@/components/icons";
 import { ApiError, errorMessage } from "@/lib/api-client";
 import type { ObjectiveSpec, Study } from "@/lib/types";
+import type { TrustRules } from "../api/studies";
 import { useStudyInspection, useUpdateObjectives } from "../hooks/use-studies";
 
 type Reduce = "last" | "mean_last" | "min" | "max";
@@ -74,6 +75,9 @@ export function ObjectivesDialog({
   onClose: () => void;
 }) {
   const [rows, setRows] = useState<Row[]>(() => rowsOf(study.objectives ?? {}));
+  const rules = ((study.spec as { trust?: TrustRules }).trust ?? {}) as TrustRules;
+  const [residualsBelow, setResidualsBelow] = useState(String(rules.residuals_below ?? 0.001));
+  const [driftBelow, setDriftBelow] = useState(String(rules.drift_below ?? 0.001));
   const inspection = useStudyInspection(study, opened);
   const save = useUpdateObjectives();
   const series = inspection.data?.series ?? [];
@@ -198,6 +202,25 @@ export function ObjectivesDialog({
         >
           Add objective
         </Button>
+        <Group gap="sm" align="flex-end">
+          <Text size="sm">A completed run is trusted as converged when</Text>
+          <TextInput
+            size="xs"
+            w={110}
+            label="residuals below"
+            value={residualsBelow}
+            onChange={(e) => setResidualsBelow(e.currentTarget.value)}
+            error={field === "trust.residuals_below" ? true : undefined}
+          />
+          <TextInput
+            size="xs"
+            w={110}
+            label="objectives drift below"
+            value={driftBelow}
+            onChange={(e) => setDriftBelow(e.currentTarget.value)}
+            error={field === "trust.drift_below" ? true : undefined}
+          />
+        </Group>
         {error && (
           <Alert
             color="red"
@@ -217,7 +240,18 @@ export function ObjectivesDialog({
             loading={save.isPending}
             data-testid="save-objectives"
             onClick={() =>
-              save.mutate({ id: study.id, objectives: specOf(rows) }, { onSuccess: onClose })
+              save.mutate(
+                {
+                  id: study.id,
+                  objectives: specOf(rows),
+                  trust: {
+                    ...rules,
+                    residuals_below: Number(residualsBelow),
+                    drift_below: Number(driftBelow),
+                  },
+                },
+                { onSuccess: onClose },
+              )
             }
           >
             Save and recompute

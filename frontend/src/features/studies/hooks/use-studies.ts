@@ -19,6 +19,7 @@ import {
   submitStudy,
   updateStudyObjectives,
   type StudyListParams,
+  type TrustRules,
 } from "../api/studies";
 
 export const studyKeys = {
@@ -92,8 +93,15 @@ export const useCloneStudy = () =>
 export function useUpdateObjectives() {
   const qc = useQueryClient();
   return useMutation({
-    mutationFn: ({ id, objectives }: { id: string; objectives: Record<string, ObjectiveSpec> }) =>
-      updateStudyObjectives(id, objectives),
+    mutationFn: ({
+      id,
+      objectives,
+      trust,
+    }: {
+      id: string;
+      objectives: Record<string, ObjectiveSpec>;
+      trust?: TrustRules;
+    }) => updateStudyObjectives(id, objectives, trust),
     onSuccess: (study) => {
       qc.setQueryData(studyKeys.detail(study.id), study);
       void qc.invalidateQueries({ queryKey: studyKeys.all });
