@@ -47,7 +47,13 @@ export function ObjectivesEditor({
   const set = (key: string, patch: Partial<ObjectiveRow>) =>
     update({ objectives: form.objectives.map((o) => (o.key === key ? { ...o, ...patch } : o)) });
   const hints = offered
-    ? offered.series
+    ? [
+        // the inspected series, and those chosen under an open prefix (a template's own)
+        ...new Set([
+          ...offered.series,
+          ...form.objectives.map((o) => o.series).filter((s) => s && !seriesProblem(s, offered)),
+        ]),
+      ]
     : [...new Set([...form.objectives.map((o) => o.series).filter(Boolean), ...SERIES_HINTS])];
   return (
     <Stack gap="sm">
