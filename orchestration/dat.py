@@ -4,9 +4,11 @@ Stdlib only; ships with the agent. Each `poll_columns()` reads what was appended
 last one and returns the new points as columns (``{series: ([x, …], [y, …])}``; `poll()` as
 ``(series, x, y)`` tuples): x is the first column, every other column is a
 series ``<fo>.<column>`` (the function object's first file) or ``<fo>.<stem>.<column>``
-(its other files). Vector values ``(1 2 3)`` become ``<column>_x|_y|_z``. Column names
-come from the last ``#`` line before the data (v1912's forceCoeffs writes
-``# Time <tab> Cd <tab> Cs …``).
+(its other files). Vector values ``(1 2 3)`` become ``<column>_x|_y|_z``, or take the names of
+a parenthesised header group (v1912's forces write ``# Time (total_x total_y total_z) …``:
+``<fo>.total_x``). Column names come from the last ``#`` line before the data (v1912's
+forceCoeffs writes ``# Time <tab> Cd <tab> Cs …``). `series_names` is the one place that
+names a column's series: orchestration.caseinspect predicts a case's series with it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 
 from orchestration.logparse import Columns, Point, parse_number, safe_series_name
 
-__all__ = ["DatFollower", "split_columns"]
+__all__ = ["DatFollower", "file_prefix", "series_names", "split_columns"]
 
 _MAX_READ = 4 * 1024 * 1024  # bytes per file per poll
 _RESTART_SUFFIX = re.compile(r"_\d+(\.\d+)?(e[-+]?\d+)?$")  # coefficient_30.dat on restarts
@@ -41,6 +43,28 @@ def split_columns(line: str) -> list[str]:
     if current:
         columns.append("".join(current))
     return columns
+
+
+def file_prefix(fo: str, stem: str, primary: str) -> str:
+    """The prefix of a function object's series: ``<fo>.`` for its first file (`primary`,
+    by name), ``<fo>.<stem>.`` for its others; a restart's ``_<time>`` suffix dropped."""
+    stem = _RESTART_SUFFIX.sub("", stem) or stem
+    return safe_series_name(f"{fo}." if stem == primary else f"{fo}.{stem}.")
+
+
+def series_names(prefix: str, header: str, size: int | None) -> list[str]:
+    """The series of one column of a .dat file: `header` is its header token as written
+    (``Cl``, ``areaAverage(U)``, ``(total_x total_y total_z)``), `size` the number of values
+    of a parenthesised value ``(x y z)``, None for a plain number."""
+    group = header[1:-1].split() if header.startswith("(") and header.endswith(")") else None
+    if size is None:
+        return [prefix + safe_series_name(header)]
+    if group and len(group) == size:
+        return [prefix + safe_series_name(name) for name in group]
+    base = prefix + safe_series_name(header)
+    if size == 3:
+        return [base + suffix for suffix in _VECTOR_SUFFIXES]
+    return [f"{base}_{i}" for i in range(size)]
 
 
 def _values(token: str) -> list[float]:
@@ -75,7 +99,7 @@ class _File:
         self.prefix = prefix  # "<fo>." or "<fo>.<stem>."
         self.offset = 0
         self.pending = b""
-        self.columns: list[str] = []  # series names, safe, from the header
+        self.columns: list[str] = []  # header tokens, as written
         # full series names of a plain line's values by its number of columns (from columns)
         self.names: dict[int, list[str]] = {}
 
@@ -83,7 +107,9 @@ class _File:
         names = self.names.get(count)
         if names is None:
             names = self.names[count] = [
-                self.prefix + (self.columns[i] if i < len(self.columns) else f"col{i}")
+                series_names(
+                    self.prefix, self.columns[i] if i < len(self.columns) else f"col{i}", None
+                )[0]
                 for i in range(1, count)
             ]
         return names
@@ -144,10 +170,9 @@ class DatFollower:
 
     def _track(self, fo: str, start: float, path: str) -> None:
         stem = os.path.splitext(os.path.basename(path))[0]
-        stem = _RESTART_SUFFIX.sub("", stem) or stem
-        primary = self._primary.setdefault(fo, stem)
-        prefix = f"{fo}." if stem == primary else f"{fo}.{stem}."
-        tracked = _File(path=path, fo=fo, start=start, prefix=safe_series_name(prefix))
+        primary = self._primary.setdefault(fo, _RESTART_SUFFIX.sub("", stem) or stem)
+        prefix = file_prefix(fo, stem, primary)
+        tracked = _File(path=path, fo=fo, start=start, prefix=prefix)
         self._files[path] = tracked
         self._order.append(tracked)
 
@@ -203,7 +228,7 @@ class DatFollower:
         if line.startswith("#"):
             header = split_columns(line.lstrip("#"))
             if header:
-                tracked.columns = [safe_series_name(name) for name in header]
+                tracked.columns = header
                 tracked.names = {}
             return []
         tokens = split_columns(line)
@@ -214,11 +239,8 @@ class DatFollower:
             return []
         points: list[Point] = []
         for index, components in enumerate(values, start=1):
-            name = tracked.columns[index] if index < len(tracked.columns) else f"col{index}"
-            if len(components) == 1 and not tokens[index].startswith("("):
-                points.append((tracked.prefix + name, x, components[0]))
-                continue
-            for i, y in enumerate(components):
-                suffix = _VECTOR_SUFFIXES[i] if len(components) == 3 else f"_{i}"
-                points.append((tracked.prefix + name + suffix, x, y))
+            column = tracked.columns[index] if index < len(tracked.columns) else f"col{index}"
+            plain = len(components) == 1 and not tokens[index].startswith("(")
+            names = series_names(tracked.prefix, column, None if plain else len(components))
+            points.extend((name, x, y) for name, y in zip(names, components, strict=True))
         return points

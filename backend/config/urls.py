@@ -17,7 +17,7 @@ from catalog.api.views import BackendViewSet, PackageViewSet, TemplateViewSet
 from images.api.views import ImageViewSet
 from images.api.vm import AdminImageRegisterView, AdminImageUploadView
 from ingest.api import views as ingest
-from runs.api.views import RunViewSet
+from runs.api.views import RunViewSet, StudyObjectivesView
 from studies.api.quota import QuotaView
 from studies.api.views import StudyViewSet, UploadViewSet
 from tenancy.api.tokens import ApiTokenDetailView, ApiTokenListView
@@ -114,6 +114,7 @@ urlpatterns = [
     path("api/v1/ingest/", include(ingest_urls)),
     path("api/v1/notifications/", include("notifications.api.urls")),
     path("api/v1/studies/<str:pk>/results.csv", StudyViewSet.as_view({"get": "results_csv"})),
+    path("api/v1/studies/<str:pk>/objectives/", StudyObjectivesView.as_view()),
     path("api/v1/", include(router.urls)),
     path("api-auth/", include("rest_framework.urls")),
     re_path(SPA_PATH_REGEX, spa_index),  # the web UI; keep last

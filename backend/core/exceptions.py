@@ -28,6 +28,7 @@ class ErrorCode(enum.StrEnum):
     EMPTY_SPACE = "empty_parameter_space"
     EXPRESSION = "invalid_expression"
     UPLOAD = "invalid_upload"
+    UNKNOWN_SERIES = "unknown_series"
     STATE = "invalid_state"
     STALE_ATTEMPT = "stale_attempt"
     RUN_ENDED = "run_ended"

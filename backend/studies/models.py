@@ -18,6 +18,9 @@ class Upload(PublicIdModel):
     placeholders = models.JSONField(default=dict, blank=True)
     has_mesh = models.BooleanField(default=False)
     has_block_mesh_dict = models.BooleanField(default=False)
+    inspection = models.JSONField(
+        default=dict, blank=True, help_text="what the case will do (orchestration.caseinspect)"
+    )
 
     def __str__(self) -> str:
         return self.filename

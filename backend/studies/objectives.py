@@ -7,6 +7,7 @@ import keyword
 from collections.abc import Mapping
 from typing import Any
 
+from catalog.inspection import series_check
 from core.exceptions import ApplicationError, ErrorCode
 from orchestration import render
 from studies.choices import Reduce
@@ -91,3 +92,25 @@ def _check_objective_cycles(objectives: Mapping[str, Mapping[str, Any]]) -> None
 
     for name in sorted(deps):
         visit(name, [])
+
+
+def objectives_check_series(
+    *,
+    objectives: Mapping[str, Mapping[str, Any]],
+    convergence: Mapping[str, Any] | None,
+    inspection: Mapping[str, Any],
+) -> None:
+    """Every series the objectives and the convergence objective name is one a run of the
+    inspected case can send; a 400 naming the field and the close matches otherwise."""
+    for name, obj in objectives.items():
+        if "series" in obj:
+            series_check(
+                inspection=dict(inspection), name=obj["series"], field=f"objectives.{name}.series"
+            )
+    target = ((convergence or {}).get("converge") or {}).get("objective")
+    if target:
+        series_check(
+            inspection=dict(inspection),
+            name=target["series"],
+            field="convergence.converge.objective.series",
+        )

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from catalog.images import study_image_resolve
+from catalog.inspection import template_inspection
 from catalog.models import Backend, CaseTemplate, Package
 from compute.drivers import traits_of
 from core.exceptions import ApplicationError, ErrorCode
@@ -23,7 +24,7 @@ from core.schemas import validate
 from orchestration import render
 from orchestration.composer import IMPLICIT_PACKAGES
 from studies.models import Upload
-from studies.objectives import objectives_resolve
+from studies.objectives import objectives_check_series, objectives_resolve
 from studies.policy import policy_normalize
 from studies.space import Space, SpaceError, Value, parse_space
 from studies.steps import known_solvers, prepare_commands, run_steps, solver_package
@@ -246,14 +247,19 @@ def spec_resolve(*, tenant: Any, spec: Any) -> ResolvedSpec:
         validate(SPEC_SCHEMA, {"name": template.name, **defaults}, what=f"template {template.name}")
     definitions = _definitions(template)
 
-    solver = spec.get("solver") or tspec.get("solver")
+    inspection = upload.inspection if upload else template_inspection(path=case.path)
+    solver = spec.get("solver") or tspec.get("solver") or inspection.get("solver")
     if not solver:
-        raise _invalid("solver is required for an uploaded case (e.g. simpleFoam)", "solver")
+        raise _invalid(
+            "solver is required: the case's controlDict names no application (e.g. simpleFoam)",
+            "solver",
+        )
     solvers = known_solvers()
     allowed = set(solvers) | set(tspec.get("solvers") or [])
     if solver not in allowed:
+        named = " (named by the case's controlDict)" if not spec.get("solver") else ""
         raise _invalid(
-            f"unknown solver {solver!r}; available: {', '.join(sorted(allowed)) or 'none'}",
+            f"unknown solver {solver!r}{named}; available: {', '.join(sorted(allowed)) or 'none'}",
             "solver",
         )
 
@@ -369,6 +375,11 @@ def spec_resolve(*, tenant: Any, spec: Any) -> ResolvedSpec:
         names_in_scope=context_names,
     )
 
+    convergence = policy_normalize(
+        spec["convergence"] if spec.get("convergence") is not None else tspec.get("convergence")
+    )
+    objectives_check_series(objectives=objectives, convergence=convergence, inspection=inspection)
+
     prepare = prepare_commands(spec.get("prepare"), template=template, upload=upload)
     image = study_image_resolve(
         spec=spec,
@@ -411,8 +422,6 @@ def spec_resolve(*, tenant: Any, spec: Any) -> ResolvedSpec:
         steps=steps,
         decompose=decompose,
         env=env,
-        convergence=policy_normalize(
-            spec["convergence"] if spec.get("convergence") is not None else tspec.get("convergence")
-        ),
+        convergence=convergence,
         image=image,
     )

@@ -18,6 +18,7 @@ from typing import IO
 
 from django.conf import settings
 
+from catalog.inspection import case_inspect
 from core.exceptions import ApplicationError, ErrorCode
 from orchestration import casefiles, render
 from studies.models import Study, Upload
@@ -232,6 +233,7 @@ def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int
         has_mesh=(case / "constant" / "polyMesh" / "points").exists()
         or (case / "constant" / "polyMesh" / "points.gz").exists(),
         has_block_mesh_dict=(case / "system" / "blockMeshDict").exists(),
+        inspection=case_inspect(path=case),
     )
 
 

@@ -127,6 +127,7 @@ def trust_of(
     drifts: Mapping[str, float],
     iterations: int | None,
     rule: Mapping[str, Any] | None = None,
+    trust_rules: Mapping[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The trust flag of a run that ended, with its evidence and its `basis`:
 
@@ -135,8 +136,12 @@ def trust_of(
     - converged, basis "study_rule": the study's convergence rule (`rule`, its spec's
       `convergence.converge`) was met: it stopped the run early, or the final residuals are
       below its `residuals_below`;
-    - iteration_limit: the run ran to its last iteration (endTime) with neither; its final
-      residuals and objective drift are in the detail, for the user to judge;
+    - converged, basis "trust_rule": the study's trust rules (`trust_rules`, its spec's
+      `trust`: residuals_below, drift_below; editable after the runs) are met by the final
+      residuals and the objectives' drift; not_converged when they are not;
+    - not_converged, basis "wall_time_limit": stopped at the study's wall-time limit;
+    - iteration_limit: the run ran to its last iteration (endTime) and nothing above said
+      it converged; its final residuals and objective drift are in the detail;
     - "" (no flag) for a run that failed or was cancelled: it has no result to trust.
     """
     detail: dict[str, Any] = {
@@ -174,6 +179,26 @@ def trust_of(
     if end_reason == "max_wall_time":
         detail["basis"] = "wall_time_limit"
         detail["why"] = "stopped at the study's wall-time limit before anything said it converged"
+        return "not_converged", detail
+    if trust_rules:
+        residuals_below = float(trust_rules.get("residuals_below", TRUST_RESIDUAL))
+        drift_below = float(trust_rules.get("drift_below", TRUST_DRIFT))
+        residuals_ok = bool(final_residuals) and all(
+            v < residuals_below for v in final_residuals.values() if v is not None
+        )
+        drift_ok = all(v < drift_below for v in drifts.values())
+        detail["basis"] = "trust_rule"
+        if residuals_ok and drift_ok:
+            detail["why"] = (
+                f"the study's trust rules were met: final residuals below {residuals_below:g}"
+                f" and objectives steady within {drift_below:g}"
+            )
+            return "converged", detail
+        detail["why"] = "the study's trust rules were not met: " + (
+            f"final residuals not all below {residuals_below:g}"
+            if not residuals_ok
+            else f"objectives still drifting (> {drift_below:g})"
+        )
         return "not_converged", detail
     detail["basis"] = "iteration_limit"
     largest = max(final_residuals.items(), key=lambda kv: kv[1] or 0.0, default=None)

@@ -17,7 +17,11 @@ from django.db import connection
 from orchestration import render
 from studies.choices import Reduce
 from studies.models import Run
-from telemetry.convergence import TRUST_WINDOW, relative_change, trust_of
+from telemetry.convergence import (
+    TRUST_WINDOW,
+    relative_change,
+    trust_of,
+)
 from telemetry.models import SeriesChunk
 
 
@@ -114,11 +118,13 @@ def results_compute(
     run.objectives = objectives
     run.iterations = iterations if iterations is not None else (steps.points if steps else None)
     run.last_time = last_time if last_time is not None else (steps.last_x if steps else None)
+    rules = run.study.spec.get("trust") or {}  # the study's trust rules (docs/live.md)
+    window = int(rules.get("window", TRUST_WINDOW))
     drifts = {}
     for obj, spec in specs.items():
         series = summary.get(spec.get("series", ""))
         if series and series.ys:
-            tail = [v for v in series.ys if v is not None][-TRUST_WINDOW:]
+            tail = [v for v in series.ys if v is not None][-window:]
             if tail:
                 drifts[obj] = relative_change(tail)
     run.trust, run.trust_detail = trust_of(
@@ -129,6 +135,7 @@ def results_compute(
         drifts=drifts,
         iterations=run.iterations,
         rule=(run.study.convergence or {}).get("converge"),
+        trust_rules=rules,
     )
     if errors:
         run.trust_detail["objective_errors"] = errors

@@ -8,11 +8,13 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from core.api.params import int_param
 from core.exceptions import ApplicationError, ErrorCode, NotFound
 from core.http import file_download
 from runs import archives
+from runs.objectives import study_objectives_update
 from studies import selectors
 from studies.api import serializers as s
 from studies.api.views import RUN_QUERY_PARAMETERS, RunFilter, runs_page, runs_query
@@ -145,3 +147,23 @@ class RunViewSet(viewsets.GenericViewSet):
             raise NotFound("This run has no result archive yet; it is made when the run ends.")
         name = f"{run.study.name}-run{run.index:04d}.tar.gz".replace("/", "-").replace(" ", "-")
         return file_download(path.open("rb"), filename=name, content_type="application/gzip")
+
+
+class StudyObjectivesView(APIView):
+    """Edit a study's objectives after its runs (docs/api.md, "Objectives after the fact")."""
+
+    @extend_schema(
+        request=s.StudyObjectivesSerializer,
+        responses=s.StudySerializer,
+        operation_id="studies_objectives_update",
+    )
+    def put(self, request, pk: str):
+        study = selectors.study_get(user=request.user, study_id=pk)
+        ser = s.StudyObjectivesSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        study_objectives_update(
+            study=study,
+            objectives=ser.validated_data["objectives"],
+            trust=ser.validated_data.get("trust"),
+        )
+        return Response(s.StudySerializer(selectors.study_get(user=request.user, study_id=pk)).data)

@@ -6,6 +6,7 @@ from django.contrib.auth.models import User
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from catalog.api.serializers import InspectionSerializer
 from catalog.models import Backend, CaseTemplate
 from core.exceptions import ApplicationError
 from core.schemas import component_ref
@@ -61,6 +62,20 @@ CREATE_REQUEST = {
 class StudyExtendSerializer(serializers.Serializer):
     parameters = serializers.DictField(
         help_text="new values per parameter, e.g. {aoa: {values: [14, 16]}}"
+    )
+
+
+class StudyObjectivesSerializer(serializers.Serializer):
+    objectives = serializers.DictField(
+        child=serializers.JSONField(),
+        help_text="the study's objectives, all of them, as in the study spec: "
+        "{name: {series, reduce, n} | {expr}}",
+    )
+    trust = serializers.DictField(
+        child=serializers.JSONField(),
+        required=False,
+        help_text="the study's trust rules (residuals_below, drift_below, window), as in the "
+        "study spec; left out: unchanged",
     )
 
 
@@ -225,6 +240,8 @@ class RunDetailSerializer(RunSerializer):
 
 
 class UploadSerializer(serializers.ModelSerializer):
+    inspection = serializers.SerializerMethodField()
+
     class Meta:
         model = Upload
         fields = [
@@ -236,8 +253,13 @@ class UploadSerializer(serializers.ModelSerializer):
             "placeholders",
             "has_mesh",
             "has_block_mesh_dict",
+            "inspection",
             "created_at",
         ]
+
+    @extend_schema_field(InspectionSerializer(allow_null=True))
+    def get_inspection(self, obj) -> dict | None:
+        return obj.inspection or None
 
 
 class UploadCreateSerializer(serializers.Serializer):

@@ -771,6 +771,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/studies/{id}/objectives/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** @description Edit a study's objectives after its runs (docs/api.md, "Objectives after the fact"). */
+        put: operations["studies_objectives_update"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/studies/{id}/plot/": {
         parameters: {
             query?: never;
@@ -1342,8 +1359,15 @@ export interface components {
         /** @description POST /api/v1/ingest/runs/{id}/heartbeat/: a sign of life, every heartbeat_interval seconds. */
         Heartbeat: {
             attempt: components["schemas"]["Attempt"];
-            phase?: components["schemas"]["Phase"];
-            resources?: components["schemas"]["Resources"];
+            /** @description What the agent is doing: preparing, solving, archiving (archiving gives a local run's cores back early), … */
+            phase?: string;
+            /** @description The process tree's resource use now. */
+            resources?: {
+                /** @description CPU use, in percent of one core. */
+                cpu_percent?: number;
+                /** @description Resident memory, in bytes. */
+                rss_bytes?: number;
+            };
         };
         Image: {
             /** Format: date-time */
@@ -1434,6 +1458,40 @@ export interface components {
          * @enum {string}
          */
         ImageStatusEnum: "pending" | "building" | "ready" | "failed" | "retired";
+        InspectedFunctionObject: {
+            /** @description as in controlDict's functions (an #includeFunc's call) */
+            name: string;
+            note: string;
+            /** @description its columns are not known before a run: any series under this prefix */
+            open_prefix: string | null;
+            /** @description the series it writes, as runs record them */
+            series: string[];
+            type: string;
+        };
+        InspectedPlaceholder: {
+            line: number;
+            name: string;
+            type: components["schemas"]["TypeEnum"];
+        };
+        /** @description What a case will do, read from its files (docs/api.md, "Case inspection"). */
+        Inspection: {
+            /** @description what could not be read, naming file and line */
+            errors: string[];
+            function_objects: components["schemas"]["InspectedFunctionObject"][];
+            has_mesh: boolean;
+            mesh_steps: string[];
+            notes: string[];
+            open_prefixes: string[];
+            /** @description by file */
+            placeholders: {
+                [key: string]: components["schemas"]["InspectedPlaceholder"][];
+            };
+            residuals: string[];
+            /** @description every series a run will send: function objects' columns, then residuals */
+            series: string[];
+            /** @description controlDict's application */
+            solver: string | null;
+        };
         Limits: {
             /** Format: double */
             core_hours_budget: number | null;
@@ -1698,8 +1756,6 @@ export interface components {
             events?: components["schemas"]["SubscribableEventEnum"][];
             url?: string;
         };
-        /** @description What the agent is doing: preparing, solving, archiving (archiving gives a local run's cores back early), … */
-        Phase: string;
         Plot: {
             color: string | null;
             groups: components["schemas"]["PlotGroup"][];
@@ -1880,13 +1936,6 @@ export interface components {
             memory_gb: number;
             nodes: number;
             runs: number;
-        };
-        /** @description The process tree's resource use now. */
-        Resources: {
-            /** @description CPU use, in percent of one core. */
-            cpu_percent?: number;
-            /** @description Resident memory, in bytes. */
-            rss_bytes?: number;
         };
         ResultRow: {
             attempts: number;
@@ -2180,6 +2229,16 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        StudyObjectivesRequest: {
+            /** @description the study's objectives, all of them, as in the study spec: {name: {series, reduce, n} | {expr}} */
+            objectives: {
+                [key: string]: unknown;
+            };
+            /** @description the study's trust rules (residuals_below, drift_below, window), as in the study spec; left out: unchanged */
+            trust?: {
+                [key: string]: unknown;
+            };
+        };
         /**
          * StudySpec
          * @description A study: one case, the parameters that vary, what each run needs, and what to collect. The REST API takes it as JSON, scripts keep it as YAML, the wizard writes it.
@@ -2239,7 +2298,7 @@ export interface components {
             /** @description Makes lhs and random samples reproducible. */
             seed?: number;
             /**
-             * @description The OpenFOAM solver; default: the template's. Required for an uploaded case.
+             * @description The OpenFOAM solver; default: the template's, or for an uploaded case the one its controlDict names (application).
              * @example simpleFoam
              */
             solver?: string;
@@ -2248,6 +2307,7 @@ export interface components {
              * @example airfoil2d
              */
             template?: string;
+            trust?: components["schemas"]["TrustRules"];
         };
         /**
          * @description * `draft` - Draft
@@ -2282,11 +2342,7 @@ export interface components {
         /** @description POST /api/v1/ingest/runs/{id}/telemetry/: new points and log lines since the last batch; also a sign of life. */
         TelemetryBatch: {
             attempt: components["schemas"]["Attempt"];
-            /** @description Time steps (iterations) the solver has counted so far: a batch stands for a heartbeat, so it carries the run's progress too. */
-            iterations?: number;
             log?: components["schemas"]["LogLines"];
-            phase?: components["schemas"]["Phase"];
-            resources?: components["schemas"]["Resources"];
             series?: components["schemas"]["Series"];
         };
         Template: {
@@ -2297,6 +2353,7 @@ export interface components {
                 [key: string]: unknown;
             };
             description?: string;
+            readonly inspection: components["schemas"]["Inspection"] | null;
             name: string;
             readonly objectives: {
                 [key: string]: unknown;
@@ -2337,11 +2394,36 @@ export interface components {
          * @description * `` - —
          *     * `converged` - Converged
          *     * `not_converged` - Not converged
-         *     * `iteration_limit` - Iteration limit
          *     * `diverged` - Diverged
          * @enum {string}
          */
-        TrustEnum: "converged" | "not_converged" | "iteration_limit" | "diverged";
+        TrustEnum: "converged" | "not_converged" | "diverged";
+        /** @description When a completed run that neither the solver nor the policy called converged counts as converged (its trust flag); editable after the runs (PUT /api/v1/studies/{id}/objectives/). */
+        TrustRules: {
+            /**
+             * @description Every series objective's relative change over its last window points below this.
+             * @default 0.001
+             */
+            drift_below?: number;
+            /**
+             * @description Every final initial residual below this.
+             * @default 0.001
+             */
+            residuals_below?: number;
+            /**
+             * @description Points over which an objective's drift is measured.
+             * @default 20
+             */
+            window?: number;
+        };
+        /**
+         * @description * `number` - number
+         *     * `integer` - integer
+         *     * `text` - text
+         *     * `vector` - vector
+         * @enum {string}
+         */
+        TypeEnum: "number" | "integer" | "text" | "vector";
         Upload: {
             /** Format: date-time */
             readonly created_at: string;
@@ -2351,6 +2433,7 @@ export interface components {
             has_mesh?: boolean;
             /** Format: uuid */
             readonly id: string;
+            readonly inspection: components["schemas"]["Inspection"] | null;
             placeholders?: unknown;
             /** Format: int64 */
             size_bytes: number;
@@ -3574,7 +3657,7 @@ export interface operations {
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
                 /** @description one study's runs */
                 study?: string;
-                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "not_converged")[];
             };
             header?: never;
             path?: never;
@@ -3936,6 +4019,33 @@ export interface operations {
             };
         };
     };
+    studies_objectives_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StudyObjectivesRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["StudyObjectivesRequest"];
+                "multipart/form-data": components["schemas"]["StudyObjectivesRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Study"];
+                };
+            };
+        };
+    };
     v1_studies_plot_retrieve: {
         parameters: {
             query?: {
@@ -3953,7 +4063,7 @@ export interface operations {
                 /** @description a parameter's range `NAME:LOW..HIGH` (either bound may be left out) or value `NAME:VALUE`; repeat for several */
                 param?: string[];
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
-                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "not_converged")[];
                 /** @description param.NAME or objective.NAME (required) */
                 x?: string;
                 /** @description param.NAME or objective.NAME (required) */
@@ -4079,7 +4189,7 @@ export interface operations {
                 search?: string;
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
                 template?: string;
-                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "not_converged")[];
             };
             header?: never;
             path: {

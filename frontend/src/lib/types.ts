@@ -125,6 +125,8 @@ export interface CaseTemplate {
   derived: Record<string, string>;
   objectives: Record<string, ObjectiveSpec>;
   demo: Pick<StudySpec, "parameters" | "combine">;
+  /** What the template's case will do: its solver, the series its runs send (docs/api.md). */
+  inspection?: CaseInspection | null;
 }
 
 export interface RunConfiguration {
@@ -144,6 +146,7 @@ export interface SolverPackage {
 
 export type Backend = Schemas["Backend"];
 export type Upload = Schemas["Upload"];
+export type CaseInspection = Schemas["Inspection"];
 export type Me = Schemas["Me"];
 
 export interface TelemetrySeries {

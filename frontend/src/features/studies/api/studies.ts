@@ -1,5 +1,15 @@
 import { api, unwrap } from "@/lib/api-client";
-import type { ParameterSpec, Run, RunState, Study, StudyPlot, StudyState } from "@/lib/types";
+import type {
+  CaseInspection,
+  CaseTemplate,
+  ObjectiveSpec,
+  ParameterSpec,
+  Run,
+  RunState,
+  Study,
+  StudyPlot,
+  StudyState,
+} from "@/lib/types";
 import { runQueryToApi, type RunQuery } from "../lib/run-query";
 
 export interface StudyListParams {
@@ -142,6 +152,44 @@ export async function extendStudy(
     api.POST("/api/v1/studies/{id}/extend/", {
       params: { path: { id } },
       body: { parameters },
+    }),
+  )) as unknown as Study;
+}
+
+/** What the study's case will do (its upload's or template's inspection), or null. */
+export async function fetchStudyInspection(study: Study): Promise<CaseInspection | null> {
+  if (study.case) {
+    const upload = await unwrap(
+      api.GET("/api/v1/uploads/{id}/", { params: { path: { id: study.case } } }),
+    );
+    return upload.inspection ?? null;
+  }
+  if (study.template) {
+    const templates = (await unwrap(api.GET("/api/v1/templates/"))) as unknown as CaseTemplate[];
+    return templates.find((t) => t.name === study.template)?.inspection ?? null;
+  }
+  return null;
+}
+
+/** Replace a study's objectives; its finished runs are recomputed from their series. */
+export interface TrustRules {
+  residuals_below?: number;
+  drift_below?: number;
+  window?: number;
+}
+
+export async function updateStudyObjectives(
+  id: string,
+  objectives: Record<string, ObjectiveSpec>,
+  trust?: TrustRules,
+): Promise<Study> {
+  return (await unwrap(
+    api.PUT("/api/v1/studies/{id}/objectives/", {
+      params: { path: { id } },
+      body: {
+        objectives: objectives as Record<string, unknown>,
+        ...(trust ? { trust: trust as Record<string, unknown> } : {}),
+      },
     }),
   )) as unknown as Study;
 }

@@ -28,6 +28,7 @@ import {
   useExtendStudy,
   useSubmitStudy,
 } from "../hooks/use-studies";
+import { ObjectivesDialog } from "./objectives-dialog";
 
 async function copy(text: string, what: string) {
   try {
@@ -44,6 +45,7 @@ export function StudyActions({ study }: { study: Study }) {
   const [cloneOpen, cloneModal] = useDisclosure(false);
   const [extendOpen, extendModal] = useDisclosure(false);
   const [deleteOpen, deleteModal] = useDisclosure(false);
+  const [objectivesOpen, objectivesModal] = useDisclosure(false);
   const cancel = useCancelStudy();
   const submit = useSubmitStudy();
   const del = useDeleteStudy();
@@ -110,6 +112,17 @@ export function StudyActions({ study }: { study: Study }) {
             Extend
           </Button>
         )}
+        {!draft && (
+          <Button
+            size="xs"
+            variant="default"
+            leftSection={<IconPencil size={14} />}
+            onClick={objectivesModal.open}
+            data-testid="edit-objectives"
+          >
+            Edit objectives
+          </Button>
+        )}
         <Button
           size="xs"
           variant="default"
@@ -170,6 +183,10 @@ export function StudyActions({ study }: { study: Study }) {
           </Button>
         )}
       </Group>
+
+      {objectivesOpen && (
+        <ObjectivesDialog study={study} opened={objectivesOpen} onClose={objectivesModal.close} />
+      )}
 
       <Modal opened={cancelOpen} onClose={cancelModal.close} title="Cancel this study?" centered>
         <Stack>

@@ -1,6 +1,12 @@
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { env } from "@/lib/env";
-import { isActiveStudy, type ParameterSpec, type Run, type Study } from "@/lib/types";
+import {
+  isActiveStudy,
+  type ObjectiveSpec,
+  type ParameterSpec,
+  type Run,
+  type Study,
+} from "@/lib/types";
 import {
   cancelStudy,
   cloneStudy,
@@ -9,8 +15,11 @@ import {
   fetchActiveRuns,
   fetchStudies,
   fetchStudy,
+  fetchStudyInspection,
   submitStudy,
+  updateStudyObjectives,
   type StudyListParams,
+  type TrustRules,
 } from "../api/studies";
 
 export const studyKeys = {
@@ -81,5 +90,35 @@ export const useSubmitStudy = () => useStudyMutation<void>((id) => submitStudy(i
 export const useDeleteStudy = () => useStudyMutation<void>((id) => deleteStudy(id));
 export const useCloneStudy = () =>
   useStudyMutation<string | undefined>((id, name) => cloneStudy(id, name));
+/** Edit a study's objectives; its runs and plot are read again (recomputed on the server). */
+export function useUpdateObjectives() {
+  const qc = useQueryClient();
+  return useMutation({
+    mutationFn: ({
+      id,
+      objectives,
+      trust,
+    }: {
+      id: string;
+      objectives: Record<string, ObjectiveSpec>;
+      trust?: TrustRules;
+    }) => updateStudyObjectives(id, objectives, trust),
+    onSuccess: (study) => {
+      qc.setQueryData(studyKeys.detail(study.id), study);
+      void qc.invalidateQueries({ queryKey: studyKeys.all });
+      void qc.invalidateQueries({ queryKey: ["runs"] });
+    },
+  });
+}
+
+export function useStudyInspection(study: Study, enabled: boolean) {
+  return useQuery({
+    queryKey: ["studies", "inspection", study.id],
+    queryFn: () => fetchStudyInspection(study),
+    enabled,
+    staleTime: 60_000,
+  });
+}
+
 export const useExtendStudy = () =>
   useStudyMutation<Record<string, ParameterSpec>>((id, params) => extendStudy(id, params));

@@ -9,7 +9,12 @@ import {
   TextInput,
 } from "@mantine/core";
 import type { ReactNode } from "react";
-import type { ConvergenceForm as Form, WizardForm } from "../lib/form";
+import {
+  seriesProblem,
+  type ConvergenceForm as Form,
+  type OfferedSeries,
+  type WizardForm,
+} from "../lib/form";
 
 function Toggle({
   checked,
@@ -44,16 +49,23 @@ export function ConvergenceForm({
   form,
   update,
   errors,
+  offered = null,
 }: {
   form: WizardForm;
   update: (patch: Partial<WizardForm>) => void;
   errors: Record<string, string>;
+  /** The series the case's inspection says its runs send. */
+  offered?: OfferedSeries | null;
 }) {
   const c = form.convergence;
   const set = (patch: Partial<Form>) => update({ convergence: { ...c, ...patch } });
-  const seriesHints = [
-    ...new Set(form.objectives.filter((o) => o.kind === "series" && o.series).map((o) => o.series)),
-  ];
+  const seriesHints = offered
+    ? offered.series
+    : [
+        ...new Set(
+          form.objectives.filter((o) => o.kind === "series" && o.series).map((o) => o.series),
+        ),
+      ];
   const field = (
     key: keyof Form,
     label: string,
@@ -143,7 +155,11 @@ export function ConvergenceForm({
                 disabled={!c.objectiveOn}
                 placeholder="forceCoeffs.Cl"
                 aria-label="Series that must settle"
-                error={errors["convergence.converge.objective.series"]}
+                limit={200}
+                error={
+                  errors["convergence.converge.objective.series"] ??
+                  (c.objectiveOn ? seriesProblem(c.objectiveSeries, offered) : null)
+                }
               />
               <TextInput
                 size="xs"

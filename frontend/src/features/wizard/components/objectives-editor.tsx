@@ -10,8 +10,16 @@ import {
   TextInput,
 } from "@mantine/core";
 import { IconPlus, IconTrash } from "@/components/icons";
-import { errorAt, newKey, type ObjectiveRow, type WizardForm } from "../lib/form";
+import {
+  errorAt,
+  newKey,
+  seriesProblem,
+  type ObjectiveRow,
+  type OfferedSeries,
+  type WizardForm,
+} from "../lib/form";
 
+/** Offered when the case's series are not known (it could not be inspected). */
 const SERIES_HINTS = [
   "forceCoeffs.Cl",
   "forceCoeffs.Cd",
@@ -28,16 +36,25 @@ export function ObjectivesEditor({
   form,
   update,
   errors,
+  offered = null,
 }: {
   form: WizardForm;
   update: (patch: Partial<WizardForm>) => void;
   errors: Record<string, string>;
+  /** The series the case's inspection says its runs send: the only ones offered. */
+  offered?: OfferedSeries | null;
 }) {
   const set = (key: string, patch: Partial<ObjectiveRow>) =>
     update({ objectives: form.objectives.map((o) => (o.key === key ? { ...o, ...patch } : o)) });
-  const hints = [
-    ...new Set([...form.objectives.map((o) => o.series).filter(Boolean), ...SERIES_HINTS]),
-  ];
+  const hints = offered
+    ? [
+        // the inspected series, and those chosen under an open prefix (a template's own)
+        ...new Set([
+          ...offered.series,
+          ...form.objectives.map((o) => o.series).filter((s) => s && !seriesProblem(s, offered)),
+        ]),
+      ]
+    : [...new Set([...form.objectives.map((o) => o.series).filter(Boolean), ...SERIES_HINTS])];
   return (
     <Stack gap="sm">
       <Text size="xs" c="dimmed">
@@ -65,12 +82,14 @@ export function ObjectivesEditor({
               const nameErr = errors[`${base}.name`] ?? keyword;
               const err = nameErr
                 ? undefined
-                : errorAt(
+                : (errorAt(
                     Object.fromEntries(
                       Object.entries(errors).filter(([k]) => k !== `${base}.name`),
                     ),
                     base,
-                  );
+                  ) ??
+                  (o.kind === "series" ? seriesProblem(o.series, offered) : null) ??
+                  undefined);
               return (
                 <Table.Tr key={o.key} data-testid={`objective-row-${o.name}`}>
                   <Table.Td>
@@ -105,8 +124,9 @@ export function ObjectivesEditor({
                           data={hints}
                           value={o.series}
                           onChange={(v) => set(o.key, { series: v })}
-                          placeholder="forceCoeffs.Cl"
+                          placeholder={offered?.series[0] ?? "forceCoeffs.Cl"}
                           aria-label={`${o.name} series`}
+                          limit={200}
                           error={err}
                         />
                         <Select

@@ -26,6 +26,7 @@ import { usePreview, useSaveStudy } from "../hooks/use-preview";
 import {
   formFromTemplate,
   formFromUpload,
+  offeredSeries,
   stepOfField,
   toSpec,
   type WizardForm,
@@ -65,6 +66,7 @@ export function StudyWizard({
   const [triedSave, setTriedSave] = useState(false);
   const update = (patch: Partial<WizardForm>) => setForm((f) => ({ ...f, ...patch }));
   const template = templates.find((t) => t.name === form.template) ?? null;
+  const offered = useMemo(() => offeredSeries(form, template), [form, template]);
 
   const { spec, errors: localErrors } = useMemo(() => toSpec(form), [form]);
   const blocking = Object.keys(localErrors).filter((k) => k !== "name");
@@ -218,13 +220,13 @@ export function StudyWizard({
                   <Title order={4} mb="xs">
                     Objectives
                   </Title>
-                  <ObjectivesEditor form={form} update={update} errors={errors} />
+                  <ObjectivesEditor form={form} update={update} errors={errors} offered={offered} />
                 </div>
                 <div>
                   <Title order={4} mb="xs">
                     Convergence policy
                   </Title>
-                  <ConvergenceForm form={form} update={update} errors={errors} />
+                  <ConvergenceForm form={form} update={update} errors={errors} offered={offered} />
                 </div>
               </Stack>
             )}

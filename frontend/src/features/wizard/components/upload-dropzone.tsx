@@ -11,6 +11,7 @@ import { useState } from "react";
 import { ApiError, errorMessage } from "@/lib/api-client";
 import { formatBytes } from "@/lib/format";
 import type { Upload } from "@/lib/types";
+import { CaseInspectionPanel } from "./case-inspection";
 import { uploadCase } from "../api/wizard";
 
 const ACCEPT = [".tar.gz", ".tgz", ".zip"];
@@ -148,6 +149,9 @@ export function UploadDropzone({
                 : "no mesh found"}
           </Text>
         </Alert>
+      )}
+      {upload && progress === null && error === null && upload.inspection && (
+        <CaseInspectionPanel inspection={upload.inspection} />
       )}
     </Stack>
   );

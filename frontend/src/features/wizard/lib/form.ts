@@ -259,6 +259,8 @@ export function placeholderNames(upload: Upload): string[] {
   return [...used].sort();
 }
 
+/** A fresh form for an uploaded case: a parameter per placeholder, the solver its
+ * controlDict names. */
 export function formFromUpload(upload: Upload, keep?: Partial<WizardForm>): WizardForm {
   return {
     ...emptyForm(),
@@ -267,8 +269,60 @@ export function formFromUpload(upload: Upload, keep?: Partial<WizardForm>): Wiza
     template: null,
     upload,
     parameters: placeholderNames(upload).map((n) => paramRow(n)),
+    solver: upload.inspection?.solver ?? null,
     objectives: [],
   };
+}
+
+/** The series a run of the case will send, as inspected (null: not known, anything goes). */
+export interface OfferedSeries {
+  series: string[];
+  openPrefixes: string[];
+}
+
+export function offeredSeries(
+  form: WizardForm,
+  template: CaseTemplate | null,
+): OfferedSeries | null {
+  const inspection = form.source === "upload" ? form.upload?.inspection : template?.inspection;
+  if (!inspection || inspection.errors.length) return null;
+  return { series: inspection.series, openPrefixes: inspection.open_prefixes };
+}
+
+const LOG_SERIES = ["continuity.", "courant.", "execution."];
+
+/** Why the case cannot send `name` (with the closest offered series), or null when it can. */
+export function seriesProblem(name: string, offered: OfferedSeries | null): string | null {
+  if (!offered || !name) return null;
+  if (offered.series.includes(name)) return null;
+  if ([...offered.openPrefixes, ...LOG_SERIES].some((p) => name.startsWith(p))) return null;
+  const close = closest(name, offered.series);
+  return `the case writes no series named ${name}${close ? `; did you mean ${close}?` : ""}`;
+}
+
+function closest(name: string, among: string[]): string | null {
+  const lower = name.toLowerCase();
+  let best: string | null = null;
+  let score = 0;
+  for (const s of among) {
+    const n = commonChars(lower, s.toLowerCase()) / Math.max(lower.length, s.length);
+    if (n > score) [best, score] = [s, n];
+  }
+  return score >= 0.5 ? best : null;
+}
+
+function commonChars(a: string, b: string): number {
+  // length of the longest common subsequence: enough to rank near misses
+  const row = new Array<number>(b.length + 1).fill(0);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = 0;
+    for (let j = 1; j <= b.length; j++) {
+      const keep = row[j] ?? 0;
+      row[j] = a[i - 1] === b[j - 1] ? prev + 1 : Math.max(keep, row[j - 1] ?? 0);
+      prev = keep;
+    }
+  }
+  return row[b.length] ?? 0;
 }
 
 /** The form of a saved spec (editing a draft). */
@@ -478,7 +532,8 @@ export function toSpec(form: WizardForm): SpecResult {
     else errors.case = "upload a case archive (.tar.gz, .tgz or .zip)";
   }
   if (form.solver) spec.solver = form.solver;
-  else if (form.source === "upload") errors.solver = "choose the solver this case runs";
+  else if (form.source === "upload")
+    errors.solver = "choose the solver this case runs (its controlDict names none)";
   if (form.backend) spec.backend = form.backend;
   spec.resources = { processes: form.processes, nodes: form.nodes, memory_gb: form.memoryGb };
   if (!Number.isInteger(form.processes) || form.processes < 1)

@@ -1,0 +1,66 @@
+import { fireEvent, screen, waitFor, within } from "@testing-library/react";
+import { describe, expect, it } from "vitest";
+import type { Study } from "@/lib/types";
+import { mockApi, renderWithApp } from "@/test/render";
+import { ObjectivesDialog } from "./objectives-dialog";
+
+const study = {
+  id: "s1",
+  name: "inlet sweep",
+  state: "completed",
+  case: "u1",
+  template: null,
+  objectives: { p_in: { series: "inletP.areaAverage(p)", reduce: "last" } },
+  spec: { name: "inlet sweep", case: "u1" },
+} as unknown as Study;
+
+const inspection = {
+  solver: "simpleFoam",
+  series: ["inletP.areaAverage(p)", "residual.p"],
+  open_prefixes: [],
+  residuals: ["residual.p"],
+  function_objects: [],
+  placeholders: {},
+  mesh_steps: [],
+  has_mesh: false,
+  errors: [],
+  notes: [],
+};
+
+describe("Edit objectives", () => {
+  it("offers the case's series and sends the new objectives to be recomputed", async () => {
+    const api = mockApi({
+      "GET /api/v1/uploads/u1/": { status: 200, body: { id: "u1", inspection } },
+      "PUT /api/v1/studies/s1/objectives/": () => ({ ...study }),
+    });
+    const { client } = renderWithApp(<ObjectivesDialog study={study} opened onClose={() => {}} />);
+    fireEvent.click(screen.getByRole("button", { name: "Add objective" }));
+    const names = screen.getAllByLabelText("Objective name");
+    fireEvent.change(names[names.length - 1]!, { target: { value: "p_peak" } });
+    const input = screen
+      .getAllByLabelText("p_peak series")
+      .find((e) => e.tagName === "INPUT") as HTMLInputElement;
+    await waitFor(() => expect(client.getQueryData(["studies", "inspection", "s1"])).toBeTruthy());
+    fireEvent.focus(input);
+    fireEvent.change(input, { target: { value: "p" } });
+    // the dropdown is portalled beside the modal, which hides its siblings from roles
+    const listbox = await waitFor(() => {
+      const found = document.getElementById(input.getAttribute("aria-controls") ?? "");
+      expect(found).not.toBeNull();
+      return found!;
+    });
+    const options = within(listbox).getAllByRole("option", { hidden: true });
+    expect(options.map((o) => o.textContent)).toEqual(["inletP.areaAverage(p)", "residual.p"]);
+    fireEvent.click(options[0]!);
+    fireEvent.click(screen.getByTestId("save-objectives"));
+    await waitFor(() => expect(api.calls.some((c) => c.method === "PUT")).toBe(true));
+    const put = api.calls.find((c) => c.method === "PUT")!;
+    expect(put.body).toMatchObject({
+      objectives: {
+        p_in: { series: "inletP.areaAverage(p)", reduce: "last" },
+        p_peak: { series: "inletP.areaAverage(p)", reduce: "last" },
+      },
+      trust: { residuals_below: 0.001, drift_below: 0.001 },
+    });
+  });
+});
