@@ -27,7 +27,7 @@ export function StudyResultsPanel({
   const completed = useCompletedRuns(studyId, { active });
   const href = compareHref(selected.map((r) => r.id));
   return (
-    <Grid gutter="lg">
+    <Grid gutter="lg" data-testid="study-results">
       {objectives.length >= 2 && (
         <Grid.Col span={{ base: 12, xl: 5 }}>
           <Card padding="md" h="100%">
