@@ -143,7 +143,8 @@ def fields_index(*, run: Run, artifact: dict[str, Any] | None) -> dict[str, Any]
     """What the run page lists: fields, regions, the plane, Cp (small), notes."""
     if artifact is None:
         return {"run": str(run.id), "available": False, "fields": [], "regions": [], "notes": []}
-    plane = artifact.get("plane") if isinstance(artifact.get("plane"), dict) else {}
+    raw_plane = artifact.get("plane")
+    plane: dict[str, Any] = raw_plane if isinstance(raw_plane, dict) else {}
     return {
         "run": str(run.id),
         "available": True,

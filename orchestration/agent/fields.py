@@ -30,6 +30,9 @@ GRID_POINTS = 20_000  # per field and region
 MAX_CP_POINTS = 4_000
 MAX_OUTLINE_SEGMENTS = 20_000
 MAX_EXTRA_FIELDS = 8
+# the converter is plain Python: past this much mesh text (about 1.5 million cells) it would
+# hold the run's slot for minutes, so such a case gets its VTK files only
+MAX_MESH_BYTES = 400 * 1024 * 1024
 DEFAULT_FIELDS = ("p", "U")
 VERSION = 1
 ARTIFACT = "windtunnel/fields.json"  # relative to the case
@@ -121,8 +124,8 @@ def parse_dict(toks: list[str], pos: int = 0) -> tuple[dict[str, object], int]:
                 item, pos = _parse_list(toks, pos + 1)
                 values.append(item)
             elif toks[pos] == "{":
-                item, pos = parse_dict(toks, pos + 1)
-                values.append(item)
+                entry, pos = parse_dict(toks, pos + 1)
+                values.append(entry)
             else:
                 values.append(toks[pos])
                 pos += 1
@@ -601,6 +604,14 @@ def build(case: str, extra_fields: list[str]) -> dict[str, object]:
     time = latest_time(case)
     if time is None:
         raise FieldsError("no time directory in the case")
+    mesh = f"{case}/constant/polyMesh"
+    size = sum(
+        os.path.getsize(f"{mesh}/{name}")
+        for name in ("points", "faces", "owner", "neighbour")
+        if os.path.isfile(f"{mesh}/{name}")
+    )
+    if size > MAX_MESH_BYTES:
+        raise FieldsError(f"the mesh is too large for the built-in converter ({size >> 20} MB)")
     points = read_points(case)
     faces = read_faces(case)
     owner = read_labels(case, "owner")
@@ -645,12 +656,12 @@ def build(case: str, extra_fields: list[str]) -> dict[str, object]:
         bx = [v for v in body["x"] if v is not None]
         by = [v for v in body["y"] if v is not None]
         if bx:
-            size = max(max(bx) - min(bx), max(by) - min(by))
+            extent = max(max(bx) - min(bx), max(by) - min(by))
             near = (
-                max(domain[0], min(bx) - 0.5 * size),
-                min(domain[1], max(bx) + 1.0 * size),
-                max(domain[2], min(by) - 0.5 * size),
-                min(domain[3], max(by) + 0.5 * size),
+                max(domain[0], min(bx) - 0.5 * extent),
+                min(domain[1], max(bx) + 1.0 * extent),
+                max(domain[2], min(by) - 0.5 * extent),
+                min(domain[3], max(by) + 0.5 * extent),
             )
             regions.append(grid_for(near, "body"))
     out_fields: dict[str, object] = {}
@@ -712,9 +723,11 @@ def main(argv: list[str]) -> int:
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     with open(out, "w", encoding="utf-8") as fh:
         json.dump(artifact, fh, separators=(",", ":"), allow_nan=False)
-    sizes = ", ".join(str(k) for k in artifact["fields"])  # type: ignore[union-attr]
+    fields = artifact["fields"]
+    notes = artifact["notes"]
+    sizes = ", ".join(str(k) for k in fields) if isinstance(fields, dict) else ""
     print(f"fields: wrote {out} ({artifact['kind']}, time {artifact['time']}: {sizes})")
-    for note in artifact["notes"]:  # type: ignore[union-attr]
+    for note in notes if isinstance(notes, list) else []:
         print(f"fields: note: {note}")
     return 0
 
