@@ -88,13 +88,13 @@ export function FieldCompare({ runs }: { runs: FieldRun[] }) {
                 {run.label}
               </Text>
               <Plot
-                data={d ? fieldTraces(d, { range, showScale: i === withFields.length - 1 }) : []}
+                data={d ? fieldTraces(d, { range, scaleBelow: true }) : []}
                 layout={{
-                  margin: { l: 40, r: 8, t: 8, b: 32 },
+                  margin: { l: 40, r: 8, t: 8, b: 64 },
                   xaxis: { showgrid: false, zeroline: false, constrain: "domain" },
                   yaxis: { showgrid: false, zeroline: false, scaleanchor: "x", scaleratio: 1 },
                 }}
-                height={260}
+                height={300}
                 aria-label={`${labelOf(field)} of ${run.label}`}
                 data-testid="field-compare-plot"
               />

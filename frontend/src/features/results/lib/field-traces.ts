@@ -36,7 +36,14 @@ export function fieldTraces(
     range,
     showScale = true,
     axes = ["x", "y"],
-  }: { range?: [number, number] | null; showScale?: boolean; axes?: string[] } = {},
+    scaleBelow = false,
+  }: {
+    range?: [number, number] | null;
+    showScale?: boolean;
+    axes?: string[];
+    /** a horizontal colour bar under the plot (small panels side by side keep their width) */
+    scaleBelow?: boolean;
+  } = {},
 ): Data[] {
   const { x, y } = gridAxes(data.region);
   const [ax, ay] = axes;
@@ -50,7 +57,9 @@ export function fieldTraces(
     zauto: !range,
     colorscale: "Viridis",
     showscale: showScale,
-    colorbar: { title: { text: data.label }, thickness: 12 },
+    colorbar: scaleBelow
+      ? { orientation: "h", thickness: 8, y: -0.22, len: 0.9, title: { text: "" } }
+      : { title: { text: data.label }, thickness: 12 },
     hoverongaps: false,
     name: data.label,
     hovertemplate: `${ax} %{x:.4g}<br>${ay} %{y:.4g}<br>${data.label} %{z:.4g}<extra></extra>`,
