@@ -57,8 +57,9 @@ describe("FlowFields", () => {
       "GET /api/v1/runs/r1/fields/data/": data("r1", [1, 2, null, 4, 5, 6]),
     });
     renderWithApp(<FlowFields runId="r1" ended />);
-    await waitFor(() =>
-      expect(screen.getByTestId("field-plot")).toHaveAttribute("data-points", "6"),
+    await waitFor(
+      () => expect(screen.getByTestId("field-plot")).toHaveAttribute("data-points", "6"),
+      { timeout: 5_000 }, // Plotly loads on the first plot: slow on a busy machine
     ); // the heat map's 3 columns + the outline's 3 points
     const asked = calls.find((c) => c.url.pathname.endsWith("/data/"))!.url.searchParams;
     expect([asked.get("field"), asked.get("region")]).toEqual(["mag(U)", "body"]);
@@ -83,7 +84,9 @@ describe("FlowFields", () => {
     expect(calls).toHaveLength(0);
     unmount();
     renderWithApp(<FlowFields runId="r2" ended />);
-    expect(await screen.findByTestId("fields-none")).toHaveTextContent("no flow fields");
+    expect(await screen.findByTestId("fields-none", {}, { timeout: 5_000 })).toHaveTextContent(
+      "no flow fields",
+    );
   });
 });
 
@@ -111,8 +114,9 @@ describe("FieldCompare", () => {
         ]}
       />,
     );
-    await waitFor(() =>
-      expect(screen.getByTestId("field-compare-range")).toHaveTextContent("from -1 to 7"),
+    await waitFor(
+      () => expect(screen.getByTestId("field-compare-range")).toHaveTextContent("from -1 to 7"),
+      { timeout: 5_000 },
     );
     expect(screen.getByTestId("field-compare-range")).toHaveTextContent(
       "1 run(s) without fields left out",
