@@ -90,7 +90,7 @@ export function FieldCompare({ runs }: { runs: FieldRun[] }) {
               <Plot
                 data={d ? fieldTraces(d, { range, scaleBelow: true }) : []}
                 layout={{
-                  margin: { l: 40, r: 8, t: 8, b: 64 },
+                  margin: { l: 40, r: 8, t: 8, b: 80 },
                   xaxis: { showgrid: false, zeroline: false, constrain: "domain" },
                   yaxis: { showgrid: false, zeroline: false, scaleanchor: "x", scaleratio: 1 },
                 }}

@@ -58,7 +58,7 @@ export function fieldTraces(
     colorscale: "Viridis",
     showscale: showScale,
     colorbar: scaleBelow
-      ? { orientation: "h", thickness: 8, y: -0.22, len: 0.9, title: { text: "" } }
+      ? { orientation: "h", thickness: 8, y: -0.38, len: 0.9, title: { text: "" } }
       : { title: { text: data.label }, thickness: 12 },
     hoverongaps: false,
     name: data.label,
