@@ -121,25 +121,3 @@ def test_a_running_run_or_a_forged_artifact_has_no_fields(api, solved_cavity, tm
     run = _run(api, forged)
     assert api.get(f"/api/v1/runs/{run.pk}/fields/").json()["available"] is False
     assert api.get(f"/api/v1/runs/{run.pk}/fields/data/", {"field": "p"}).status_code == 404
-
-
-def test_the_specs_fields_are_checked_and_reach_the_agent(api):
-    from dispatch.start import run_spec
-
-    bad = api.post(
-        "/api/v1/studies/",
-        {"name": "bad fields", "template": "cavity", "fields": ["k; rm -rf /"]},
-        format="json",
-    )
-    assert bad.status_code == 400
-    error = bad.json()
-    assert error["field"].startswith("fields") and "field name" in error["message"]
-    study = study_create(
-        tenant=api.tenant,
-        owner=api.tenant.user,
-        spec={"name": "k too", "template": "cavity", "fields": ["k", "nut"]},
-        submit=True,
-    )
-    run = Run.objects.get(study=study)
-    agent_spec = json.loads(run_spec(run=run, study=study, token="t").to_json())
-    assert agent_spec["fields"] == ["k", "nut"]

@@ -299,7 +299,7 @@ class FieldGridSerializer(serializers.Serializer):
 
 class FieldInfoSerializer(serializers.Serializer):
     name = serializers.CharField(help_text="p, mag(U), k, …")
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # the API key is "label"
     dimensions = serializers.CharField(help_text="OpenFOAM's [kg m s K mol A cd] exponents")
     min = serializers.FloatField(allow_null=True)
     max = serializers.FloatField(allow_null=True)
@@ -335,7 +335,7 @@ class RunFieldsSerializer(serializers.Serializer):
     time = serializers.CharField(required=False)
     kind = serializers.ChoiceField(choices=["2d", "plane"], required=False)
     plane = FieldPlaneSerializer(required=False)
-    fields = FieldInfoSerializer(many=True)
+    fields = FieldInfoSerializer(many=True)  # type: ignore[assignment]  # the API key
     regions = FieldGridSerializer(many=True)
     cp = SurfaceCpSerializer(allow_null=True, required=False)
     notes = serializers.ListField(child=serializers.CharField())
@@ -349,7 +349,7 @@ class FieldOutlineSerializer(serializers.Serializer):
 class RunFieldDataSerializer(serializers.Serializer):
     run = serializers.UUIDField()
     field = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # the API key is "label"
     dimensions = serializers.CharField()
     region = FieldGridSerializer()
     values = serializers.ListField(
