@@ -91,7 +91,7 @@ export function FieldCompare({ runs }: { runs: FieldRun[] }) {
                 data={d ? fieldTraces(d, { range, scaleBelow: true }) : []}
                 layout={{
                   margin: { l: 40, r: 8, t: 8, b: 80 },
-                  xaxis: { showgrid: false, zeroline: false, constrain: "domain" },
+                  xaxis: { showgrid: false, zeroline: false },
                   yaxis: { showgrid: false, zeroline: false, scaleanchor: "x", scaleratio: 1 },
                 }}
                 height={300}

@@ -28,7 +28,6 @@ export function FlowFields({ runId, ended }: { runId: string; ended: boolean }) 
         title: { text: axes[0] },
         zeroline: false,
         showgrid: false,
-        constrain: "domain" as const,
       },
       yaxis: {
         title: { text: axes[1] },
