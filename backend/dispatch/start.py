@@ -121,6 +121,7 @@ def run_spec(*, run: Run, study: Study, token: str) -> RunSpec:
         rendered=prerendered(run=run, study=study),
         allow_system_operations=settings.WINDTUNNEL["CASE_SYSTEM_OPERATIONS"],
         sandbox=case_sandbox(run),
+        fields=tuple((study.spec or {}).get("fields") or ()),
     )
 
 

@@ -56,6 +56,8 @@ def _candidates(case: Path) -> list[tuple[str, list[Path]]]:
     )
     latest = latest_time_dir(case)
     groups: list[tuple[str, list[Path]]] = [
+        # first: the portal reads the flow-field artifact from the archive's start
+        ("flow fields", [case / "windtunnel"]),
         ("logs", logs),
         ("system", [case / "system"]),
         ("constant", constant_rest),
@@ -65,6 +67,7 @@ def _candidates(case: Path) -> list[tuple[str, list[Path]]]:
         groups.append((f"time {latest.name}", [latest]))
     if polymesh.is_dir():
         groups.append(("constant/polyMesh", [polymesh]))
+    groups.append(("VTK", [case / "VTK"]))  # foamToVTK's, for ParaView
     return [(label, [p for p in paths if p.exists()]) for label, paths in groups]
 
 

@@ -181,6 +181,10 @@ def _finish(
         timeout = min(timeout, TERMINATED_FINAL_TIMEOUT)
     deadline = time.monotonic() + timeout
     upload = os.path.isdir(spec.case_path) and spec.archive == "upload"
+    if outcome.state == "completed" and spec.post_process and not terminate.is_set():
+        note = supervisor.post_process()
+        if note:
+            outcome = outcome._replace(message=f"{outcome.message}\n{note}".strip())
     if upload:
         # the steps are over: the portal may give the run's cores to the next run while this
         # one sends its last points and uploads its results (without an upload, the final

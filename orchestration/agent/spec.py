@@ -61,6 +61,8 @@ if TYPE_CHECKING:
         allow_system_operations: bool = False
         sandbox: Mapping[str, Any] | None = None
         mounts: Mapping[str, str] = _NO_ENV
+        fields: tuple[str, ...] = ()
+        post_process: bool = True
 
 else:
     _StepFields = collections.namedtuple("AgentStep", "name argv role", defaults=("solve",))
@@ -86,6 +88,8 @@ _SPEC_DEFAULTS = {
     "allow_system_operations": False,  # the case may run commands and compile code
     "sandbox": None,  # Mapping: how the steps are confined (orchestration/agent/sandbox.py)
     "mounts": _NO_ENV,  # {path the run sees: host path[:ro]}: the backend's own mounts
+    "fields": (),  # extra fields (besides p and U) the flow-field artifact carries
+    "post_process": True,  # after a completed run: the flow-field artifact and VTK
 }
 
 
@@ -227,7 +231,17 @@ def parse_spec(data: Any) -> AgentSpec:
         allow_system_operations=data.get("allow_system_operations") is True,
         sandbox=_sandbox(data.get("sandbox")),
         mounts=_mounts(data.get("mounts")),
+        fields=_fields(data.get("fields")),
+        post_process=data.get("post_process", True) is not False,
     )
+
+
+def _fields(raw: Any) -> tuple[str, ...]:
+    if not raw:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(f, str) and f.isidentifier() for f in raw):
+        raise SpecError("run.json: 'fields' must be a list of field names")
+    return tuple(raw)
 
 
 def _mounts(raw: Any) -> Mapping[str, str]:

@@ -34,6 +34,7 @@ PHASES = {
     "solve": "solving",
     "reconstruct": "reconstructing",
     "other": "solving",
+    "post": "post-processing",
 }
 TERMINATE_GRACE = 3.0  # on SIGTERM the driver waits for us: leave time to report
 POLL = 0.1
@@ -242,15 +243,55 @@ class Supervisor:
                 if result.returncode != 0:
                     log(f"{step.name} after stop: {_describe_exit(step.name, result.returncode)}")
 
+    def post_process(self) -> str:
+        """After a completed run, in the same sandbox as its steps: the flow-field artifact
+        (orchestration/agent/fields.py, run by the system's python3 in isolated mode) and
+        foamToVTK's files for ParaView. Best effort: returns a note for the final message
+        ('' when both went well); neither changes how the run ended."""
+        notes = []
+        python = find_program("python3", "/usr/bin:/bin:/usr/local/bin")
+        if python is None:
+            notes.append("flow fields: no python3 on this machine")
+        else:
+            from orchestration.agent import fields  # lazy: only completed runs post-process
+
+            with open(fields.__file__, encoding="utf-8") as fh:
+                source = fh.read()
+            try:  # nothing the case left there passes for this run's artifact
+                os.unlink(os.path.join(self.spec.case_path, fields.ARTIFACT))
+            except OSError:
+                pass
+            argv = [python, "-I", "-c", source, "--out", fields.ARTIFACT]
+            if self.spec.fields:
+                argv += ["--fields", ",".join(self.spec.fields)]
+            # the log marker shows the command, not the converter's source
+            result = self.run_step(
+                AgentStep(name="windtunnelFields", argv=tuple(argv), role="post"),
+                interruptible=False,
+                shown=f"python3 -I -c <orchestration/agent/fields.py> {' '.join(argv[4:])}",
+            )
+            if result.returncode != 0:
+                notes.append("flow fields: not written (see log.windtunnelFields)")
+        if find_program("foamToVTK", self.env.get("PATH", "")) is not None:
+            result = self.run_step(
+                AgentStep(name="foamToVTK", argv=("foamToVTK", "-latestTime"), role="post"),
+                interruptible=False,
+            )
+            if result.returncode != 0:
+                notes.append("VTK: foamToVTK failed (see log.foamToVTK)")
+        return "; ".join(notes)
+
     def _check_interrupts(self) -> None:
         if self.reporter.stale.is_set():
             raise Stale()
 
-    def run_step(self, step: AgentStep, *, interruptible: bool = True) -> StepResult:
+    def run_step(
+        self, step: AgentStep, *, interruptible: bool = True, shown: str = ""
+    ) -> StepResult:
         case = self.spec.case_path
         self.reporter.set_phase(PHASES.get(step.role, "solving"))
-        self.reporter.add_log([f"== {step.name}: {' '.join(step.argv)} =="])
-        log(f"step {step.name}: {step.argv}")
+        self.reporter.add_log([f"== {step.name}: {shown or ' '.join(step.argv)} =="])
+        log(f"step {step.name}: {shown or step.argv}")
         if step.role == "solve":
             self._follow_dat = True
         log_path = os.path.join(case, f"log.{step.name}")

@@ -65,6 +65,9 @@ class RunSpec:
     # how the agent confines the case's steps: {"mode": "bwrap" | "uid" | "off", "network":
     # bool, "limits": {...}} (orchestration/agent/sandbox.py); None: the agent's default
     sandbox: Mapping[str, Any] | None = None
+    # extra fields (besides p and U) of the flow-field artifact the agent writes after a
+    # completed run (the study spec's `fields`; orchestration/agent/fields.py)
+    fields: Sequence[str] = ()
 
     def to_json(self, *, sandbox: str = "bwrap") -> str:
         """run.json; `sandbox`: the driver's way of confining steps, where the portal has
@@ -93,6 +96,8 @@ class RunSpec:
             data["archive"] = self.archive
         if self.allow_system_operations:
             data["allow_system_operations"] = True
+        if self.fields:
+            data["fields"] = list(self.fields)
         data["sandbox"] = dict(self.sandbox) if self.sandbox is not None else {"mode": sandbox}
         return json.dumps(data, indent=2)
 

@@ -1,5 +1,5 @@
 """A tenant's runs: list, detail, cancel, telemetry (downsampled or gap repair), log, the
-result archive."""
+result archive, the flow fields."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from core.exceptions import ApplicationError, ErrorCode, NotFound
 from core.http import file_download
 from runs import archives
 from runs.objectives import study_objectives_update
+from runs import fields as flow_fields
 from studies import selectors
 from studies.api import serializers as s
 from studies.api.views import RUN_QUERY_PARAMETERS, RunFilter, runs_page, runs_query
@@ -148,6 +149,57 @@ class RunViewSet(viewsets.GenericViewSet):
         name = f"{run.study.name}-run{run.index:04d}.tar.gz".replace("/", "-").replace(" ", "-")
         return file_download(path.open("rb"), filename=name, content_type="application/gzip")
 
+    @extend_schema(responses=s.RunFieldsSerializer)
+    @action(detail=True, methods=["get"], url_path="fields")
+    def flow_fields(self, request, pk=None):
+        """The run's flow fields (a completed run's final fields on a plane, and Cp along
+        its force patches): what there is, on which grids; `available` false when none."""
+        run = self.get_object()
+        artifact = flow_fields.run_fields(run=run)
+        return Response(flow_fields.fields_index(run=run, artifact=artifact))
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "field", OpenApiTypes.STR, required=True, description="a name from fields/"
+            ),
+            OpenApiParameter(
+                "region",
+                OpenApiTypes.STR,
+                description="a region from fields/ (default: the first, the whole domain)",
+            ),
+        ],
+        responses=s.RunFieldDataSerializer,
+    )
+    @action(detail=True, methods=["get"], url_path="fields/data")
+    def flow_field_data(self, request, pk=None):
+        """One field's values on one region's grid (row by row, null outside the mesh),
+        with the outline of the walls to draw over them."""
+        run = self.get_object()
+        artifact = flow_fields.run_fields(run=run)
+        if artifact is None:
+            raise NotFound("This run has no flow fields: they are written when a run completes.")
+        names = list(artifact["fields"])
+        regions = [r["name"] for r in artifact["regions"]]
+        field = request.query_params.get("field", "")
+        if field not in names:
+            raise ApplicationError(
+                f"field must be one of {', '.join(names)}"
+                + (f", got {field[:80]!r}" if field else " (it is required)"),
+                field="field",
+            )
+        region = request.query_params.get("region") or regions[0]
+        if region not in regions:
+            raise ApplicationError(
+                f"region must be one of {', '.join(regions)}, got {region[:80]!r}",
+                field="region",
+            )
+        return Response(
+            {
+                "run": str(run.id),
+                **flow_fields.field_data(artifact=artifact, field=field, region=region),
+            }
+        )
 
 class StudyObjectivesView(APIView):
     """Edit a study's objectives after its runs (docs/api.md, "Objectives after the fact")."""

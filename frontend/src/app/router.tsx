@@ -1,6 +1,7 @@
 import { createBrowserRouter } from "react-router";
 import { AppLayout } from "./layout";
 import { AdminPage } from "./routes/admin";
+import { ComparePage } from "./routes/compare";
 import { DashboardPage } from "./routes/dashboard";
 import { LoginPage } from "./routes/login";
 import { NewStudyPage, EditStudyPage } from "./routes/new-study";
@@ -25,6 +26,7 @@ export const routes = [
       { path: "/studies/:id/edit", element: <EditStudyPage /> },
       { path: "/runs", element: <RunsPage /> },
       { path: "/runs/:id", element: <RunPage /> },
+      { path: "/compare", element: <ComparePage /> },
       { path: "/settings/tokens", element: <TokensPage /> },
       { path: "/settings/notifications", element: <NotificationSettingsPage /> },
       { path: "/operations", element: <AdminPage /> },

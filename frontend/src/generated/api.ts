@@ -659,6 +659,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/runs/{id}/fields/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description The run's flow fields (a completed run's final fields on a plane, and Cp along
+         *     its force patches): what there is, on which grids; `available` false when none.
+         */
+        get: operations["v1_runs_fields_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs/{id}/fields/data/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description One field's values on one region's grid (row by row, null outside the mesh),
+         *     with the outline of the walls to draw over them.
+         */
+        get: operations["v1_runs_fields_data_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/runs/{id}/log/": {
         parameters: {
             query?: never;
@@ -1248,6 +1288,20 @@ export interface components {
              */
             used: number;
         };
+        CpReference: {
+            /** Format: double */
+            chord: number | null;
+            /** Format: double */
+            lRef: number | null;
+            /** Format: double */
+            magUInf: number | null;
+            /** Format: double */
+            pRef: number | null;
+            /** Format: double */
+            rhoInf: number | null;
+            /** @description how Cp was made, in words */
+            text: string;
+        };
         Csrf: {
             /** @description also set as the csrftoken cookie */
             csrf_token: string;
@@ -1345,6 +1399,41 @@ export interface components {
          * @enum {string}
          */
         EndReasonEnum: "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time";
+        FieldGrid: {
+            /** Format: double */
+            dx: number;
+            /** Format: double */
+            dy: number;
+            /** @description domain (the whole plane) or body (around the force patches) */
+            name: string;
+            nx: number;
+            ny: number;
+            /** Format: double */
+            x0: number;
+            /** Format: double */
+            y0: number;
+        };
+        FieldInfo: {
+            /** @description OpenFOAM's [kg m s K mol A cd] exponents */
+            dimensions: string;
+            label: string;
+            /** Format: double */
+            max: number | null;
+            /** Format: double */
+            min: number | null;
+            /** @description p, mag(U), k, … */
+            name: string;
+        };
+        FieldOutline: {
+            x: (number | null)[];
+            y: (number | null)[];
+        };
+        FieldPlane: {
+            /** Format: double */
+            at: number | null;
+            axes: string[];
+            normal: string;
+        };
         Health: {
             detail: string;
             status: components["schemas"]["HealthStatusEnum"];
@@ -2088,6 +2177,39 @@ export interface components {
              */
             readonly wall_seconds: number | null;
         };
+        RunFieldData: {
+            dimensions: string;
+            field: string;
+            label: string;
+            /** Format: double */
+            max: number | null;
+            /** Format: double */
+            min: number | null;
+            outline: components["schemas"]["FieldOutline"];
+            region: components["schemas"]["FieldGrid"];
+            /** Format: uuid */
+            run: string;
+            /** @description row by row (y), nx per row */
+            values: (number | null)[];
+        };
+        RunFields: {
+            available: boolean;
+            cp?: components["schemas"]["SurfaceCp"] | null;
+            fields: components["schemas"]["FieldInfo"][];
+            kind?: components["schemas"]["RunFieldsKindEnum"];
+            notes: string[];
+            plane?: components["schemas"]["FieldPlane"];
+            regions: components["schemas"]["FieldGrid"][];
+            /** Format: uuid */
+            run: string;
+            time?: string;
+        };
+        /**
+         * @description * `2d` - 2d
+         *     * `plane` - plane
+         * @enum {string}
+         */
+        RunFieldsKindEnum: "2d" | "plane";
         /** @description What each run needs; default: the template's. */
         RunResources: {
             /**
@@ -2140,6 +2262,12 @@ export interface components {
                 y: unknown[] | string;
             } | unknown[][];
         };
+        /**
+         * @description * `upper` - upper
+         *     * `lower` - lower
+         * @enum {string}
+         */
+        SideEnum: "upper" | "lower";
         /**
          * @description * `portal quota` - portal quota
          *     * `backend capacity` - backend capacity
@@ -2264,6 +2392,14 @@ export interface components {
             };
             /** @description What the study is for. */
             description?: string;
+            /**
+             * @description Fields the run page shows on its flow-field plot besides p and |U| (e.g. k, nut): volume fields of the case, read at the latest time by the agent's post-processing. Names the case does not write are noted and skipped.
+             * @example [
+             *       "k",
+             *       "nut"
+             *     ]
+             */
+            fields?: string[];
             /** @description A composed image's name or digest (GET /api/v1/images/), for backends that run images; or give packages. */
             image?: string;
             /**
@@ -2328,6 +2464,14 @@ export interface components {
          * @enum {string}
          */
         SubscribableEventEnum: "study.completed" | "study.completed_with_failures" | "study.cancelled" | "run.failed" | "run.diverged";
+        SurfaceCp: {
+            cp: (number | null)[];
+            patch: string[];
+            patches: string[];
+            reference: components["schemas"]["CpReference"];
+            side: components["schemas"]["SideEnum"][];
+            x_over_c: (number | null)[];
+        };
         Telemetry: {
             attempt: number;
             available: string[];
@@ -3734,6 +3878,53 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RunDetail"];
+                };
+            };
+        };
+    };
+    v1_runs_fields_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunFields"];
+                };
+            };
+        };
+    };
+    v1_runs_fields_data_retrieve: {
+        parameters: {
+            query: {
+                /** @description a name from fields/ */
+                field: string;
+                /** @description a region from fields/ (default: the first, the whole domain) */
+                region?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunFieldData"];
                 };
             };
         };

@@ -21,6 +21,7 @@ import { PageHeader } from "@/components/page-header";
 import { RunStateBadge, TrustBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
 import { LogTail, useCancelRun, useRun, WaitReason } from "@/features/runs";
+import { FlowFields } from "@/features/results";
 import { useStudy } from "@/features/studies";
 import { ForcesPlot, ResidualPlot, ResourcePlot } from "@/features/telemetry";
 import { ApiError, apiUrl, errorMessage } from "@/lib/api-client";
@@ -276,6 +277,12 @@ export function RunPage() {
             </Card>
           </Grid.Col>
         </Grid>
+        <Card padding="md">
+          <Title order={3} mb="xs">
+            Flow fields
+          </Title>
+          <FlowFields runId={r.id} ended={!active && r.state === "completed"} />
+        </Card>
       </Stack>
 
       <Modal opened={stopOpen} onClose={stopModal.close} title={`Stop run ${r.index}?`} centered>

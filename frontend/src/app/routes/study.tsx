@@ -33,6 +33,7 @@ import {
   type RunQuery,
 } from "@/features/studies";
 import { NotifyBell } from "@/features/notifications";
+import { StudyResultsPanel } from "@/features/results";
 import { ResidualOverlay } from "@/features/telemetry";
 import { ApiError } from "@/lib/api-client";
 import { formatDateTime, formatGb, formatNumber } from "@/lib/format";
@@ -237,6 +238,15 @@ export function StudyPage() {
                 </Card>
               </Grid.Col>
             </Grid>
+
+            <StudyResultsPanel
+              studyId={s.id}
+              parameters={parameters}
+              objectives={objectives}
+              selected={overlayRuns}
+              active={active}
+              onRunClick={(runId) => navigate(`/runs/${runId}`)}
+            />
 
             <Card padding="md">
               <Group justify="space-between" mb="sm">
