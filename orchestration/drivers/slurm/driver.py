@@ -36,6 +36,7 @@ from orchestration.drivers.base import (
     register,
 )
 from orchestration.drivers.slurm.cluster import SlurmCluster
+from orchestration.drivers.slurm.elastic_cloud import check_elastic
 from orchestration.drivers.slurm.script import batch_script, common_dir, job_shape
 from orchestration.drivers.slurm.settings import SAFE_PATH, SECRET_FIELDS, validate_settings
 from orchestration.drivers.slurm.states import (
@@ -96,6 +97,8 @@ class SlurmDriver(DriverBase):
                 parse_known_hosts(secrets["known_hosts"])
             except TransportError as exc:
                 raise SettingsError("secrets.known_hosts", str(exc)) from exc
+        if clean["elastic"]:  # the flavor, image, network and node count, asked of the cloud
+            check_elastic(clean["elastic"])
         # keep what the admin wrote (minus defaults) so a later default change applies
         return {k: v for k, v in settings.items() if v not in (None, "")}
 
