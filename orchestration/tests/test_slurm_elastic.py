@@ -191,7 +191,9 @@ def _elastic_unavailable() -> str:
     return ""
 
 
-needs_elastic = pytest.mark.skipif(bool(_elastic_unavailable()), reason=_elastic_unavailable() or "-")
+needs_elastic = pytest.mark.skipif(
+    bool(_elastic_unavailable()), reason=_elastic_unavailable() or "-"
+)
 
 
 def slurm(*argv: str) -> str:
@@ -285,7 +287,9 @@ def test_a_node_that_never_registers_is_a_failed_boot_and_its_server_is_deleted(
             wait("the server deleted", lambda: node not in player.cloud.node_servers(), 180)
             state, reason = wait(
                 "the node down as a failed boot",
-                lambda: (s := node_state(node))[0].startswith("down") and "failed boot" in s[1] and s,
+                lambda: (
+                    (s := node_state(node))[0].startswith("down") and "failed boot" in s[1] and s
+                ),
                 60,
             )
             assert "ResumeTimeout" in reason
@@ -295,3 +299,30 @@ def test_a_node_that_never_registers_is_a_failed_boot_and_its_server_is_deleted(
             wait("the node powered down", lambda: node_state(node)[0].endswith("~"), 60)
             slurm("scontrol", "update", f"nodename={node}", "state=resume")
             wait("the node back in service", lambda: node_state(node)[0] == "idle~", 60)
+
+
+@pytest.mark.slow
+@needs_elastic
+def test_the_reaper_deletes_servers_of_nodes_slurm_has_powered_down(
+    openstack_cloud: OpenStackCloud,
+) -> None:
+    from orchestration.drivers.slurm.cluster import SlurmCluster
+    from orchestration.drivers.slurm.elastic_cloud import ElasticCloud
+    from orchestration.drivers.slurm.elastic_nodes import elastic_nodes, elastic_reap
+    from orchestration.drivers.slurm.settings import validate_settings as slurm_validate
+
+    settings = json.loads(Path(cluster()["elastic"]).read_text())
+    slurm_cluster = SlurmCluster(
+        slurm_validate({"slurm_conf": cluster()["slurm_conf"], "partition": "elastic"}), {}
+    )
+    node = free_node()
+    cloud = ElasticCloud(settings)
+    cloud.create_nodes([node])  # a server Slurm never asked for (a lost create, a crash)
+    try:
+        wait("the stray server", lambda: node in cloud.node_servers(), 60)
+        row = next(r for r in elastic_nodes(slurm_cluster, settings) if r["node"] == node)
+        assert row["slurm_state"] == "idle~" and row["server"].endswith(node)
+        assert elastic_reap(slurm_cluster, settings, grace=3600) == []  # too young to judge
+        assert elastic_reap(slurm_cluster, settings, grace=0) == [row["server"]]
+    finally:
+        cloud.delete_nodes([node])

@@ -22,6 +22,8 @@ from orchestration.drivers.base import SettingsError
 
 __all__ = [
     "ELASTIC_KEYS",
+    "dump_config",
+    "node_range",
     "META_CLUSTER",
     "META_KIND_ELASTIC",
     "META_NODE",

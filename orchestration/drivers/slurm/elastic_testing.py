@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from orchestration.drivers.slurm import elastic as el
 
@@ -194,8 +193,22 @@ class BootPlayer:
             )
 
     def lose(self, node: str) -> None:
-        """The node stops heartbeating (its VM hangs): slurmd dies, the server stays."""
+        """The node hangs (its VM stops): slurmd and the node's jobs (their slurmstepd and
+        everything under it) die at once; the server stays, no more heartbeats."""
+        import psutil
+
         self.refuse.add(node)
+        env = {**os.environ, "SLURM_CONF": self.config["slurm_conf"]}
+        out = subprocess.run(
+            ["squeue", "-h", "-w", node, "-o", "%A"], env=env, capture_output=True, text=True
+        ).stdout.split()
+        marks = [f"[{job}." for job in out]
+        for proc in psutil.process_iter(["name", "cmdline"]):
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if proc.info["name"] == "slurmstepd" and any(m in cmd for m in marks):
+                with contextlib.suppress(psutil.Error):
+                    for child in [*proc.children(recursive=True), proc]:
+                        child.kill()
         self.power_off(node)
 
 
