@@ -18,13 +18,14 @@ from catalog.models import Backend
 from core.testing import wait_for
 from dispatch.leaks import leaks_reap
 from orchestration.drivers.slurm.elastic_testing import TEST_SETTINGS, BootPlayer
-from orchestration.tests.test_slurm_cluster import ROOT, cluster, slurm_settings
+from orchestration.tests.conftest import OPENSTACK_CLOUD_JSON
+from orchestration.tests.test_slurm_cluster import cluster, slurm_settings
 from orchestration.tests.test_slurm_elastic import needs_elastic
 from studies.models import Run
 from tenancy.services import api_token_create
 from tenancy.testing import LiveClient
 
-CLOUD_JSON = ROOT / ".data" / "openstack" / "cloud.json"
+CLOUD_JSON = OPENSTACK_CLOUD_JSON
 pytestmark = [
     pytest.mark.slow,
     needs_elastic,
@@ -121,8 +122,7 @@ def elastic_live(stack, transactional_db, catalog, make_tenant):
     token = api_token_create(user=tenant.user)
     client = LiveClient(base_url=stack.url, headers={"Authorization": f"Token {token}"}, timeout=30)
     with BootPlayer(elastic_dir=elastic_settings()["programs_dir"], boot_delay=2.0) as player:
-        client.player = player
-        yield client
+        yield client, player
     client.close()
 
 
@@ -138,6 +138,7 @@ def _finished(client, study_id, timeout=300):
 
 @pytest.mark.solver
 def test_a_study_runs_on_cloud_nodes_slurm_powers_up(elastic_live):
+    elastic_live, player = elastic_live
     spec = {
         "name": "cavity on the cloud",
         "template": "cavity",
@@ -150,13 +151,14 @@ def test_a_study_runs_on_cloud_nodes_slurm_powers_up(elastic_live):
     assert body["state"] == "completed", body
     runs = list(Run.objects.filter(study_id=r.json()["id"]))
     assert len(runs) == 2 and all(run.attempt == 1 for run in runs)
-    booted = {e[1] for e in elastic_live.player.events if e[2] == "booted"}
+    booted = {e[1] for e in player.events if e[2] == "booted"}
     assert booted, "no cloud node was booted"
     assert booted <= {"elastic-1", "elastic-2", "elastic-3"}
 
 
 @pytest.mark.solver
 def test_a_lost_cloud_node_requeues_its_run_which_finishes_on_another(elastic_live):
+    elastic_live, player = elastic_live
     spec = {
         "name": "lost node",
         "template": "cavity",
@@ -174,7 +176,7 @@ def test_a_lost_cloud_node_requeues_its_run_which_finishes_on_another(elastic_li
     handle = Run.objects.get(pk=run_id).handle
     node = _slurm("squeue", "-h", "-j", handle, "-o", "%N").strip()
     assert node.startswith("elastic-")
-    elastic_live.player.lose(node)  # the VM hangs: no more heartbeats from its slurmd
+    player.lose(node)  # the VM hangs: no more heartbeats from its slurmd
     try:
         run = wait_for(
             lambda: (x := Run.objects.get(pk=run_id)).attempt >= 2 and x,
@@ -187,7 +189,7 @@ def test_a_lost_cloud_node_requeues_its_run_which_finishes_on_another(elastic_li
 
         def server_gone():
             leaks_reap()
-            return node not in elastic_live.player.cloud.node_servers()
+            return node not in player.cloud.node_servers()
 
         wait_for(server_gone, timeout=180, what="the lost node's server deleted")
         body = _finished(elastic_live, r.json()["id"], timeout=400)

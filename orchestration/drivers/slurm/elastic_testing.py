@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from orchestration.drivers.slurm import elastic as el
+from orchestration.drivers.slurm.elastic_cloud import ElasticCloud, server_address
 
 __all__ = ["TEST_SETTINGS", "BootPlayer", "main"]
 
@@ -47,7 +48,8 @@ def main(argv: list[str]) -> int:
     settings = el.validate_elastic(
         {
             **TEST_SETTINGS,
-            "clouds_yaml": f"{root}/.data/openstack/clouds.yaml",
+            "clouds_yaml": (os.environ.get("WT_OPENSTACK_DIR") or f"{root}/.data/openstack")
+            + "/clouds.yaml",
             "programs_dir": out,
             "python": f"{root}/.venv/bin/python",
             "pythonpath": root,
@@ -88,8 +90,6 @@ class BootPlayer:
         self.events: list[tuple[float, str, str]] = []  # (time, node, "active"|"booted"|…)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        from orchestration.drivers.slurm.elastic_cloud import ElasticCloud
-
         self.cloud = ElasticCloud(self.config)
 
     # -- the loop ---------------------------------------------------------------------------
@@ -107,8 +107,6 @@ class BootPlayer:
             self.power_off(node)
 
     def _loop(self) -> None:
-        from orchestration.drivers.slurm.elastic_cloud import server_address
-
         while not self._stop.wait(0.3):
             try:
                 servers = self.cloud.node_servers()
