@@ -42,9 +42,10 @@ def _wait(what: str, check, timeout: float):
 
 def _free_node(conf: str) -> str:
     def pick():
-        for line in _slurm(conf, "sinfo", "-h", "-N", "-p", "elastic", "-o", "%N|%T").split():
-            name, state = line.split("|")
-            if state == "idle~":
+        for line in _slurm(conf, "scontrol", "-o", "show", "node").splitlines():
+            name = line.split()[0].removeprefix("NodeName=")
+            state = line.split("State=")[1].split()[0]
+            if name.startswith("elastic-") and state == "IDLE+CLOUD+POWERED_DOWN":
                 return name
         return None
 

@@ -236,9 +236,10 @@ def free_node() -> str:
     """A powered-down node of the elastic partition (others may be busy with other tests)."""
 
     def pick() -> str | None:
-        for line in slurm("sinfo", "-h", "-N", "-p", "elastic", "-o", "%N|%T").split():
-            name, state = line.split("|")
-            if state == "idle~":
+        for line in slurm("scontrol", "-o", "show", "node").splitlines():
+            name = line.split()[0].removeprefix("NodeName=")
+            state = line.split("State=")[1].split()[0]
+            if name.startswith("elastic-") and state == "IDLE+CLOUD+POWERED_DOWN":
                 return name
         return None
 

@@ -97,20 +97,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with open(args.config, encoding="utf-8") as fh:
         config = json.load(fh)
-    logging.basicConfig(
-        filename=config.get("log_file") or None,
-        level=logging.INFO,
-        format="%(asctime)s %(process)d %(levelname)s %(message)s",
+    handler: logging.Handler = (
+        logging.FileHandler(config["log_file"])
+        if config.get("log_file")
+        else logging.StreamHandler(sys.stderr)
     )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
     try:
-        nodes = [n for h in args.hostlist for n in expand_hostlist(h)]
+        return _run(args.action, args.hostlist, config)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+
+
+def _run(action: str, hostlists: Sequence[str], config: Mapping[str, Any]) -> int:
+    try:
+        nodes = [n for h in hostlists for n in expand_hostlist(h)]
     except ValueError as exc:
-        log.error("%s: %s", args.action, exc)
+        log.error("%s: %s", action, exc)
         return 2
     try:
-        ACTIONS[args.action](config, nodes)
+        ACTIONS[action](config, nodes)
     except DriverError as exc:
-        log.error("%s %s: %s", args.action, ",".join(nodes), exc)
+        log.error("%s %s: %s", action, ",".join(nodes), exc)
         return 1
     return 0
 
