@@ -78,8 +78,11 @@ def test_the_admin_renders_the_controllers_files_and_lists_the_nodes(staff):
         "name": "burst",
         "kind": "slurm",
         "settings": slurm_settings(partition="elastic", elastic=elastic_settings()),
+        "cores": 3,
+        "memory_gb": 3,
     }
-    assert staff.post(URL, body, format="json").status_code == 201
+    r = staff.post(URL, body, format="json")
+    assert r.status_code == 201, r.json()
     files = staff.get(f"{URL}burst/elastic/files/").json()["files"]
     conf = files["slurm.conf"]
     # CPUs and memory of the flavor wt.small (1 vCPU, 1024 MB), asked of the cloud
@@ -92,12 +95,8 @@ def test_the_admin_renders_the_controllers_files_and_lists_the_nodes(staff):
     assert [n["node"] for n in report["nodes"]] == ["elastic-1", "elastic-2", "elastic-3"]
     assert all(n["slurm_state"] for n in report["nodes"])
     # a backend without an elastic partition: 400 naming the field, never a 500
-    assert (
-        staff.post(
-            URL, {"name": "plain", "kind": "slurm", "settings": slurm_settings()}, format="json"
-        ).status_code
-        == 201
-    )
+    plain = {"name": "plain", "kind": "slurm", "settings": slurm_settings(), "cores": 2}
+    assert staff.post(URL, {**plain, "memory_gb": 2}, format="json").status_code == 201
     r = staff.get(f"{URL}plain/elastic/")
     assert r.status_code == 400 and r.json()["field"] == "settings.elastic"
 

@@ -87,6 +87,7 @@ class BootPlayer:
         self.refuse: set[str] = set()  # nodes whose boot never happens (a failed boot)
         self.booted: dict[str, str] = {}  # node -> address
         self.active_since: dict[str, float] = {}
+        self.server_ids: dict[str, str] = {}  # node -> the server id last seen
         self.events: list[tuple[float, str, str]] = []  # (time, node, "active"|"booted"|…)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -114,6 +115,12 @@ class BootPlayer:
                 continue
             now = time.monotonic()
             for node, server in servers.items():
+                if self.server_ids.get(node, server.id) != server.id:
+                    # suspended and resumed between two looks: a new VM, a new address
+                    self.power_off(node)
+                    self.active_since.pop(node, None)
+                    self.events.append((time.time(), node, "deleted"))
+                self.server_ids[node] = server.id
                 address = server_address(server)
                 if str(server.status).upper() != "ACTIVE" or not address:
                     continue
@@ -133,6 +140,9 @@ class BootPlayer:
             for node in list(self.active_since):
                 if node not in servers:
                     del self.active_since[node]
+            for node in list(self.server_ids):
+                if node not in servers:
+                    del self.server_ids[node]
 
     # -- one node ---------------------------------------------------------------------------
 
