@@ -70,7 +70,17 @@ def main() -> None:
                 node = _free_node(conf)
                 t0 = time.monotonic()
                 job = _slurm(
-                    conf, "sbatch", "--parsable", "-p", "elastic", "-w", node, "--wrap", "sleep 2"
+                    conf,
+                    "sbatch",
+                    "--parsable",
+                    "-o",
+                    "/dev/null",
+                    "-p",
+                    "elastic",
+                    "-w",
+                    node,
+                    "--wrap",
+                    "sleep 2",
                 ).strip()
 
                 def running(job=job):

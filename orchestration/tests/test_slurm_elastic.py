@@ -257,7 +257,16 @@ def test_a_job_on_the_elastic_partition_powers_a_cloud_node_up_and_down(
     node = free_node()
     with BootPlayer(elastic_dir=elastic_dir(), boot_delay=2.0) as player:
         job = slurm(
-            "sbatch", "--parsable", "-p", "elastic", "-w", node, "--wrap", "hostname; sleep 1"
+            "sbatch",
+            "--parsable",
+            "-o",
+            "/dev/null",
+            "-p",
+            "elastic",
+            "-w",
+            node,
+            "--wrap",
+            "hostname; sleep 1",
         ).strip()
         # Slurm runs the ResumeProgram: a server appears in Nova for the node
         server = wait("the node's server", lambda: player.cloud.node_servers().get(node), 120)
@@ -281,7 +290,9 @@ def test_a_node_that_never_registers_is_a_failed_boot_and_its_server_is_deleted(
     node = free_node()
     with BootPlayer(elastic_dir=elastic_dir()) as player:
         player.refuse.add(node)  # the image never starts slurmd
-        job = slurm("sbatch", "--parsable", "-p", "elastic", "-w", node, "--wrap", "true").strip()
+        job = slurm(
+            "sbatch", "--parsable", "-o", "/dev/null", "-p", "elastic", "-w", node, "--wrap", "true"
+        ).strip()
         try:
             wait("the node's server", lambda: player.cloud.node_servers().get(node), 120)
             # ResumeTimeout (40 s): Slurm runs the ResumeFailProgram, which deletes the server
