@@ -9,7 +9,7 @@ from catalog.models import Backend
 from compute.drivers import driver_for, traits_of
 from core.exceptions import ApplicationError
 from orchestration.drivers.base import DriverError, SettingsError, driver_class
-from orchestration.drivers.capabilities import HealthCheck
+from orchestration.drivers.capabilities import ElasticPartitions, HealthCheck
 
 
 def settings_validate(
@@ -53,3 +53,41 @@ def health_check(*, backend: Backend) -> dict[str, Any]:
         }
     except DriverError as exc:
         return {"ok": False, "error": str(exc)}
+
+
+def _elastic_driver(backend: Backend) -> ElasticPartitions:
+    if not (backend.settings or {}).get("elastic"):
+        raise ApplicationError(
+            f"backend {backend.name} has no elastic partition", field="settings.elastic"
+        )
+    driver = driver_for(backend)
+    if not isinstance(driver, ElasticPartitions):
+        raise ApplicationError(
+            f"a {backend.kind} backend has no elastic partitions", field="settings.elastic"
+        )
+    return driver
+
+
+def elastic_report(*, backend: Backend) -> dict[str, Any]:
+    """The elastic partition's nodes: Slurm's state and reason (a failed boot says so), the
+    server's status, address and uptime; {ok: false, error} when Slurm or the cloud fails."""
+    settings = (backend.settings or {}).get("elastic") or {}
+    driver = _elastic_driver(backend)
+    report: dict[str, Any] = {
+        "backend": backend.name,
+        "partition": settings.get("partition", ""),
+        "settings": settings,
+    }
+    try:
+        return {**report, "ok": True, "nodes": driver.elastic_nodes()}
+    except DriverError as exc:
+        return {**report, "ok": False, "nodes": [], "error": str(exc)}
+
+
+def elastic_files(*, backend: Backend) -> dict[str, str]:
+    """What the admin installs on the Slurm controller for the elastic partition (the
+    slurm.conf lines, the programs' config and wrappers), by path."""
+    try:
+        return _elastic_driver(backend).elastic_files()
+    except DriverError as exc:
+        raise ApplicationError(str(exc), field="settings.elastic") from exc

@@ -33,6 +33,7 @@ from orchestration.drivers.base import (
 from orchestration.drivers.capabilities import (
     BatchStart,
     CloudLimited,
+    ElasticPartitions,
     EndExplainer,
     HealthCheck,
     LeakReaper,
@@ -48,6 +49,7 @@ __all__ = [
     "CloudLimited",
     "Driver",
     "DriverError",
+    "ElasticPartitions",
     "DriverTraits",
     "EndExplainer",
     "HealthCheck",

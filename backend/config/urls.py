@@ -9,6 +9,8 @@ from rest_framework.routers import DefaultRouter
 from administration.api.backends import (
     AdminBackendCheckView,
     AdminBackendDetailView,
+    AdminBackendElasticFilesView,
+    AdminBackendElasticView,
     AdminBackendListView,
 )
 from administration.api.metrics import metrics_view
@@ -104,6 +106,10 @@ urlpatterns = [
     path("api/v1/admin/backends/", AdminBackendListView.as_view()),
     path("api/v1/admin/backends/<slug:name>/", AdminBackendDetailView.as_view()),
     path("api/v1/admin/backends/<slug:name>/check/", AdminBackendCheckView.as_view()),
+    path("api/v1/admin/backends/<slug:name>/elastic/", AdminBackendElasticView.as_view()),
+    path(
+        "api/v1/admin/backends/<slug:name>/elastic/files/", AdminBackendElasticFilesView.as_view()
+    ),
     path("api/v1/admin/images/<int:pk>/upload/", AdminImageUploadView.as_view()),
     path("api/v1/admin/images/<int:pk>/register/", AdminImageRegisterView.as_view()),
     path("api/v1/admin/", include("administration.api.urls")),

@@ -89,3 +89,14 @@ class RunEvents(Protocol):
     log lines, and the newest event id."""
 
     def run_events(self, handle: str, *, since: str | None) -> tuple[list[str], str | None]: ...
+
+
+@runtime_checkable
+class ElasticPartitions(Protocol):
+    """A cluster that grows into a cloud with its scheduler's power saving (Slurm's elastic
+    partition): its nodes as the scheduler and the cloud see them, and the files an admin
+    installs on the controller."""
+
+    def elastic_nodes(self) -> list[dict[str, Any]]: ...
+
+    def elastic_files(self) -> dict[str, str]: ...

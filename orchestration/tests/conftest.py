@@ -7,6 +7,7 @@ import base64
 import dataclasses
 import gzip
 import json
+import os
 import re
 import shutil
 import sys
@@ -308,7 +309,15 @@ def _no_inherited_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # -- the loopback OpenStack control plane (scripts/start-openstack) ------------------------
 
-OPENSTACK_CLOUD_JSON = Path(__file__).resolve().parents[2] / ".data/openstack/cloud.json"
+# WT_OPENSTACK_DIR: another control plane's directory (a start-openstack run from another
+# checkout), for a session whose shared one is busy or broken
+OPENSTACK_CLOUD_JSON = (
+    Path(
+        os.environ.get("WT_OPENSTACK_DIR")
+        or Path(__file__).resolve().parents[2] / ".data/openstack"
+    )
+    / "cloud.json"
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -132,7 +132,7 @@ def test_the_test_cluster_has_an_idle_or_busy_node_on_loopback() -> None:
     assert "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny" in conf
     assert "JobCompType=jobcomp/filetxt" in conf
     out = subprocess.run(
-        ["sinfo", "-h", "-N", "-o", "%N %T %c"],
+        ["sinfo", "-h", "-N", "-n", c["node"], "-o", "%N %T %c"],
         env={**os.environ, "SLURM_CONF": c["slurm_conf"]},
         capture_output=True,
         text=True,

@@ -3,6 +3,8 @@
     GET/POST          /api/v1/admin/backends/
     GET/PATCH/DELETE  /api/v1/admin/backends/{name}/
     POST              /api/v1/admin/backends/{name}/check/
+    GET               /api/v1/admin/backends/{name}/elastic/         (Slurm elastic partition)
+    GET               /api/v1/admin/backends/{name}/elastic/files/   (what the admin installs)
 
 Secrets are write-only: the answer says `has_key: true` and which secrets are set.
 """
@@ -18,6 +20,7 @@ from administration.backends import backend_check, backend_create, backend_delet
 from administration.selectors import admin_url
 from catalog.choices import BackendKind
 from catalog.models import Backend
+from compute.backends import elastic_files, elastic_report
 from core.crypto import decrypt_json
 from core.exceptions import ApplicationError, NotFound
 from tenancy.permissions import IsStaff
@@ -143,3 +146,47 @@ class AdminBackendCheckView(APIView):
     @extend_schema(request=None, responses={200: dict})
     def post(self, request, name: str):
         return Response(backend_check(backend=_get(name)))
+
+
+class ElasticNodeSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    slurm_state = serializers.CharField()
+    reason = serializers.CharField()
+    failed_boot = serializers.BooleanField()
+    server = serializers.CharField()
+    server_status = serializers.CharField()
+    address = serializers.CharField()
+    uptime_seconds = serializers.IntegerField(allow_null=True)
+
+
+class ElasticReportSerializer(serializers.Serializer):
+    backend = serializers.CharField()
+    partition = serializers.CharField()
+    settings = serializers.DictField()
+    ok = serializers.BooleanField()
+    nodes = ElasticNodeSerializer(many=True)
+    error = serializers.CharField(required=False)
+
+
+class ElasticFilesSerializer(serializers.Serializer):
+    files = serializers.DictField(child=serializers.CharField())
+
+
+class AdminBackendElasticView(APIView):
+    """A Slurm backend's elastic partition: each node's Slurm state beside its server's."""
+
+    permission_classes = [IsStaff]
+
+    @extend_schema(responses=ElasticReportSerializer)
+    def get(self, request, name: str):
+        return Response(elastic_report(backend=_get(name)))
+
+
+class AdminBackendElasticFilesView(APIView):
+    """The slurm.conf lines, the power programs' config and their wrappers, rendered."""
+
+    permission_classes = [IsStaff]
+
+    @extend_schema(responses=ElasticFilesSerializer)
+    def get(self, request, name: str):
+        return Response({"files": elastic_files(backend=_get(name))})

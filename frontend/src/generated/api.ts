@@ -54,6 +54,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/backends/{name}/elastic/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description A Slurm backend's elastic partition: each node's Slurm state beside its server's. */
+        get: operations["v1_admin_backends_elastic_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/backends/{name}/elastic/files/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The slurm.conf lines, the power programs' config and their wrappers, rendered. */
+        get: operations["v1_admin_backends_elastic_files_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/images/{id}/register/": {
         parameters: {
             query?: never;
@@ -1358,6 +1392,31 @@ export interface components {
             cores: components["schemas"]["LimitSource"];
             memory_gb: components["schemas"]["LimitSource"];
             nodes: components["schemas"]["LimitSource"];
+        };
+        ElasticFiles: {
+            files: {
+                [key: string]: string;
+            };
+        };
+        ElasticNode: {
+            address: string;
+            failed_boot: boolean;
+            node: string;
+            reason: string;
+            server: string;
+            server_status: string;
+            slurm_state: string;
+            uptime_seconds: number | null;
+        };
+        ElasticReport: {
+            backend: string;
+            error?: string;
+            nodes: components["schemas"]["ElasticNode"][];
+            ok: boolean;
+            partition: string;
+            settings: {
+                [key: string]: unknown;
+            };
         };
         EmailPreference: {
             /**
@@ -2804,6 +2863,48 @@ export interface operations {
                     "application/json": {
                         [key: string]: unknown;
                     };
+                };
+            };
+        };
+    };
+    v1_admin_backends_elastic_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ElasticReport"];
+                };
+            };
+        };
+    };
+    v1_admin_backends_elastic_files_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ElasticFiles"];
                 };
             };
         };

@@ -36,6 +36,14 @@ from orchestration.drivers.base import (
     register,
 )
 from orchestration.drivers.slurm.cluster import SlurmCluster
+from orchestration.drivers.slurm.elastic import (
+    dump_config,
+    programs_config,
+    render_fragment,
+    wrapper_script,
+)
+from orchestration.drivers.slurm.elastic_cloud import check_elastic
+from orchestration.drivers.slurm.elastic_nodes import elastic_nodes, elastic_reap
 from orchestration.drivers.slurm.script import batch_script, common_dir, job_shape
 from orchestration.drivers.slurm.settings import SAFE_PATH, SECRET_FIELDS, validate_settings
 from orchestration.drivers.slurm.states import (
@@ -96,6 +104,8 @@ class SlurmDriver(DriverBase):
                 parse_known_hosts(secrets["known_hosts"])
             except TransportError as exc:
                 raise SettingsError("secrets.known_hosts", str(exc)) from exc
+        if clean["elastic"]:  # the flavor, image, network and node count, asked of the cloud
+            check_elastic(clean["elastic"])
         # keep what the admin wrote (minus defaults) so a later default change applies
         return {k: v for k, v in settings.items() if v not in (None, "")}
 
@@ -337,6 +347,43 @@ class SlurmDriver(DriverBase):
         return batch_script(
             self.settings, batch, run_dirs, python=self._python(), pythonpath=self._pythonpath()
         )
+
+    # -- the elastic partition (elastic.py, elastic_nodes.py) --------------------------------
+
+    def reap_leaks(
+        self, *, tracked: set[tuple[str, int]], builders: frozenset[str] | set[str] = frozenset()
+    ) -> list[str]:
+        """Delete the elastic partition's servers whose node Slurm powered down, marked DOWN
+        or does not know (runs hold jobs, not servers: `tracked` does not matter here)."""
+        if not self.settings["elastic"]:
+            return []
+        return elastic_reap(self.cluster, self.settings["elastic"])
+
+    def elastic_nodes(self) -> list[dict[str, Any]]:
+        """Each elastic node: Slurm's state and reason beside its server's status and uptime."""
+        if not self.settings["elastic"]:
+            return []
+        return elastic_nodes(self.cluster, self.settings["elastic"])
+
+    def elastic_files(self) -> dict[str, str]:
+        """What the admin installs on the controller: the slurm.conf lines (CPUs and memory
+        from the flavor, asked of the cloud), the programs' config and their wrappers."""
+        elastic = self.settings["elastic"]
+        if not elastic:
+            raise DriverError("this backend has no elastic partition (settings.elastic)")
+        try:
+            size = check_elastic(elastic)
+        except SettingsError as exc:
+            raise DriverError(str(exc)) from exc
+        d = elastic["programs_dir"]
+        config = {**programs_config(elastic), "log_file": f"{d}/power.log"}
+        return {
+            "slurm.conf": render_fragment(elastic, cpus=size["cpus"], memory_mb=size["memory_mb"]),
+            f"{d}/elastic.json": dump_config(config),
+            **{
+                f"{d}/{a}": wrapper_script(elastic, a) for a in ("resume", "suspend", "resume-fail")
+            },
+        }
 
     # -- for the admin API's check action -------------------------------------------------
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from orchestration.drivers.base import SettingsError
+from orchestration.drivers.slurm.elastic import validate_elastic
 
 __all__ = [
     "ACCOUNTING_MODES",
@@ -136,6 +137,7 @@ _SETTING_KEYS = {
     "job_name_prefix",
     "poll_cache_seconds",
     "mounts",  # the portal's, informational for the agent
+    "elastic",  # an elastic partition of cloud nodes (elastic.py)
 }
 
 
@@ -174,6 +176,7 @@ class SlurmSettings(TypedDict):
     max_sessions: int
     job_name_prefix: str
     poll_cache_seconds: float
+    elastic: dict[str, Any] | None  # elastic.validate_elastic's, or None
 
 
 def _str(raw: Mapping[str, Any], key: str, pattern: re.Pattern[str] | None, what: str) -> str:
@@ -331,6 +334,13 @@ def validate_settings(raw: Mapping[str, Any], *, strict: bool = False) -> SlurmS
     max_sessions = _int(raw, "max_sessions", 6, 1, 64)
     job_name_prefix = _str(raw, "job_name_prefix", _NAME, "job name prefix") or "wt"
     poll_cache_seconds = _num(raw, "poll_cache_seconds", 2.0, 0.0, 600.0)
+    elastic = validate_elastic(raw["elastic"]) if raw.get("elastic") else None
+    if elastic and partition and elastic["partition"] not in partition.split(","):
+        raise SettingsError(
+            "partition",
+            f"the elastic partition {elastic['partition']!r} is not among the partitions runs "
+            "go to: add it (a comma list is allowed)",
+        )
     return SlurmSettings(
         transport=transport,
         host=host,
@@ -363,4 +373,5 @@ def validate_settings(raw: Mapping[str, Any], *, strict: bool = False) -> SlurmS
         max_sessions=max_sessions,
         job_name_prefix=job_name_prefix,
         poll_cache_seconds=poll_cache_seconds,
+        elastic=elastic,
     )

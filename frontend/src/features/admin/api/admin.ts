@@ -18,6 +18,7 @@ export type TenantPatch = Schemas["PatchedTenantPatchRequest"];
 export type BackendCreate = Schemas["BackendAdminInRequest"];
 export type BackendPatch = Schemas["PatchedBackendAdminPatchRequest"];
 export type ImageDetail = Schemas["ImageDetail"];
+export type ElasticReport = Schemas["ElasticReport"];
 
 export function fetchAdminTenants(): Promise<AdminTenant[]> {
   return unwrap(api.GET("/api/v1/admin/tenants/"));
@@ -108,6 +109,11 @@ export async function checkBackend(name: string): Promise<BackendCheck> {
   return (await unwrap(
     api.POST("/api/v1/admin/backends/{name}/check/", { params: { path: { name } } }),
   )) as BackendCheck;
+}
+
+/** A Slurm backend's elastic partition: each node's Slurm state beside its server's. */
+export function fetchElastic(name: string): Promise<ElasticReport> {
+  return unwrap(api.GET("/api/v1/admin/backends/{name}/elastic/", { params: { path: { name } } }));
 }
 
 // --- images ------------------------------------------------------------------------------------

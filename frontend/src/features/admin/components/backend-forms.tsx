@@ -28,6 +28,7 @@ import {
   useUpdateBackend,
 } from "../hooks/use-admin";
 import { fieldError } from "../api/field-error";
+import { ElasticNodes } from "./elastic-nodes";
 import { AdminLink, ConfirmModal, FormError } from "./form-parts";
 
 const KINDS: { value: BackendKind; label: string }[] = [
@@ -258,7 +259,7 @@ function describeCheck(report: BackendCheck): string {
     : "reachable";
 }
 
-type Dialog = "edit" | "disable" | "delete" | null;
+type Dialog = "edit" | "disable" | "delete" | "elastic" | null;
 
 /** A backend's edits: settings and capacity, check, enable/disable, delete; Django admin. */
 export function BackendActions({ backend }: { backend: AdminBackend }) {
@@ -302,6 +303,9 @@ export function BackendActions({ backend }: { backend: AdminBackend }) {
           </Menu.Target>
           <Menu.Dropdown>
             <Menu.Item onClick={() => setDialog("edit")}>Settings and capacity…</Menu.Item>
+            {backend.kind === "slurm" && (
+              <Menu.Item onClick={() => setDialog("elastic")}>Elastic nodes…</Menu.Item>
+            )}
             {backend.enabled ? (
               <Menu.Item color="red" onClick={() => setDialog("disable")}>
                 Disable…
@@ -325,6 +329,7 @@ export function BackendActions({ backend }: { backend: AdminBackend }) {
         </Text>
       )}
       {dialog === "edit" && <EditBackend name={backend.name} onClose={close} />}
+      {dialog === "elastic" && <ElasticNodes name={backend.name} onClose={close} />}
       <ConfirmModal
         opened={dialog === "disable"}
         onClose={close}

@@ -10,6 +10,7 @@ import {
   fetchAdminOverview,
   fetchAdminTenants,
   fetchBackend,
+  fetchElastic,
   fetchMembers,
   fetchTenantQuota,
   rebuildImage,
@@ -116,3 +117,14 @@ export const useComposeImage = () =>
   );
 export const useRebuildImage = () => useAdminMutation((id: number) => rebuildImage(id));
 export const useRetireImage = () => useAdminMutation((id: number) => retireImage(id));
+
+/** The elastic partition's nodes, refreshed while the panel is open. */
+export function useElastic(name: string) {
+  return useQuery({
+    queryKey: ["admin", "backends", name, "elastic"],
+    queryFn: () => fetchElastic(name),
+    staleTime: 5_000,
+    refetchInterval: env.pollMs * 5,
+    retry: false,
+  });
+}
