@@ -393,7 +393,7 @@ def _derived_order(derived: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
 def evaluate_derived(
     derived: Mapping[str, str],
     values: Mapping[str, Any],
-    memo: dict[tuple, Any] | None = None,
+    memo: dict[tuple[Any, ...], Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate derived expressions in dependency order; returns only the derived values.
 
@@ -432,7 +432,7 @@ def evaluate_derived(
     return result
 
 
-def _memo_key(name: str, expr: str, scope: Mapping[str, Any]) -> tuple | None:
+def _memo_key(name: str, expr: str, scope: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """(name, (value of each name the expression uses, with its type)…), or None when one of
     them cannot be a key (a list)."""
     used = sorted(_expression_names(expr) & scope.keys())

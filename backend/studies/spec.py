@@ -139,7 +139,9 @@ class ResolvedSpec:
 
     def points(self) -> Iterator[tuple[dict[str, Value], dict[str, Any]]]:
         """(parameters, context) for every run, validated against the parameter definitions."""
-        memo: dict[tuple, Any] = {}  # derived values by their inputs (render.evaluate_derived)
+        memo: dict[
+            tuple[Any, ...], Any
+        ] = {}  # derived values by their inputs (render.evaluate_derived)
         for i, point in enumerate(self.space.points()):
             params = {}
             for name, value in point.items():

@@ -14,8 +14,8 @@ from core.api.params import int_param
 from core.exceptions import ApplicationError, ErrorCode, NotFound
 from core.http import file_download
 from runs import archives
-from runs.objectives import study_objectives_update
 from runs import fields as flow_fields
+from runs.objectives import study_objectives_update
 from studies import selectors
 from studies.api import serializers as s
 from studies.api.views import RUN_QUERY_PARAMETERS, RunFilter, runs_page, runs_query
@@ -200,6 +200,7 @@ class RunViewSet(viewsets.GenericViewSet):
                 **flow_fields.field_data(artifact=artifact, field=field, region=region),
             }
         )
+
 
 class StudyObjectivesView(APIView):
     """Edit a study's objectives after its runs (docs/api.md, "Objectives after the fact")."""

@@ -1507,15 +1507,8 @@ export interface components {
         /** @description POST /api/v1/ingest/runs/{id}/heartbeat/: a sign of life, every heartbeat_interval seconds. */
         Heartbeat: {
             attempt: components["schemas"]["Attempt"];
-            /** @description What the agent is doing: preparing, solving, archiving (archiving gives a local run's cores back early), … */
-            phase?: string;
-            /** @description The process tree's resource use now. */
-            resources?: {
-                /** @description CPU use, in percent of one core. */
-                cpu_percent?: number;
-                /** @description Resident memory, in bytes. */
-                rss_bytes?: number;
-            };
+            phase?: components["schemas"]["Phase"];
+            resources?: components["schemas"]["Resources"];
         };
         Image: {
             /** Format: date-time */
@@ -1904,6 +1897,8 @@ export interface components {
             events?: components["schemas"]["SubscribableEventEnum"][];
             url?: string;
         };
+        /** @description What the agent is doing: preparing, solving, archiving (archiving gives a local run's cores back early), … */
+        Phase: string;
         Plot: {
             color: string | null;
             groups: components["schemas"]["PlotGroup"][];
@@ -2084,6 +2079,13 @@ export interface components {
             memory_gb: number;
             nodes: number;
             runs: number;
+        };
+        /** @description The process tree's resource use now. */
+        Resources: {
+            /** @description CPU use, in percent of one core. */
+            cpu_percent?: number;
+            /** @description Resident memory, in bytes. */
+            rss_bytes?: number;
         };
         ResultRow: {
             attempts: number;
@@ -2545,7 +2547,11 @@ export interface components {
         /** @description POST /api/v1/ingest/runs/{id}/telemetry/: new points and log lines since the last batch; also a sign of life. */
         TelemetryBatch: {
             attempt: components["schemas"]["Attempt"];
+            /** @description Time steps (iterations) the solver has counted so far: a batch stands for a heartbeat, so it carries the run's progress too. */
+            iterations?: number;
             log?: components["schemas"]["LogLines"];
+            phase?: components["schemas"]["Phase"];
+            resources?: components["schemas"]["Resources"];
             series?: components["schemas"]["Series"];
         };
         Template: {
@@ -2597,10 +2603,11 @@ export interface components {
          * @description * `` - —
          *     * `converged` - Converged
          *     * `not_converged` - Not converged
+         *     * `iteration_limit` - Iteration limit
          *     * `diverged` - Diverged
          * @enum {string}
          */
-        TrustEnum: "converged" | "not_converged" | "diverged";
+        TrustEnum: "converged" | "not_converged" | "iteration_limit" | "diverged";
         /** @description When a completed run that neither the solver nor the policy called converged counts as converged (its trust flag); editable after the runs (PUT /api/v1/studies/{id}/objectives/). */
         TrustRules: {
             /**
@@ -3902,7 +3909,7 @@ export interface operations {
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
                 /** @description one study's runs */
                 study?: string;
-                trust?: ("converged" | "diverged" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
             };
             header?: never;
             path?: never;
@@ -4355,7 +4362,7 @@ export interface operations {
                 /** @description a parameter's range `NAME:LOW..HIGH` (either bound may be left out) or value `NAME:VALUE`; repeat for several */
                 param?: string[];
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
-                trust?: ("converged" | "diverged" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
                 /** @description param.NAME or objective.NAME (required) */
                 x?: string;
                 /** @description param.NAME or objective.NAME (required) */
@@ -4481,7 +4488,7 @@ export interface operations {
                 search?: string;
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
                 template?: string;
-                trust?: ("converged" | "diverged" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
             };
             header?: never;
             path: {

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('catalog', '0004_image_bakes'),
-        ('studies', '0008_rename_simulation_run'),
+        ('studies', '0010_run_trust_iteration_limit'),
         ('tenancy', '0003_api_token_names_and_expiry'),
     ]
 

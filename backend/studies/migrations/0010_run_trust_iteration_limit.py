@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('studies', '0008_rename_simulation_run'),
+        ('studies', '0009_upload_inspection'),
     ]
 
     operations = [
