@@ -36,10 +36,12 @@ from orchestration.drivers.capabilities import (
     EndExplainer,
     HealthCheck,
     LeakReaper,
+    PoolHost,
     ResultsReader,
     RunEvents,
     StartupLog,
     VmImageHost,
+    WorkerSpec,
 )
 
 # what the rest of the backend uses of the driver interface, from here only
@@ -52,6 +54,7 @@ __all__ = [
     "EndExplainer",
     "HealthCheck",
     "LeakReaper",
+    "PoolHost",
     "ResultsReader",
     "RunEvents",
     "RunPhase",
@@ -60,6 +63,7 @@ __all__ = [
     "StartupLog",
     "Step",
     "VmImageHost",
+    "WorkerSpec",
     "driver_for",
     "kinds",
     "run_work_dir",
