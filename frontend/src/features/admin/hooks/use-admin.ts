@@ -11,16 +11,19 @@ import {
   fetchAdminTenants,
   fetchBackend,
   fetchMembers,
+  fetchPools,
   fetchTenantQuota,
   rebuildImage,
   removeMember,
   retireImage,
   setMemberRole,
   updateBackend,
+  updatePool,
   updateTenant,
   updateTenantQuota,
   type BackendCreate,
   type BackendPatch,
+  type PoolPatch,
   type QuotaInput,
   type Role,
   type TenantCreate,
@@ -116,3 +119,15 @@ export const useComposeImage = () =>
   );
 export const useRebuildImage = () => useAdminMutation((id: number) => rebuildImage(id));
 export const useRetireImage = () => useAdminMutation((id: number) => retireImage(id));
+
+export function usePools() {
+  return useQuery({
+    queryKey: ["admin", "pools"],
+    queryFn: fetchPools,
+    staleTime: 2_000,
+    refetchInterval: env.pollMs * 2,
+  });
+}
+
+export const useUpdatePool = () =>
+  useAdminMutation(({ name, body }: { name: string; body: PoolPatch }) => updatePool(name, body));
