@@ -128,7 +128,7 @@ def _lost_workers(pool: Pool, driver: Any, *, queue: int) -> None:
     timeout = settings.POOL_WORKER_TIMEOUT
     cutoff = timezone.now() - timedelta(seconds=timeout)
     for worker in pool.workers.filter(state__in=REGISTERED_STATES, heartbeat_at__lt=cutoff):
-        seconds = int((timezone.now() - worker.heartbeat_at).total_seconds())
+        seconds = int((timezone.now() - (worker.heartbeat_at or cutoff)).total_seconds())
         reason = f"worker {worker.server_name or worker.pk} lost: no heartbeat for {seconds} s"
         if not _end_worker(worker, WorkerState.LOST, reason, driver):
             continue
@@ -287,7 +287,7 @@ def _scale_down(pool: Pool, driver: Any) -> int:
     cutoff = timezone.now() - timedelta(seconds=pool.idle_timeout)
     idle = sorted(
         (w for w in live if w.state == WorkerState.IDLE and w.idle_since and w.idle_since < cutoff),
-        key=lambda w: w.idle_since,
+        key=lambda w: w.idle_since or cutoff,
     )
     deleted = 0
     for worker in idle:

@@ -123,7 +123,8 @@ def _fitting(pool: Pool, free_cores: int) -> list[Any]:
         "admitted_at", "queued_at", "index"
     )[: LEASE_BATCH * 4]
     pools = [pool]
-    chosen, left = [], free_cores
+    chosen: list[Any] = []
+    left = free_cores
     for shape in run_shapes(waiting):
         if len(chosen) >= LEASE_BATCH:
             break

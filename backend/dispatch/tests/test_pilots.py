@@ -29,7 +29,7 @@ def pooled(api, monkeypatch):
     study = services.study_create(
         tenant=api.tenant, owner=api.tenant.user, spec={**spec, "name": "pooled"}, submit=True
     )
-    backend = Run.objects.filter(study=study).first().backend
+    backend = Run.objects.filter(study=study).select_related("backend")[0].backend
     image = Image.objects.create(
         name="pool-image",
         kind=ImageKind.VM,
