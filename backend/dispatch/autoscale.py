@@ -86,12 +86,14 @@ def decide(pool: Pool, action: str, *, count: int, queue: int, size: int, reason
 def pool_autoscale(*, pool: Pool, waiting: list[Any]) -> int:
     """Faults first, then up or down; the change in live workers."""
     driver = driver_for(pool.backend)
-    assert isinstance(driver, PoolHost), f"{pool.backend.kind} keeps no pools"
+    if not isinstance(driver, PoolHost):
+        log.warning("pool %s: backend %s keeps no pools", pool.name, pool.backend.name)
+        return 0
     _failed_boots(pool, driver, queue=len(waiting))
     _lost_workers(pool, driver, queue=len(waiting))
     if pool.draining:
         return _drain(pool, driver)
-    change = _scale_up(pool, driver, waiting)
+    change = _scale_up(pool, driver, waiting) if pool.enabled and pool.backend.enabled else 0
     if not waiting:
         change -= _scale_down(pool, driver)
     _wait_reasons(pool, waiting)
