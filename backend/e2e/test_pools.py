@@ -93,6 +93,12 @@ def _cavity(live: Live, name: str, runs: int = 2) -> dict:
 
 
 @pytest.fixture
+def cloud(cloud_live_fixture) -> Live:  # noqa: F811
+    """test_openstack's OpenStack backend, VM image and tenant on the live stack."""
+    return cloud_live_fixture
+
+
+@pytest.fixture
 def staff(make_tenant):
     ops = make_tenant("ops")
     ops.user.is_staff = True
@@ -169,19 +175,19 @@ def _study_done(live: Live, study: dict, pool: str, vms: dict) -> dict | None:
     return body if body["state"] in FINAL else None
 
 
-def test_a_study_runs_through_a_pool_from_zero_then_the_pool_scales_down(cloud_live, staff, vms):
-    _pool(staff, cloud_live, "cfd-small")
+def test_a_study_runs_through_a_pool_from_zero_then_the_pool_scales_down(cloud, staff, vms):
+    _pool(staff, cloud, "cfd-small")
     assert _worker_servers("cfd-small") == []  # min 0: nothing before a run waits
-    study = _cavity(cloud_live, "cavity through a pool", runs=3)
+    study = _cavity(cloud, "cavity through a pool", runs=3)
 
     def waiting():
-        runs = [cloud_live.http.get(f"/api/v1/runs/{r.id}/").json() for r in _runs(study["id"])]
+        runs = [cloud.http.get(f"/api/v1/runs/{r.id}/").json() for r in _runs(study["id"])]
         return [r for r in runs if r["wait_reason"] == "pool_worker"] or None
 
     shown = wait_for(waiting, timeout=60, what="runs waiting for a pool worker")
     assert "(pool cfd-small, " in shown[0]["wait_detail"] and "booting" in shown[0]["wait_detail"]
     body = wait_for(
-        lambda: _study_done(cloud_live, study, "cfd-small", vms),
+        lambda: _study_done(cloud, study, "cfd-small", vms),
         timeout=300,
         interval=1,
         what="the study to finish on the pool",
@@ -192,7 +198,7 @@ def test_a_study_runs_through_a_pool_from_zero_then_the_pool_scales_down(cloud_l
     assert len(vms) <= 2  # never more workers than max
     servers = {r.handle.partition(":")[2].partition("/")[0] for r in runs}
     assert servers <= set(vms)  # every run ran on a pool worker
-    rows = cloud_live.http.get(f"/api/v1/studies/{study['id']}/results/").json()["rows"]
+    rows = cloud.http.get(f"/api/v1/studies/{study['id']}/results/").json()["rows"]
     assert len(rows) == 3 and all(row["objectives"] for row in rows)
     pool = Pool.objects.get(name="cfd-small")
     ups = [d.reason for d in PoolDecision.objects.filter(pool=pool, action="up")]
@@ -218,16 +224,16 @@ def test_a_study_runs_through_a_pool_from_zero_then_the_pool_scales_down(cloud_l
     assert [d["action"] for d in page["decisions"]][0] == "down"
 
 
-def test_a_worker_killed_mid_run_is_lost_and_its_run_requeued_once(cloud_live, staff, vms):
-    _pool(staff, cloud_live, "cfd-kill", max_workers=1)
+def test_a_worker_killed_mid_run_is_lost_and_its_run_requeued_once(cloud, staff, vms):
+    _pool(staff, cloud, "cfd-kill", max_workers=1)
     # a longer solve, so the worker dies mid-run
-    study = cloud_live.http.post(
+    study = cloud.http.post(
         "/api/v1/studies/",
         json={
             "name": "killed worker, long",
             "template": "cavity",
-            "backend": cloud_live.backend.name,
-            "image": cloud_live.image.digest,
+            "backend": cloud.backend.name,
+            "image": cloud.image.digest,
             "parameters": {"lid_velocity": 1, "cells": 60, "end_time": 3},
         },
     ).json()
@@ -254,7 +260,7 @@ def test_a_worker_killed_mid_run_is_lost_and_its_run_requeued_once(cloud_live, s
     assert first.state == "lost"
     wait_for(lambda: _gone(first_server), timeout=60, what="the lost worker's server deleted")
     body = wait_for(
-        lambda: _study_done(cloud_live, study, "cfd-kill", vms),
+        lambda: _study_done(cloud, study, "cfd-kill", vms),
         timeout=300,
         interval=1,
         what="the run to finish on a new worker",
@@ -268,9 +274,9 @@ def test_a_worker_killed_mid_run_is_lost_and_its_run_requeued_once(cloud_live, s
     assert first.ended_at is not None and run.provisioning_at > first.ended_at
 
 
-def test_a_boot_that_never_registers_fails_and_is_retried_with_backoff(cloud_live, staff, vms):
-    _pool(staff, cloud_live, "cfd-mute", max_workers=1, boot_timeout=5)
-    study = _cavity(cloud_live, "mute boot", runs=1)
+def test_a_boot_that_never_registers_fails_and_is_retried_with_backoff(cloud, staff, vms):
+    _pool(staff, cloud, "cfd-mute", max_workers=1, boot_timeout=5)
+    study = _cavity(cloud, "mute boot", runs=1)
     failed = wait_for(
         lambda: PoolDecision.objects.filter(pool__name="cfd-mute", action="boot_failed").first(),
         timeout=90,
@@ -284,7 +290,7 @@ def test_a_boot_that_never_registers_fails_and_is_retried_with_backoff(cloud_liv
     assert any(w["state"] == "failed" for w in page["workers"])
     # after the backoff a new worker boots; played this time, it takes the run
     body = wait_for(
-        lambda: _study_done(cloud_live, study, "cfd-mute", vms),
+        lambda: _study_done(cloud, study, "cfd-mute", vms),
         timeout=300,
         interval=1,
         what="the run to finish on a worker that registered",
@@ -293,12 +299,12 @@ def test_a_boot_that_never_registers_fails_and_is_retried_with_backoff(cloud_liv
     assert Pool.objects.get(name="cfd-mute").boot_failures == 0  # a registration resets it
 
 
-def test_pool_settings_out_of_range_are_400s_naming_the_field(cloud_live, staff):
+def test_pool_settings_out_of_range_are_400s_naming_the_field(cloud, staff):
     base = {
         "name": "bad",
-        "backend": cloud_live.backend.name,
+        "backend": cloud.backend.name,
         "flavor": "wt.small",
-        "image": cloud_live.image.digest,
+        "image": cloud.image.digest,
     }
     for change, field in (
         ({"flavor": "no-such-flavor"}, "flavor"),
@@ -329,15 +335,15 @@ def test_pool_settings_out_of_range_are_400s_naming_the_field(cloud_live, staff)
     assert staff.delete("/api/v1/admin/pools/bad/").status_code == 204  # no workers: gone
 
 
-def test_deleting_a_pool_with_a_running_run_drains_it_first(cloud_live, staff, vms):
-    _pool(staff, cloud_live, "cfd-drain", max_workers=1)
-    study = cloud_live.http.post(
+def test_deleting_a_pool_with_a_running_run_drains_it_first(cloud, staff, vms):
+    _pool(staff, cloud, "cfd-drain", max_workers=1)
+    study = cloud.http.post(
         "/api/v1/studies/",
         json={
             "name": "drained",
             "template": "cavity",
-            "backend": cloud_live.backend.name,
-            "image": cloud_live.image.digest,
+            "backend": cloud.backend.name,
+            "image": cloud.image.digest,
             "parameters": {"lid_velocity": 1, "cells": 40, "end_time": 1},
         },
     ).json()
@@ -350,7 +356,7 @@ def test_deleting_a_pool_with_a_running_run_drains_it_first(cloud_live, staff, v
     r = staff.delete("/api/v1/admin/pools/cfd-drain/")
     assert r.status_code == 202 and r.json()["draining"] is True
     body = wait_for(
-        lambda: _study_done(cloud_live, study, "cfd-drain", vms),
+        lambda: _study_done(cloud, study, "cfd-drain", vms),
         timeout=300,
         interval=1,
         what="the run to finish on the draining pool",
