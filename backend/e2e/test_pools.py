@@ -361,7 +361,8 @@ def test_deleting_a_pool_with_a_running_run_drains_it_first(cloud, staff, vms):
         interval=1,
         what="the run to finish on the draining pool",
     )
-    assert body["state"] == "completed"  # its run was not cut short
+    run = Run.objects.get(study_id=study["id"])
+    assert body["state"] == "completed", (run.message, run.end_reason)  # not cut short
     wait_for(
         lambda: not Pool.objects.filter(name="cfd-drain").exists(), timeout=60, what="pool gone"
     )
