@@ -23,6 +23,7 @@ import psutil  # noqa: E402
 import pytest  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
 
+from catalog.models import Backend  # noqa: E402
 from core.testing import wait_for  # noqa: E402
 from e2e.test_openstack import CLOUD_JSON, FINAL, ROOT, Live  # noqa: E402
 from e2e.test_openstack import cloud_live as cloud_live_fixture  # noqa: E402, F401
@@ -368,3 +369,39 @@ def test_deleting_a_pool_with_a_running_run_drains_it_first(cloud, staff, vms):
     )
     wait_for(lambda: all(_gone(s) for s in vms), timeout=60, what="its server deleted")
     assert Run.objects.get(study_id=study["id"]).attempt == 1
+
+
+def test_the_leak_reaper_deletes_pool_servers_of_no_live_worker_and_spares_the_live(cloud, staff):
+    from dispatch.leaks import leaks_reap
+    from orchestration.drivers.base import build_driver
+    from orchestration.drivers.capabilities import WorkerSpec
+
+    pool = Pool.objects.get(name=_pool(staff, cloud, "cfd-leaks")["name"])
+    Backend.objects.filter(pk=cloud.backend.pk).update(
+        settings={**cloud.backend.settings, "leak_grace": 0}
+    )
+    driver = build_driver("openstack", {**cloud.backend.settings, "leak_grace": 0})
+    live = PoolWorker.objects.create(pool=pool, state="idle", cores=1)
+    servers = {}
+    for worker_id in (str(live.pk), "00000000-0000-4000-8000-00000000dead"):
+        spec = WorkerSpec(
+            worker_id=worker_id,
+            pool=pool.name,
+            flavor="wt.small",
+            image=_cloud()["image"]["id"],
+            portal_url="http://127.0.0.1:9",
+            token="x",
+            cores=1,
+        )
+        servers[worker_id] = driver.boot_worker(spec)[0]
+    deleted = leaks_reap()
+    assert any(
+        name.startswith("wt-pool-cfd-leaks-00000000")
+        for name in deleted.get(cloud.backend.name, [])
+    )
+    wait_for(
+        lambda: _gone(servers["00000000-0000-4000-8000-00000000dead"]),
+        timeout=60,
+        what="the leaked worker deleted",
+    )
+    assert not _gone(servers[str(live.pk)])  # a live worker's server is the portal's: kept
