@@ -201,6 +201,11 @@ def study_makespan(mode: str, work: Path) -> dict:
             raise SystemExit(
                 f"{mode}: {len(done)} of {RUNS} runs completed: {[r.message for r in runs if r.state != 'completed'][:3]}"
             )
+        retried = sum(r.attempt > 1 for r in runs)
+        if retried:  # a lost server (another session's cleanup, a cloud restart) skews the figure
+            raise SystemExit(
+                f"{mode}: {retried} run(s) needed a second attempt: not a fair measurement"
+            )
         last = max(r.finished_at for r in runs)
         makespan = (last - start).total_seconds()
         progress(f"{mode}: {RUNS} runs in {makespan:.1f} s ({len(player.played)} servers played)")
