@@ -73,20 +73,26 @@ class Player(threading.Thread):
             "HOME": os.environ.get("HOME", "/root"),
         }
         while not self.stop.is_set():
-            now = time.monotonic()
-            for server in conn.compute.servers(all_projects=True, name="^wt-"):
-                if str(server.metadata.get("windtunnel_kind")) not in ("run", "pool"):
-                    continue
-                self.seen.setdefault(server.id, now)
-                if server.id in self.played or server.status != "ACTIVE":
-                    continue
-                if now - self.seen[server.id] < self.delay:
-                    continue
-                data = base64.b64decode(conn.compute.get_server(server.id).user_data).decode()
-                self.played[server.id] = subprocess.Popen(
-                    ["sh", "-c", data], env=env, start_new_session=True
-                )
+            try:
+                self.play_due(conn, env)
+            except Exception as exc:  # a cloud API hiccup: the next pass tries again
+                progress(f"player: {exc}")
             time.sleep(0.25)
+
+    def play_due(self, conn, env: dict) -> None:
+        now = time.monotonic()
+        for server in conn.compute.servers(all_projects=True, name="^wt-"):
+            if str(server.metadata.get("windtunnel_kind")) not in ("run", "pool"):
+                continue
+            self.seen.setdefault(server.id, now)
+            if server.id in self.played or server.status != "ACTIVE":
+                continue
+            if now - self.seen[server.id] < self.delay:
+                continue
+            data = base64.b64decode(conn.compute.get_server(server.id).user_data).decode()
+            self.played[server.id] = subprocess.Popen(
+                ["sh", "-c", data], env=env, start_new_session=True
+            )
 
     def finish(self) -> None:
         self.stop.set()
