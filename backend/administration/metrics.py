@@ -31,6 +31,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from catalog.models import Backend
 from core.metrics import METRICS_DIR, metrics_prune_dead
+from pools.choices import LIVE_WORKER_STATES
+from pools.models import Pool, PoolWorker
+from pools.selectors import pooled_run_ids
 from studies.choices import ACTIVE_STATES, RunState
 from studies.models import Run
 from tenancy.models import Tenant
@@ -137,6 +140,45 @@ class RunsCollector:
         yield from (runs, queue, oldest, admitted)
 
 
+class PoolsCollector:
+    """Warm pools as the autoscaler sees them (docs/pools.md): the runs waiting for each
+    pool, its workers by state, and its bounds, read at scrape time."""
+
+    def collect(self) -> Iterator[Metric]:
+        queue = GaugeMetricFamily(
+            "windtunnel_pool_queue_length",
+            "Admitted runs waiting for a worker of the pool",
+            labels=["pool", "backend"],
+        )
+        workers = GaugeMetricFamily(
+            "windtunnel_pool_workers",
+            "The pool's workers by state (booting, idle, busy, draining)",
+            labels=["pool", "backend", "state"],
+        )
+        bounds = GaugeMetricFamily(
+            "windtunnel_pool_size_bound",
+            "The pool's min and max workers",
+            labels=["pool", "backend", "bound"],
+        )
+        pools = list(Pool.objects.select_related("backend"))
+        waiting: dict[int, int] = {}
+        for pool in pooled_run_ids(runs_qs=Run.objects.filter(state=RunState.ADMITTED)).values():
+            waiting[pool.pk] = waiting.get(pool.pk, 0) + 1
+        counts: dict[tuple[int, str], int] = {}
+        for pool_id, state in PoolWorker.objects.filter(state__in=LIVE_WORKER_STATES).values_list(
+            "pool_id", "state"
+        ):
+            counts[(pool_id, state)] = counts.get((pool_id, state), 0) + 1
+        for pool in pools:
+            labels = [pool.name, pool.backend.name]
+            queue.add_metric(labels, waiting.get(pool.pk, 0))
+            for state in LIVE_WORKER_STATES:
+                workers.add_metric([*labels, str(state)], counts.get((pool.pk, state), 0))
+            bounds.add_metric([*labels, "min"], pool.min_workers)
+            bounds.add_metric([*labels, "max"], pool.max_workers)
+        yield from (queue, workers, bounds)
+
+
 def celery_queue_names() -> list[str]:
     """The broker queues the portal's tasks go to."""
     return [settings.CELERY_TASK_DEFAULT_QUEUE]
@@ -215,5 +257,9 @@ def metrics_registry() -> CollectorRegistry:
     """Everything /metrics serves (one registry per process; it reads afresh every scrape)."""
     registry = CollectorRegistry()
     LiveFilesCollector(registry, path=str(METRICS_DIR))
-    registry.register(GuardedSources({"database": RunsCollector(), "broker": CeleryCollector()}))
+    registry.register(
+        GuardedSources(
+            {"database": RunsCollector(), "pools": PoolsCollector(), "broker": CeleryCollector()}
+        )
+    )
     return registry

@@ -37,10 +37,12 @@ from orchestration.drivers.capabilities import (
     EndExplainer,
     HealthCheck,
     LeakReaper,
+    PoolHost,
     ResultsReader,
     RunEvents,
     StartupLog,
     VmImageHost,
+    WorkerSpec,
 )
 
 # what the rest of the backend uses of the driver interface, from here only
@@ -54,6 +56,7 @@ __all__ = [
     "EndExplainer",
     "HealthCheck",
     "LeakReaper",
+    "PoolHost",
     "ResultsReader",
     "RunEvents",
     "RunPhase",
@@ -62,6 +65,7 @@ __all__ = [
     "StartupLog",
     "Step",
     "VmImageHost",
+    "WorkerSpec",
     "driver_for",
     "kinds",
     "run_work_dir",

@@ -23,6 +23,11 @@ def _beat_schedule(sender: Celery, **_: object) -> None:
             "schedule": settings.CLOUD_REFRESH_SECONDS,
         },
         "cloud-leaks": {"task": "dispatch.reap_leaks", "schedule": settings.CLOUD_REFRESH_SECONDS},
+        # warm pools: scale up for admitted runs waiting, down after the idle timeout
+        "pool-autoscale": {
+            "task": "dispatch.pools_autoscale",
+            "schedule": settings.POOL_AUTOSCALE_SECONDS,
+        },
         "backend-events": {"task": "dispatch.backend_events", "schedule": tick},
         # webhook deliveries whose retry is due (or whose worker died mid-send)
         "webhook-deliveries": {"task": "notifications.deliver_due", "schedule": tick},

@@ -83,6 +83,10 @@ ingest_urls = [
     path("runs/<str:run_id>/telemetry/", ingest.IngestTelemetryView.as_view()),
     path("runs/<str:run_id>/archive/", ingest.IngestArchiveView.as_view()),
     path("runs/<str:run_id>/case/", ingest.IngestCaseView.as_view()),
+    path("workers/<str:worker_id>/register/", ingest.PilotRegisterView.as_view()),
+    path("workers/<str:worker_id>/lease/", ingest.PilotLeaseView.as_view()),
+    path("workers/<str:worker_id>/heartbeat/", ingest.PilotHeartbeatView.as_view()),
+    path("workers/<str:worker_id>/release/", ingest.PilotReleaseView.as_view()),
 ]
 
 urlpatterns = [

@@ -21,6 +21,8 @@ class Job(enum.StrEnum):
     SCHEDULE_TENANT = "dispatch.schedule_tenant"
     SCHEDULE_ALL = "dispatch.tick"
     DISPATCH_RUNS = "dispatch.dispatch_runs"
+    # dispatch: warm pools boot workers for admitted runs waiting, delete idle ones
+    AUTOSCALE_POOLS = "dispatch.pools_autoscale"
     # studies: derive a study's state from its runs
     REFRESH_STUDY = "studies.refresh_study"
     # studies: the live events of a large set of runs that changed at once (a cancel)

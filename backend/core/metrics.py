@@ -68,6 +68,13 @@ DISPATCH_FAILURES = Counter(
     registry=None,
 )
 
+POOL_DECISIONS = Counter(
+    "windtunnel_pool_decisions",
+    "Warm pools: the autoscaler's decisions (up, down, hold, lost, boot_failed, drain)",
+    ["pool", "action"],
+    registry=None,
+)
+
 # --- ingest (the web) -----------------------------------------------------------------------
 INGEST_POINTS = Counter(
     "windtunnel_ingest_points", "Telemetry points stored (all series of all runs)", registry=None

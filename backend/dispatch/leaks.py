@@ -20,6 +20,7 @@ from catalog.models import Backend
 from compute.drivers import DriverError, LeakReaper, RunEvents, driver_for, supports
 from core.exceptions import StaleAttempt
 from images.vm import builders_in_progress
+from pools.selectors import live_worker_ids
 from studies.choices import HOLDING_STATES, STARTED_STATES, RunState
 from studies.models import Run
 from telemetry.ingest import telemetry_ingest
@@ -45,10 +46,13 @@ def leaks_reap() -> dict[str, list[str]]:
         ).values_list("id", "attempt")
     }
     builders = builders_in_progress()
+    workers = live_worker_ids()  # pool workers the portal keeps (docs/pools.md)
     deleted: dict[str, list[str]] = {}
     for backend in backends:
         try:
-            names = driver_for(backend).reap_leaks(tracked=tracked, builders=builders)
+            names = driver_for(backend).reap_leaks(
+                tracked=tracked, builders=builders, workers=workers
+            )
         except DriverError as exc:
             log.warning("leak reaper on %s: %s", backend.name, exc)
             continue

@@ -27,6 +27,7 @@ from compute.drivers import (
 )
 from core import jobs
 from core.jobs import Job
+from pools.selectors import pooled_run_ids
 from runs.services import ended_by_backend, run_dispatch_later, run_kill, run_requeue_or_fail
 from studies.choices import STARTED_STATES, EndReason, RunState
 from studies.models import Run
@@ -113,8 +114,9 @@ def runs_reap() -> dict[str, int]:
             stats["failed"] += 1
     lost = Run.objects.filter(
         state=RunState.ADMITTED, admitted_at__lt=now - timedelta(seconds=dispatch_timeout)
-    ).values_list("id", flat=True)
-    ids = [str(x) for x in lost]
+    )
+    pooled = pooled_run_ids(runs_qs=lost)  # they wait for a pool worker, not a dispatch
+    ids = [str(x) for x in lost.values_list("id", flat=True) if x not in pooled]
     if ids:
         jobs.send(Job.DISPATCH_RUNS, ids)
         stats["redispatched"] = len(ids)

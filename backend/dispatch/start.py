@@ -32,9 +32,11 @@ from compute.drivers import (
     traits_of,
 )
 from core import jobs
+from core.ids import parse_uuid
 from core.jobs import Job
 from core.metrics import DISPATCH_FAILURES, DISPATCH_LATENCY
 from orchestration import render
+from pools.selectors import pooled_run_ids
 from runs.services import run_dispatch_later, run_requeue_or_fail
 from scheduler.admission import admit, tenants_with_queued_runs
 from studies.choices import EndReason
@@ -86,7 +88,12 @@ def dispatch_admitted(admitted: list[Any], *, inline: int = 0) -> None:
 
 def runs_dispatch(*, run_ids: list[Any]) -> int:
     """Claim admitted runs (admitted → provisioning, attempt + 1) and start them on their
-    backends; how many started."""
+    backends; how many started. Runs a warm pool takes stay admitted: a pool worker's pilot
+    leases them (dispatch.pilots), and the autoscaler is woken to boot one if need be."""
+    pooled = pooled_run_ids(runs_qs=Run.objects.filter(pk__in=list(run_ids)))
+    if pooled:
+        run_ids = [x for x in run_ids if parse_uuid(x) not in pooled]
+        jobs.send(Job.AUTOSCALE_POOLS)
     runs, tokens = runs_claim(run_ids=run_ids)
     by_backend: dict[int, list[Run]] = {}
     for run in runs:

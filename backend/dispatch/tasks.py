@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from dispatch import leaks, reaper, start
+from dispatch import autoscale, leaks, reaper, start
 
 
 @shared_task(name="dispatch.schedule_tenant", ignore_result=True)
@@ -33,3 +33,8 @@ def reap_leaks() -> None:
 @shared_task(name="dispatch.backend_events", ignore_result=True)
 def backend_events() -> None:
     leaks.backend_events_sync()
+
+
+@shared_task(name="dispatch.pools_autoscale", ignore_result=True)
+def pools_autoscale() -> None:
+    autoscale.pools_autoscale()

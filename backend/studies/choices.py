@@ -41,6 +41,7 @@ class WaitReason(models.TextChoices):
     RETRY = "retry", "Waiting to be retried"
     IMAGE = "image", "Waiting for its image to build"
     CLOUD = "cloud_limit", "Cloud project limit"
+    POOL = "pool_worker", "Waiting for a pool worker"
 
 
 class EndReason(models.TextChoices):

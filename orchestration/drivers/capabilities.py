@@ -10,6 +10,7 @@ which bakes on it (orchestration/composer/vm_host.py), and listed here with the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -22,10 +23,12 @@ __all__ = [
     "EndExplainer",
     "HealthCheck",
     "LeakReaper",
+    "PoolHost",
     "ResultsReader",
     "RunEvents",
     "StartupLog",
     "VmImageHost",
+    "WorkerSpec",
 ]
 
 
@@ -79,8 +82,56 @@ class LeakReaper(Protocol):
     stacks), sparing image builders in progress; the names of what it deleted."""
 
     def reap_leaks(
-        self, *, tracked: set[tuple[str, int]], builders: frozenset[str] | set[str] = frozenset()
+        self,
+        *,
+        tracked: set[tuple[str, int]],
+        builders: frozenset[str] | set[str] = frozenset(),
+        workers: frozenset[str] | set[str] | None = None,
     ) -> list[str]: ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WorkerSpec:
+    """A warm pool's worker to boot: a server of the pool's flavor and image whose pilot
+    (orchestration/agent/pilot.py) registers with the portal and leases runs."""
+
+    worker_id: str
+    pool: str
+    flavor: str
+    image: str  # the cloud's image name or id
+    portal_url: str
+    token: str  # the worker's bearer token
+    cores: int
+    heartbeat_interval: float = 5.0
+    grace: float = 120.0  # the pilot exits when the portal is unreachable this long
+
+    def pilot_config(self, *, work_root: str) -> dict[str, Any]:
+        """pilot.json: what the pilot reads at start."""
+        return {
+            "version": 1,
+            "worker_id": self.worker_id,
+            "pool": self.pool,
+            "portal_url": self.portal_url,
+            "token": self.token,
+            "cores": self.cores,
+            "heartbeat_interval": self.heartbeat_interval,
+            "grace": self.grace,
+            "work_root": work_root,
+        }
+
+
+@runtime_checkable
+class PoolHost(Protocol):
+    """Keeps warm pools of workers (docs/pools.md): checks a pool's shape, boots a worker,
+    says how its server is, deletes it."""
+
+    def pool_shape(self, *, flavor: str, image: str) -> tuple[int, float]: ...
+
+    def boot_worker(self, worker: WorkerSpec) -> tuple[str, str]: ...
+
+    def worker_server(self, server_id: str) -> str: ...
+
+    def delete_worker(self, server_id: str) -> None: ...
 
 
 @runtime_checkable

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from administration.api.pools import AdminPoolDetailView, AdminPoolListView
 from administration.api.tenants import (
     AdminTenantDetailView,
     AdminTenantMembersView,
@@ -24,4 +25,6 @@ urlpatterns = [
         name="admin-tenant-member",
     ),
     path("overview/", AdminOverviewView.as_view(), name="admin-overview"),
+    path("pools/", AdminPoolListView.as_view(), name="admin-pools"),
+    path("pools/<slug:name>/", AdminPoolDetailView.as_view(), name="admin-pool"),
 ]

@@ -364,3 +364,54 @@ def test_each_installation_gets_its_own_scrape_token_also_one_made_before_metric
     assert lines[2] != f"WINDTUNNEL_METRICS_TOKEN={token.group(1)}"
     subprocess.run([script, older.parent], check=True, capture_output=True)
     assert older.read_text().splitlines() == lines, "made once"
+
+
+@pytest.mark.django_db
+def test_the_pools_queue_and_workers_are_what_the_autoscaler_sees(make_tenant, catalog):
+    """A pool's admitted runs waiting, its live workers by state and its bounds (docs/pools.md);
+    a run too large for the pool and ended workers are not counted."""
+    from catalog.choices import ImageKind, ImageStatus
+    from catalog.models import Image
+    from pools.models import Pool, PoolWorker
+
+    tenant = make_tenant()
+    backend = noop_backend("metrics-pooled")
+    study = submit(tenant, backend, 4)
+    image = Image.objects.create(
+        name="pooled",
+        kind=ImageKind.VM,
+        digest="sha256:metrics-pool",
+        status=ImageStatus.READY,
+        references={backend.name: "glance-id"},
+    )
+    study.image = image
+    study.save(update_fields=["image"])
+    pool = Pool.objects.create(
+        backend=backend,
+        name="metrics-pool",
+        flavor="f",
+        image=image,
+        cores=2,
+        memory_gb=4,
+        min_workers=1,
+        max_workers=3,
+    )
+    runs = list(study.runs.order_by("index"))
+    Run.objects.filter(pk__in=[r.pk for r in runs[:3]]).update(
+        state="admitted", admitted_at=timezone.now()
+    )
+    Run.objects.filter(pk=runs[2].pk).update(processes=4)  # does not fit a 2-core worker
+    for state in ("booting", "busy", "busy", "lost"):
+        PoolWorker.objects.create(pool=pool, state=state)
+    scraped = scrape(Client())
+    labels = {"pool": "metrics-pool", "backend": backend.name}
+    assert value(scraped, "windtunnel_pool_queue_length", **labels) == 2
+    assert value(scraped, "windtunnel_pool_workers", **labels, state="booting") == 1
+    assert value(scraped, "windtunnel_pool_workers", **labels, state="busy") == 2
+    assert value(scraped, "windtunnel_pool_workers", **labels, state="idle") == 0
+    assert (
+        "windtunnel_pool_workers",
+        tuple(sorted({**labels, "state": "lost"}.items())),
+    ) not in scraped
+    assert value(scraped, "windtunnel_pool_size_bound", **labels, bound="max") == 3
+    assert value(scraped, "windtunnel_pool_size_bound", **labels, bound="min") == 1

@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "tenancy",
     "catalog",
     "compute",
+    "pools",
     "quotas",
     "studies",
     "telemetry",
@@ -199,6 +200,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
 CELERY_BEAT_TICK = env.float("WINDTUNNEL_TICK_SECONDS", default=10.0)
 # OpenStack backends: how often the project's limits are read and leaked servers reaped
 CLOUD_REFRESH_SECONDS = env.float("WINDTUNNEL_CLOUD_REFRESH_SECONDS", default=60.0)
+# warm pools (docs/pools.md): how often the autoscaler decides; a worker whose pilot has not
+# heartbeated for POOL_WORKER_TIMEOUT s is lost (its runs requeued, its server deleted)
+POOL_AUTOSCALE_SECONDS = env.float("WINDTUNNEL_POOL_AUTOSCALE_SECONDS", default=5.0)
+POOL_WORKER_TIMEOUT = env.float("WINDTUNNEL_POOL_WORKER_TIMEOUT", default=60.0)
+# a pilot that cannot reach the portal for this long stops its runs and exits
+POOL_PILOT_GRACE = env.float("WINDTUNNEL_POOL_PILOT_GRACE", default=120.0)
 
 LOGIN_URL = "/admin/login/"
 LOGIN_REDIRECT_URL = "/api/v1/"

@@ -24,6 +24,7 @@ from core.exceptions import ApplicationError, ErrorCode, NotFound, RunEnded, Sta
 from core.http import file_download
 from core.ids import parse_uuid
 from core.schemas import component_ref, validate
+from dispatch import pilots
 from ingest import services
 from runs import archives
 from runs.services import (
@@ -304,3 +305,81 @@ class IngestCaseView(_IngestView):
         handle = path.open("rb")
         path.unlink()  # the open handle keeps the data until the response is sent
         return file_download(handle, filename="case.tar.gz", content_type="application/gzip")
+
+
+# --- warm pools: a worker's pilot (docs/pools.md) ------------------------------------------
+
+
+def _worker(request, worker_id) -> Any:
+    pk = parse_uuid(worker_id)
+    if pk is None:
+        raise pilots.WorkerAuth()
+    return pilots.worker_authenticated(worker_id=pk, token=_bearer(request))
+
+
+PILOT_ANSWER = {200: component_ref("PilotAnswer")}
+
+
+class _PilotView(_IngestView):
+    def post(self, request, worker_id):
+        data = self._validated(request)
+        return Response(self.act(_worker(request, worker_id), data))
+
+    def act(self, worker, data: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def _run_ref(item: dict[str, Any], field: str) -> tuple[str, int]:
+    pk = parse_uuid(item["run_id"])
+    if pk is None:
+        name = f"{field}.run_id" if field else "run_id"
+        raise ApplicationError(f"{name} must be a run's id (a UUID)", field=name)
+    return str(pk), int(item["attempt"])
+
+
+class PilotRegisterView(_PilotView):
+    message = "PilotRegister"
+
+    @extend_schema(request=_request(message), responses=PILOT_ANSWER, tags=["ingest"])
+    def post(self, request, worker_id):
+        return super().post(request, worker_id)
+
+    def act(self, worker, data):
+        return pilots.worker_register(worker=worker, cores=data.get("cores"))
+
+
+class PilotLeaseView(_PilotView):
+    message = "PilotLease"
+
+    @extend_schema(request=_request(message), responses=PILOT_ANSWER, tags=["ingest"])
+    def post(self, request, worker_id):
+        return super().post(request, worker_id)
+
+    def act(self, worker, data):
+        return pilots.worker_lease(worker=worker, free_cores=data["free_cores"])
+
+
+class PilotHeartbeatView(_PilotView):
+    message = "PilotHeartbeat"
+
+    @extend_schema(request=_request(message), responses=PILOT_ANSWER, tags=["ingest"])
+    def post(self, request, worker_id):
+        return super().post(request, worker_id)
+
+    def act(self, worker, data):
+        runs = [_run_ref(x, f"runs[{i}]") for i, x in enumerate(data["runs"])]
+        return pilots.worker_heartbeat(worker=worker, runs=runs)
+
+
+class PilotReleaseView(_PilotView):
+    message = "PilotRelease"
+
+    @extend_schema(request=_request(message), responses=PILOT_ANSWER, tags=["ingest"])
+    def post(self, request, worker_id):
+        return super().post(request, worker_id)
+
+    def act(self, worker, data):
+        run_id, attempt = _run_ref(data, "")
+        return pilots.worker_release(
+            worker=worker, run_id=run_id, attempt=attempt, exit_code=data.get("exit_code")
+        )

@@ -136,6 +136,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/pools/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["v1_admin_pools_list"];
+        put?: never;
+        post: operations["v1_admin_pools_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/pools/{name}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["v1_admin_pools_retrieve"];
+        put?: never;
+        post?: never;
+        delete: operations["v1_admin_pools_destroy"];
+        options?: never;
+        head?: never;
+        patch: operations["v1_admin_pools_partial_update"];
+        trace?: never;
+    };
     "/api/v1/admin/tenants/": {
         parameters: {
             query?: never;
@@ -467,6 +499,70 @@ export interface paths {
         get?: never;
         put?: never;
         post: operations["v1_ingest_runs_telemetry_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ingest/workers/{worker_id}/heartbeat/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["v1_ingest_workers_heartbeat_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ingest/workers/{worker_id}/lease/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["v1_ingest_workers_lease_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ingest/workers/{worker_id}/register/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["v1_ingest_workers_register_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ingest/workers/{worker_id}/release/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["v1_ingest_workers_release_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1101,6 +1197,16 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description * `up` - Scaled up
+         *     * `down` - Scaled down
+         *     * `hold` - Held
+         *     * `lost` - Worker lost
+         *     * `boot_failed` - Boot failed
+         *     * `drain` - Draining
+         * @enum {string}
+         */
+        ActionEnum: "up" | "down" | "hold" | "lost" | "boot_failed" | "drain";
         AdminBackend: {
             /** @description the backend's Django admin change form */
             admin_url: string;
@@ -1868,6 +1974,15 @@ export interface components {
         PatchedMemberPatchRequest: {
             role?: components["schemas"]["RoleEnum"];
         };
+        PatchedPoolPatchRequest: {
+            /** Format: double */
+            boot_timeout?: number;
+            enabled?: boolean;
+            /** Format: double */
+            idle_timeout?: number;
+            max_workers?: number;
+            min_workers?: number;
+        };
         /** @description Any of the quota's fields; the bounds are quotas.services.QUOTA_BOUNDS. */
         PatchedQuotaInRequest: {
             /**
@@ -1899,6 +2014,59 @@ export interface components {
         };
         /** @description What the agent is doing: preparing, solving, archiving (archiving gives a local run's cores back early), … */
         Phase: string;
+        /** @description What every pilot call is answered (200); a 409 tells the pilot the portal no longer counts its worker (lost, drained, deleted): it stops its runs and exits. */
+        PilotAnswer: {
+            /** @description heartbeat: attempts to stop (cancelled, or no longer this worker's). */
+            cancel?: {
+                attempt: components["schemas"]["Attempt"];
+                /**
+                 * Format: uuid
+                 * @description The leased run's id.
+                 */
+                run_id: string;
+            }[];
+            /** @description register: seconds between heartbeats. */
+            heartbeat_interval?: number;
+            /** @description register: seconds between lease calls while cores are free. */
+            poll_interval?: number;
+            /** @description lease: the run specs leased, each a run.json (docs/agent-protocol.md) with its attempt and token; empty when nothing waits. */
+            runs?: Record<string, never>[];
+            /** @description Take no more runs and exit once the runs held have ended (the worker is draining). */
+            stop: boolean;
+        };
+        /** @description POST /api/v1/ingest/workers/{id}/heartbeat/: the worker is alive and holds these attempts. */
+        PilotHeartbeat: {
+            /** @description The attempts whose agents the pilot runs now. */
+            runs: {
+                attempt: components["schemas"]["Attempt"];
+                /**
+                 * Format: uuid
+                 * @description The leased run's id.
+                 */
+                run_id: string;
+            }[];
+        };
+        /** @description POST /api/v1/ingest/workers/{id}/lease/: the pilot asks for runs that fit its free cores. */
+        PilotLease: {
+            /** @description Cores the pilot has free now. */
+            free_cores: number;
+        };
+        /** @description POST /api/v1/ingest/workers/{id}/register/: a pool worker's pilot is up (docs/pools.md). */
+        PilotRegister: {
+            /** @description The worker's cores, as the pilot counts them. */
+            cores?: number;
+        };
+        /** @description POST /api/v1/ingest/workers/{id}/release/: a leased attempt's agent exited; the worker's cores are free for the next. */
+        PilotRelease: {
+            attempt: components["schemas"]["Attempt"];
+            /** @description The agent's exit code. */
+            exit_code?: number | null;
+            /**
+             * Format: uuid
+             * @description The leased run's id.
+             */
+            run_id: string;
+        };
         Plot: {
             color: string | null;
             groups: components["schemas"]["PlotGroup"][];
@@ -1962,6 +2130,119 @@ export interface components {
             x: components["schemas"]["Scalar"][];
             y: number[];
         };
+        PoolDecision: {
+            action: components["schemas"]["ActionEnum"];
+            /** Format: date-time */
+            readonly at: string;
+            /** @description workers booted (+) or deleted (-) */
+            count?: number;
+            /** @description runs waiting for the pool */
+            queue?: number;
+            reason: string;
+            /** @description live workers before the decision */
+            size?: number;
+        };
+        PoolInRequest: {
+            backend: string;
+            /** Format: double */
+            boot_timeout?: number;
+            enabled?: boolean;
+            flavor: string;
+            /** Format: double */
+            idle_timeout?: number;
+            /** @description a composed VM image's id or digest */
+            image: string;
+            max_workers?: number;
+            min_workers?: number;
+            name: string;
+            nodes?: number;
+        };
+        PoolOut: {
+            backend: string;
+            /** @description failed boots in a row */
+            boot_failures?: number;
+            /**
+             * Format: double
+             * @description s a worker has to register
+             */
+            boot_timeout?: number;
+            /** @description the flavor's vCPUs: a worker's cores */
+            cores: number;
+            /** Format: date-time */
+            readonly created_at: string;
+            readonly decisions: components["schemas"]["PoolDecision"][];
+            /** @description being deleted: boots nothing */
+            draining?: boolean;
+            enabled?: boolean;
+            /** @description the cloud's flavor name or id */
+            flavor: string;
+            /**
+             * Format: double
+             * @description s an idle worker is kept
+             */
+            idle_timeout?: number;
+            image: string;
+            max_workers?: number;
+            /**
+             * Format: double
+             * @description the flavor's RAM
+             */
+            memory_gb: number;
+            min_workers?: number;
+            name: string;
+            /**
+             * Format: date-time
+             * @description backoff after failures
+             */
+            next_boot_at?: string | null;
+            /** @description nodes per worker (1) */
+            nodes?: number;
+            /** Format: date-time */
+            readonly updated_at: string;
+            readonly workers: components["schemas"]["PoolWorker"][];
+        };
+        PoolWorker: {
+            cores?: number;
+            /** Format: date-time */
+            readonly created_at: string;
+            end_reason?: string;
+            /** Format: date-time */
+            ended_at?: string | null;
+            /** Format: date-time */
+            heartbeat_at?: string | null;
+            /** Format: uuid */
+            readonly id: string;
+            /** Format: date-time */
+            idle_since?: string | null;
+            /** @description what it booted from */
+            image_ref?: string;
+            /** Format: date-time */
+            registered_at?: string | null;
+            /** @description ids of the runs it holds */
+            readonly runs: string[];
+            runs_done?: number;
+            server_id?: string;
+            server_name?: string;
+            state?: components["schemas"]["PoolWorkerStateEnum"];
+            /** Format: double */
+            readonly uptime_s: number;
+            /**
+             * Format: double
+             * @description time holding runs ÷ uptime, 0–1
+             */
+            readonly utilisation: number;
+        };
+        /**
+         * @description * `booting` - Booting
+         *     * `idle` - Idle
+         *     * `busy` - Busy
+         *     * `draining` - Draining
+         *     * `deleted` - Deleted
+         *     * `lost` - Lost
+         *     * `failed` - Failed boot
+         * @enum {string}
+         */
+        PoolWorkerStateEnum: "booting" | "idle" | "busy" | "draining" | "deleted" | "lost" | "failed";
         /**
          * an allowed utility
          * @description A utility allowed before the solver.
@@ -2665,9 +2946,10 @@ export interface components {
          *     * `retry` - Waiting to be retried
          *     * `image` - Waiting for its image to build
          *     * `cloud_limit` - Cloud project limit
+         *     * `pool_worker` - Waiting for a pool worker
          * @enum {string}
          */
-        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit";
+        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker";
         Webhook: {
             readonly active: boolean;
             /** Format: date-time */
@@ -2990,6 +3272,126 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AdminOverview"];
+                };
+            };
+        };
+    };
+    v1_admin_pools_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoolOut"][];
+                };
+            };
+        };
+    };
+    v1_admin_pools_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PoolInRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PoolInRequest"];
+                "multipart/form-data": components["schemas"]["PoolInRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoolOut"];
+                };
+            };
+        };
+    };
+    v1_admin_pools_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoolOut"];
+                };
+            };
+        };
+    };
+    v1_admin_pools_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoolOut"];
+                };
+            };
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_admin_pools_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedPoolPatchRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedPoolPatchRequest"];
+                "multipart/form-data": components["schemas"]["PatchedPoolPatchRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoolOut"];
                 };
             };
         };
@@ -3622,6 +4024,106 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AgentAnswer"];
+                };
+            };
+        };
+    };
+    v1_ingest_workers_heartbeat_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                worker_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PilotHeartbeat"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PilotAnswer"];
+                };
+            };
+        };
+    };
+    v1_ingest_workers_lease_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                worker_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PilotLease"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PilotAnswer"];
+                };
+            };
+        };
+    };
+    v1_ingest_workers_register_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                worker_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PilotRegister"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PilotAnswer"];
+                };
+            };
+        };
+    };
+    v1_ingest_workers_release_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                worker_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PilotRelease"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PilotAnswer"];
                 };
             };
         };

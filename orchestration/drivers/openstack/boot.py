@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestration.drivers.base import DriverError, RunSpec
 
-__all__ = ["b64", "user_data", "vm_run_json"]
+__all__ = ["b64", "pilot_user_data", "user_data", "vm_run_json"]
 
 
 def vm_run_json(spec: RunSpec, *, work_dir: str) -> dict[str, Any]:
@@ -43,6 +43,28 @@ def user_data(spec: RunSpec, *, work_dir: str, python: str) -> str:
         "if [ -r /etc/windtunnel/env ]; then set -a; . /etc/windtunnel/env; set +a; fi\n"
         'cd "$W"\n'
         f'exec {python} -m orchestration.agent "$W/run.json" >> "$W/agent.log" 2>&1\n'
+    )
+
+
+def pilot_user_data(config: dict[str, Any], *, work_root: str, python: str) -> str:
+    """A pool worker's boot script: write pilot.json, start the pilot (docs/pools.md), which
+    registers with the portal and runs the agent for each run it leases."""
+    body = json.dumps(config, separators=(",", ":"))
+    if "\n" in body:
+        raise DriverError("pilot.json must fit on one line")
+    return (
+        "#!/bin/sh\n"
+        f"# Windtunnel pool {config['pool']} worker {config['worker_id']} (written by the portal)\n"
+        "set -eu\n"
+        "umask 077\n"
+        f"W='{work_root}/pilot-{config['worker_id']}'\n"
+        'mkdir -p "$W"\n'
+        "cat > \"$W/pilot.json\" <<'WINDTUNNEL_PILOT_JSON'\n"
+        f"{body}\n"
+        "WINDTUNNEL_PILOT_JSON\n"
+        "if [ -r /etc/windtunnel/env ]; then set -a; . /etc/windtunnel/env; set +a; fi\n"
+        'cd "$W"\n'
+        f'exec {python} -m orchestration.agent.pilot "$W/pilot.json" >> "$W/pilot.log" 2>&1\n'
     )
 
 

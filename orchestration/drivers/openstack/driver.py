@@ -7,6 +7,10 @@ everywhere else. The server is deleted when the run ends, fails or is cancelled;
 carry the run id in their name and metadata, so the leak reaper can delete any server the
 portal no longer tracks.
 
+Warm pools (docs/pools.md): the driver boots pool workers (PoolHost), servers whose pilot
+leases runs from the portal; a leased run's handle is "worker:<server id>/<worker id>", and
+its server outlives the run (the portal deletes it when it scales the pool down).
+
 Handles: "server:<id>" for one server, "stack:<name>/<id>" for a Heat stack (heat.py). The
 driver is the project's ServerClient (servers.py, on client.py's connection and calls), and
 so the VmImageHost the composer bakes VM images on (composer/vm_host.py).
@@ -30,7 +34,8 @@ from orchestration.drivers.base import (
     SettingsError,
     register,
 )
-from orchestration.drivers.openstack.boot import b64, user_data
+from orchestration.drivers.capabilities import WorkerSpec
+from orchestration.drivers.openstack.boot import b64, pilot_user_data, user_data
 from orchestration.drivers.openstack.heat import (
     delete_stack,
     poll_stack,
@@ -42,6 +47,7 @@ from orchestration.drivers.openstack.servers import (
     META_ATTEMPT,
     META_KIND,
     META_RUN,
+    META_WORKER,
     ServerClient,
 )
 from orchestration.drivers.openstack.settings import SECRET_FIELDS, validate_settings
@@ -134,6 +140,8 @@ class OpenStackDriver(ServerClient, DriverBase):
         kind, _, ident = handle.partition(":")
         if kind == "stack":
             return poll_stack(self, ident)
+        if kind == "worker":
+            return self._poll_worker(ident.partition("/")[0])
         if kind != "server" or not ident:
             return RunStatus(phase=RunPhase.UNKNOWN, reason="not an OpenStack handle")
         server = self.get_server(ident)
@@ -152,7 +160,9 @@ class OpenStackDriver(ServerClient, DriverBase):
         self.release(handle)
 
     def release(self, handle: str) -> None:
-        """Delete what the handle holds (a server, or a Heat stack); gone already is fine."""
+        """Delete what the handle holds (a server, or a Heat stack); gone already is fine. A
+        pool worker's server outlives its runs: the portal deletes it (delete_worker), and
+        tells the pilot to stop a run's agent."""
         kind, _, ident = handle.partition(":")
         if kind == "stack":
             delete_stack(self, ident)
@@ -163,6 +173,80 @@ class OpenStackDriver(ServerClient, DriverBase):
         _RELEASED[handle] = None
         while len(_RELEASED) > 10_000:  # remembered for poll() in this process, bounded
             _RELEASED.pop(next(iter(_RELEASED)))
+
+    # -- PoolHost ---------------------------------------------------------------------------
+
+    def pool_shape(self, *, flavor: str, image: str) -> tuple[int, float]:
+        """A pool's worker shape checked against the cloud: (vCPUs, RAM in GB) of `flavor`;
+        SettingsError naming `flavor` or `image` when the cloud has no such thing."""
+        found = next((f for f in self.flavors() if flavor in (f.name, f.id)), None)
+        if found is None:
+            raise SettingsError("flavor", f"no flavor {flavor!r} in this cloud")
+        if not image or self.find_image(image) is None:
+            raise SettingsError("image", f"no image {image!r} in the cloud's image service")
+        return int(found.vcpus), float(found.ram) / 1024
+
+    def boot_worker(self, worker: WorkerSpec) -> tuple[str, str]:
+        """Create a pool worker's server, its pilot in the user data; (server id, name)."""
+        found = next((f for f in self.flavors() if worker.flavor in (f.name, f.id)), None)
+        if found is None:
+            raise DriverError(f"no flavor {worker.flavor!r} in this cloud")
+        image = self.find_image(worker.image)
+        if image is None:
+            raise DriverError(f"no image {worker.image!r} in the cloud's image service")
+        root = self.settings["vm_work_root"]
+        data = pilot_user_data(
+            worker.pilot_config(work_root=root), work_root=root, python=self.settings["vm_python"]
+        )
+        args: dict[str, Any] = {
+            "name": f"wt-pool-{worker.pool}-{worker.worker_id[:8]}",
+            "image_id": image.id,
+            "flavor_id": found.id,
+            "user_data": b64(data),
+            "metadata": {
+                META_KIND: "pool",
+                META_WORKER: worker.worker_id,
+                "windtunnel_pool": worker.pool,
+            },
+            **self.network_args(),
+        }
+        if self.settings["key_name"]:
+            args["key_name"] = self.settings["key_name"]
+        if self.settings["security_groups"]:
+            args["security_groups"] = [{"name": g} for g in self.settings["security_groups"]]
+        if self.settings["availability_zone"]:
+            args["availability_zone"] = self.settings["availability_zone"]
+        server = self.create_server(args)
+        return str(server.id), str(server.name)
+
+    def worker_server(self, server_id: str) -> str:
+        """A worker's server: building | active | error | gone."""
+        server = self.get_server(server_id)
+        if server is None:
+            return "gone"
+        status = str(getattr(server, "status", "") or "").upper()
+        if status in ("ACTIVE",):
+            return "active"
+        if status in ("BUILD", "REBUILD", "REBOOT", "HARD_REBOOT", ""):
+            return "building"
+        if status in ("DELETED", "SOFT_DELETED"):
+            return "gone"
+        return "error"
+
+    def delete_worker(self, server_id: str) -> None:
+        """Delete a worker's server; gone already is fine."""
+        if server_id:
+            self.delete_server(server_id, what="delete pool worker")
+
+    def _poll_worker(self, server_id: str) -> RunStatus:
+        state = self.worker_server(server_id) if server_id else "gone"
+        if state == "active":
+            return RunStatus(phase=RunPhase.RUNNING, reason="on a pool worker")
+        if state == "building":
+            return RunStatus(phase=RunPhase.PENDING, reason="the pool worker is booting")
+        if state == "gone":
+            return RunStatus(phase=RunPhase.UNKNOWN, reason="the pool worker's server is gone")
+        return RunStatus(phase=RunPhase.EXITED, reason="the pool worker's server failed")
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
@@ -193,12 +277,17 @@ class OpenStackDriver(ServerClient, DriverBase):
         )
 
     def reap_leaks(
-        self, *, tracked: set[tuple[str, int]], builders: frozenset[str] | set[str] = frozenset()
+        self,
+        *,
+        tracked: set[tuple[str, int]],
+        builders: frozenset[str] | set[str] = frozenset(),
+        workers: frozenset[str] | set[str] | None = None,
     ) -> list[str]:
         """Delete run servers and stacks whose (run, attempt) the portal does not track, once
         older than leak_grace (one being created has no handle stored yet), sparing the image
-        builders in `builders`; the names of the deleted."""
-        return self.server_leaks(tracked=tracked, builders=builders) + stack_leaks(
+        builders in `builders` and the pool workers in `workers` (None: every worker); the
+        names of the deleted."""
+        return self.server_leaks(tracked=tracked, builders=builders, workers=workers) + stack_leaks(
             self, tracked=tracked
         )
 

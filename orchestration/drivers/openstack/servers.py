@@ -22,13 +22,15 @@ __all__ = [
     "META_ATTEMPT",
     "META_KIND",
     "META_RUN",
+    "META_WORKER",
     "ServerClient",
     "smallest_flavor",
 ]
 
 META_RUN = "windtunnel_run"
 META_ATTEMPT = "windtunnel_attempt"
-META_KIND = "windtunnel_kind"  # run | builder
+META_KIND = "windtunnel_kind"  # run | builder | pool
+META_WORKER = "windtunnel_worker"  # a pool worker's id (docs/pools.md)
 FLAVOR_CACHE_SECONDS = 300.0
 
 _FLAVORS: dict[str, tuple[float, list[Any]]] = {}
@@ -307,15 +309,20 @@ class ServerClient(OpenStackClient):
         return [
             s
             for s in self.list_servers({"name": "^wt-"})
-            if (getattr(s, "metadata", None) or {}).get(META_KIND) in ("run", "builder")
+            if (getattr(s, "metadata", None) or {}).get(META_KIND) in ("run", "builder", "pool")
         ]
 
     def server_leaks(
-        self, *, tracked: set[tuple[str, int]], builders: frozenset[str] | set[str]
+        self,
+        *,
+        tracked: set[tuple[str, int]],
+        builders: frozenset[str] | set[str],
+        workers: frozenset[str] | set[str] | None = None,
     ) -> list[str]:
-        """Delete the run servers whose (run, attempt) is not in `tracked` and the builders
-        not in `builders`, once older than leak_grace; the names of the deleted. A stack's
-        servers are left to their stack (heat.stack_leaks)."""
+        """Delete the run servers whose (run, attempt) is not in `tracked`, the builders not
+        in `builders` and the pool workers not in `workers` (None: spare every worker), once
+        older than leak_grace; the names of the deleted. A stack's servers are left to their
+        stack (heat.stack_leaks)."""
         deleted = []
         now = self.clock()
         for server in self.portal_servers():
@@ -324,6 +331,9 @@ class ServerClient(OpenStackClient):
                 continue  # a stack's server: its stack is reaped whole (heat.py)
             if meta.get(META_KIND) == "builder":
                 if server.id in builders:
+                    continue
+            elif meta.get(META_KIND) == "pool":
+                if workers is None or str(meta.get(META_WORKER)) in workers:
                     continue
             else:
                 try:

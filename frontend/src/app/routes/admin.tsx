@@ -9,14 +9,16 @@ import {
   NewBackendButton,
   NewTenantButton,
   PackagesTable,
+  PoolsPanel,
   TenantsTable,
   useAdminOverview,
   useAdminTenants,
+  usePools,
 } from "@/features/admin";
 import { useMe } from "@/features/auth";
 import { ApiError } from "@/lib/api-client";
 
-const TABS = ["tenants", "backends", "catalog"] as const;
+const TABS = ["tenants", "backends", "pools", "catalog"] as const;
 /** Other names of the tabs in links (/operations/images opens the images' tab). */
 const ALIASES: Record<string, (typeof TABS)[number]> = {
   images: "catalog",
@@ -35,6 +37,7 @@ export function AdminPage() {
   const staff = !!me.data?.is_staff;
   const overview = useAdminOverview();
   const tenants = useAdminTenants();
+  const pools = usePools();
 
   if (!staff || (overview.error instanceof ApiError && overview.error.status === 403)) {
     return (
@@ -94,6 +97,7 @@ export function AdminPage() {
           <Tabs.List>
             <Tabs.Tab value="tenants">Tenants</Tabs.Tab>
             <Tabs.Tab value="backends">Backends</Tabs.Tab>
+            <Tabs.Tab value="pools">Warm pools</Tabs.Tab>
             <Tabs.Tab value="catalog">Packages and images</Tabs.Tab>
           </Tabs.List>
           <Card padding="md" mt="md">
@@ -117,6 +121,15 @@ export function AdminPage() {
                 <ErrorState error={overview.error} onRetry={() => overview.refetch()} />
               ) : o ? (
                 <BackendsTable backends={o.backends} />
+              ) : (
+                <Skeleton h={200} />
+              )}
+            </Tabs.Panel>
+            <Tabs.Panel value="pools">
+              {pools.isError ? (
+                <ErrorState error={pools.error} onRetry={() => pools.refetch()} />
+              ) : pools.data ? (
+                <PoolsPanel pools={pools.data} />
               ) : (
                 <Skeleton h={200} />
               )}

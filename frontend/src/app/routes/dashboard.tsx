@@ -29,6 +29,7 @@ const WAIT: Record<string, string> = {
   cloud_limit: "cloud project limit",
   retry: "waiting to retry",
   image: "image building",
+  pool_worker: "waiting for a pool worker",
 };
 
 export function DashboardPage() {

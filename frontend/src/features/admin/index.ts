@@ -2,4 +2,5 @@ export { BackendsTable, ImagesTable, PackagesTable, TenantsTable } from "./compo
 export { NewBackendButton } from "./components/backend-forms";
 export { ComposeImageButton } from "./components/image-forms";
 export { NewTenantButton } from "./components/tenant-forms";
-export { useAdminOverview, useAdminTenants } from "./hooks/use-admin";
+export { useAdminOverview, useAdminTenants, usePools } from "./hooks/use-admin";
+export { PoolsPanel } from "./components/pools-panel";

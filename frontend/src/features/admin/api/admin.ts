@@ -129,3 +129,17 @@ export function rebuildImage(id: number): Promise<ImageDetail> {
 export function retireImage(id: number): Promise<ImageDetail> {
   return unwrap(api.POST("/api/v1/images/{id}/retire/", { params: { path: { id } } }));
 }
+
+// --- warm pools (docs/pools.md) ---------------------------------------------------------------
+
+export type Pool = Schemas["PoolOut"];
+export type PoolWorker = Schemas["PoolWorker"];
+export type PoolPatch = Schemas["PatchedPoolPatchRequest"];
+
+export function fetchPools(): Promise<Pool[]> {
+  return unwrap(api.GET("/api/v1/admin/pools/"));
+}
+
+export function updatePool(name: string, body: PoolPatch): Promise<Pool> {
+  return unwrap(api.PATCH("/api/v1/admin/pools/{name}/", { params: { path: { name } }, body }));
+}

@@ -12,16 +12,19 @@ import {
   fetchBackend,
   fetchElastic,
   fetchMembers,
+  fetchPools,
   fetchTenantQuota,
   rebuildImage,
   removeMember,
   retireImage,
   setMemberRole,
   updateBackend,
+  updatePool,
   updateTenant,
   updateTenantQuota,
   type BackendCreate,
   type BackendPatch,
+  type PoolPatch,
   type QuotaInput,
   type Role,
   type TenantCreate,
@@ -128,3 +131,14 @@ export function useElastic(name: string) {
     retry: false,
   });
 }
+export function usePools() {
+  return useQuery({
+    queryKey: ["admin", "pools"],
+    queryFn: fetchPools,
+    staleTime: 2_000,
+    refetchInterval: env.pollMs * 2,
+  });
+}
+
+export const useUpdatePool = () =>
+  useAdminMutation(({ name, body }: { name: string; body: PoolPatch }) => updatePool(name, body));

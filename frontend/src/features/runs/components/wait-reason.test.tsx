@@ -60,6 +60,20 @@ describe("WaitReason", () => {
     expect(reason).not.toHaveTextContent("NODE_FAIL");
   });
 
+  it("says an admitted run waits for a pool worker to boot, and how many boot", () => {
+    show(
+      run({
+        state: "admitted",
+        wait_reason: "pool_worker",
+        wait_detail: "waiting for a worker to boot (pool cfd-medium, 1 of 3 booting)",
+      }),
+    );
+    expect(screen.getByTestId("wait-reason")).toHaveTextContent("Admitted: waiting for a worker");
+    expect(screen.getByTestId("pool-wait-reason")).toHaveTextContent(
+      "waiting for a worker to boot (pool cfd-medium, 1 of 3 booting)",
+    );
+  });
+
   it("says nothing for a run that is running", () => {
     show(run({ state: "running" }));
     expect(screen.queryByTestId("wait-reason")).toBeNull();

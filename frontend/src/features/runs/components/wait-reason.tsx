@@ -26,6 +26,8 @@ export function WaitReason({ run }: { run: RunDetail }) {
   // a job waiting in its backend's own queue (Slurm): the first line of its message says why
   const backendQueue = run.state === "provisioning" && run.phase === "queued";
   const backendReason = backendQueue ? (run.message ?? "").split("\n")[0] : "";
+  // admitted, and waiting for a warm pool's worker to boot or free up (docs/pools.md)
+  const poolWait = run.state === "admitted" && run.wait_reason === "pool_worker";
   return (
     <Alert
       variant="light"
@@ -33,11 +35,13 @@ export function WaitReason({ run }: { run: RunDetail }) {
       icon={<IconHourglass size={18} />}
       title={
         admitted
-          ? run.state === "admitted"
-            ? "Admitted: starting on its backend"
-            : backendQueue
-              ? `Queued on ${run.backend}: waiting for the cluster's scheduler`
-              : "Provisioning: preparing the case"
+          ? poolWait
+            ? "Admitted: waiting for a worker"
+            : run.state === "admitted"
+              ? "Admitted: starting on its backend"
+              : backendQueue
+                ? `Queued on ${run.backend}: waiting for the cluster's scheduler`
+                : "Provisioning: preparing the case"
           : run.queue_position
             ? `Queued: number ${run.queue_position} in your tenant's queue`
             : "Queued"
@@ -50,7 +54,12 @@ export function WaitReason({ run }: { run: RunDetail }) {
           {run.wait_detail ? ` ${detailOf(run.wait_detail)}` : ""}
         </Text>
       )}
-      {admitted && !backendQueue && (
+      {poolWait && (
+        <Text size="sm" data-testid="pool-wait-reason">
+          Resources are reserved; {run.wait_detail || "waiting for a pool worker"}.
+        </Text>
+      )}
+      {admitted && !backendQueue && !poolWait && (
         <Text size="sm">Resources are reserved; the solver starts shortly.</Text>
       )}
       {backendQueue && (
