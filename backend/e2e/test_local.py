@@ -81,8 +81,10 @@ def test_airfoil_study_lift_grows_with_angle_of_attack_and_csv_matches(live):
     )
     xs = tele["series"]["forceCoeffs.Cl"]["x"]
     assert xs == sorted(xs)
-    log = live.get(f"/api/v1/runs/{run_id}/log/", params={"lines": 30}).json()["lines"]
+    # the solver's lines, then the post-processing steps after a completed run (fields, VTK)
+    log = live.get(f"/api/v1/runs/{run_id}/log/", params={"lines": 400}).json()["lines"]
     assert any("Time = " in line for line in log)
+    assert any(line.startswith("== foamToVTK") for line in log)
     detail = live.get(f"/api/v1/runs/{run_id}/").json()
     # the portal reads a local run's files itself: the agent uploaded nothing, the archive
     # is made on this first download

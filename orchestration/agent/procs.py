@@ -123,13 +123,26 @@ def _tree_pids_scan(root: int) -> list[int]:
 
 
 def group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. A group of zombies only is not alive: once
+    the agent is a subreaper, a killed solver's orphans are reparented to it and wait there
+    to be reaped, which `killpg(pgid, 0)` alone counts as alive."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    if not os.path.isdir("/proc/self"):
+        return True  # no /proc to tell zombies apart: the signal's answer
+    for pid in _all_pids():
+        try:
+            raw = _read(f"/proc/{pid}/stat")
+        except OSError:
+            continue
+        fields = raw[raw.rfind(")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def _signal_pids(pids: list[int], sig: int) -> None:

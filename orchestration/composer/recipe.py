@@ -10,6 +10,7 @@ image). Same digest, same image: builds are cached and reused.
 
 from __future__ import annotations
 
+import ast
 import base64
 import dataclasses
 import gzip
@@ -189,12 +190,33 @@ def _containerfile(closure: tuple[Manifest, ...], base: BaseSpec, env: Mapping[s
     return "\n".join(lines) + "\n"
 
 
+def lean_python(source: bytes) -> bytes:
+    """Python source without its comments and its functions' and classes' docstrings (the
+    module's stays: a program's --help may print it): the same program, about a third
+    smaller. The VM recipe carries its packages inside the cloud-init user data, which a
+    cloud limits to 64 KiB."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+            and isinstance(node.body[0].value.value, str)
+        ):
+            node.body = node.body[1:] or [ast.Pass()]
+    return (ast.unparse(tree) + "\n").encode()
+
+
 def _tar_gz(entries: Iterable[Any]) -> bytes:
-    """A reproducible .tar.gz of a package's files (paths relative to /, mtime 0, root-owned)."""
+    """A reproducible .tar.gz of a package's files (paths relative to /, mtime 0, root-owned;
+    Python source lean, lean_python)."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for entry in entries:
             data = entry.source.read_bytes()
+            if entry.dest.endswith(".py"):
+                data = lean_python(data)
             info = tarfile.TarInfo(entry.dest.lstrip("/"))
             info.size, info.mode, info.mtime = len(data), entry.mode, 0
             info.uid = info.gid = 0

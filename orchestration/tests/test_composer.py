@@ -400,3 +400,26 @@ def test_progress_follows_steps_and_apt_and_never_goes_back() -> None:
     assert seen == sorted(seen) and seen[-1] == 1.0
     assert 0.2 < seen[2] < 0.5  # the base counts for a good part when it has to be made
     assert max(v for v in seen if v < 1.0) <= 0.99
+
+
+def test_the_vm_payloads_python_is_the_same_program_without_comments_or_docstrings() -> None:
+    import ast as ast_module
+    from pathlib import Path
+
+    from orchestration.composer.recipe import lean_python
+
+    root = Path(__file__).resolve().parents[1]
+    for path in [*sorted((root / "agent").glob("*.py")), root / "render.py", root / "dat.py"]:
+        source = path.read_bytes()
+        lean = lean_python(source)
+        assert len(lean) <= len(source), path.name
+        assert not any(line.lstrip().startswith(b"# ") for line in lean.splitlines())
+        # the same statements, only docstrings gone
+        before, after = ast_module.parse(source), ast_module.parse(lean)
+        assert ast_module.get_docstring(after) == ast_module.get_docstring(before)
+        compile(lean, path.name, "exec")
+
+        def functions(tree: ast_module.AST) -> set[str]:
+            return {n.name for n in ast_module.walk(tree) if isinstance(n, ast_module.FunctionDef)}
+
+        assert functions(before) == functions(after)

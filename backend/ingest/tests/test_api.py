@@ -625,7 +625,7 @@ def test_a_run_that_failed_early_has_no_trust_flag_and_says_which_series_it_lack
         "backend": "noop",
         "objectives": {
             "p_res": {"series": "residual.p", "reduce": "last"},
-            "drag": {"series": "forces.Cd", "reduce": "last"},
+            "speed": {"series": "meanSpeed.volAverage(mag(U))", "reduce": "last"},
         },
     }
     study = study_create(tenant=tenant, owner=tenant.user, spec=spec, submit=True)
@@ -644,7 +644,7 @@ def test_a_run_that_failed_early_has_no_trust_flag_and_says_which_series_it_lack
             "exit_code": 1,
             "reason": "exit_code",
             "series": {
-                "forces.Cd": [[1, 0.5]],
+                "meanSpeed.volAverage(mag(U))": [[1, 0.5]],
                 "cpu.percent": [[0.5, 40.0], [1.0, 88.5]],
                 "memory.rss": [[1.0, 123_456_789.0]],
             },
@@ -656,7 +656,7 @@ def test_a_run_that_failed_early_has_no_trust_flag_and_says_which_series_it_lack
     assert run.state == "failed" and run.trust == ""
     # a run this short reports its CPU and memory in its final batch only: they are kept
     assert (run.cpu_percent, run.rss_bytes) == (88.5, 123_456_789)
-    assert run.objectives == {"p_res": None, "drag": 0.5}
+    assert run.objectives == {"p_res": None, "speed": 0.5}
     assert run.trust_detail["objective_errors"] == {
         "p_res": "no series named residual.p: the run sent no residuals"
     }

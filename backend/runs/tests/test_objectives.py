@@ -117,7 +117,17 @@ def test_trust_rules_edited_after_the_runs_recompute_the_trust_flag(api):
     r = api.put(url, {"objectives": spec["objectives"]}, format="json")
     assert r.status_code == 200, r.json()
     run.refresh_from_db()
-    assert run.trust == "not_converged" and "below 0.001" in run.trust_detail["why"]
+    # no rule of the study's own: it ran to its iteration limit, whatever its residuals
+    assert (run.trust, run.trust_detail["basis"]) == ("iteration_limit", "iteration_limit")
+    r = api.put(
+        url,
+        {"objectives": spec["objectives"], "trust": {"residuals_below": 0.001}},
+        format="json",
+    )
+    assert r.status_code == 200, r.json()
+    run.refresh_from_db()
+    assert (run.trust, run.trust_detail["basis"]) == ("not_converged", "trust_rule")
+    assert "not all below 0.001" in run.trust_detail["why"]
     r = api.put(
         url,
         {"objectives": spec["objectives"], "trust": {"residuals_below": 0.01}},
@@ -125,7 +135,8 @@ def test_trust_rules_edited_after_the_runs_recompute_the_trust_flag(api):
     )
     assert r.status_code == 200, r.json()
     run.refresh_from_db()
-    assert run.trust == "converged" and "below 0.01" in run.trust_detail["why"]
+    assert (run.trust, run.trust_detail["basis"]) == ("converged", "trust_rule")
+    assert "below 0.01" in run.trust_detail["why"]
     assert r.json()["spec"]["trust"] == {"residuals_below": 0.01}
     r = api.put(url, {"objectives": {}, "trust": {"residuals_below": -1}}, format="json")
     assert r.status_code == 400 and "trust.residuals_below" in r.json()["field"]

@@ -351,10 +351,15 @@ class SlurmDriver(DriverBase):
     # -- the elastic partition (elastic.py, elastic_nodes.py) --------------------------------
 
     def reap_leaks(
-        self, *, tracked: set[tuple[str, int]], builders: frozenset[str] | set[str] = frozenset()
+        self,
+        *,
+        tracked: set[tuple[str, int]],
+        builders: frozenset[str] | set[str] = frozenset(),
+        workers: frozenset[str] | set[str] | None = None,
     ) -> list[str]:
         """Delete the elastic partition's servers whose node Slurm powered down, marked DOWN
-        or does not know (runs hold jobs, not servers: `tracked` does not matter here)."""
+        or does not know (runs hold jobs, not servers, and a Slurm backend has no pool
+        workers: `tracked` and `workers` do not matter here)."""
         if not self.settings["elastic"]:
             return []
         return elastic_reap(self.cluster, self.settings["elastic"])
