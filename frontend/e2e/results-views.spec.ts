@@ -85,7 +85,7 @@ test.describe.serial("flow fields, polars and the compare view", () => {
     await page.getByTestId("field-select").click();
     await expect(page.getByRole("option", { name: "nut" })).toBeVisible();
     await page.getByRole("option", { name: "p", exact: true }).click();
-    await expect(page.getByRole("img", { name: /^p on the body region/ })).toBeVisible();
+    await expect(page.getByRole("figure", { name: /^p on the body region/ })).toBeVisible();
     await shot(page, fields, "run-fields");
   });
 

@@ -47,16 +47,23 @@ export function StudyResultsPanel({
         <Card padding="md" h="100%">
           <Group justify="space-between" mb="sm">
             <Title order={3}>Fields side by side</Title>
-            <Button
-              size="xs"
-              variant="default"
-              component={Link}
-              to={href ?? "#"}
-              disabled={!href}
-              data-testid="compare-selected"
-            >
-              Compare {selected.length || ""} selected
-            </Button>
+            {href ? (
+              <Button
+                size="xs"
+                variant="default"
+                component={Link}
+                to={href}
+                data-testid="compare-selected"
+              >
+                Compare {selected.length} selected
+              </Button>
+            ) : (
+              // a real disabled button (a link cannot be disabled: it would be read, and
+              // measured for contrast, as a live one)
+              <Button size="xs" variant="default" disabled data-testid="compare-selected">
+                Compare {selected.length || ""} selected
+              </Button>
+            )}
           </Group>
           {selected.length === 0 ? (
             <Text size="sm" c="dimmed">
