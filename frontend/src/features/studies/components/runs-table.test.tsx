@@ -247,4 +247,21 @@ describe("RunsTable (server-side)", () => {
     expect(within(screen.getByTestId("run-row-100")).getByText("2 min 5 s")).toBeInTheDocument();
     expect(calls.length).toBe(before);
   });
+
+  it("reads the page once more when the study ends, for a last event it may have missed", async () => {
+    const { calls, db } = server();
+    db[100] = { ...db[100]!, state: "running" } as unknown as Run;
+    const { rerender } = renderWithApp(<StudyRuns active />, { route: "/?page=2" });
+    await screen.findByTestId("run-row-100");
+    expect(screen.getByTestId("run-row-100")).toHaveAttribute("data-state", "running");
+    await waitFor(() => expect(screen.getByTestId("fetching")).toHaveTextContent("no"));
+    // the run ended and so did the study, but its event never reached this page
+    db[100] = { ...db[100]!, state: "completed" } as unknown as Run;
+    const before = calls.length;
+    rerender(<StudyRuns active={false} />);
+    await waitFor(() =>
+      expect(screen.getByTestId("run-row-100")).toHaveAttribute("data-state", "completed"),
+    );
+    expect(calls.length).toBe(before + 1);
+  });
 });

@@ -97,6 +97,13 @@ export function useStudyRunsPage(id: string, query: RunQuery, { active }: { acti
     [qc, id, reload, reloadSoon],
   );
   const live = useLiveStream(active ? `/ws/studies/${id}/` : null, onMessage);
+  // the study ended: its stream closes and polling stops, so the page is read once more (an
+  // event of its last moments may have been missed, and nothing would correct it after)
+  const wasActive = useRef(active);
+  useEffect(() => {
+    if (wasActive.current && !active) reload();
+    wasActive.current = active;
+  }, [active, reload]);
   return useQuery({
     queryKey: key,
     queryFn: ({ signal }) => fetchRunsPage(query, { studyId: id, signal }),
