@@ -20,7 +20,6 @@ See docs/backends/openstack-heat.md.
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import functools
 import json
 import math
@@ -33,6 +32,7 @@ from typing import Any
 from orchestration.drivers.base import DriverError, RunPhase, RunSpec, RunStatus
 from orchestration.drivers.openstack.boot import vm_run_json
 from orchestration.drivers.openstack.servers import ServerClient
+from orchestration.drivers.openstack.timestamps import created_at
 
 __all__ = [
     "STACK_TAG",
@@ -270,19 +270,6 @@ def _stack_ref(name: str, stack_id: str) -> Any:
     return _stack.Stack.existing(id=stack_id, name=name)
 
 
-def _created_at(obj: Any) -> float | None:
-    raw = getattr(obj, "created_at", None)
-    if not raw:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:  # Heat answers UTC without an offset
-        when = when.replace(tzinfo=dt.UTC)
-    return when.timestamp()
-
-
 def _event_line(event: Any) -> str:
     reason = " ".join(str(event.resource_status_reason or "").split())
     return f"{event.event_time} {event.resource_name} {event.resource_status} {reason}".rstrip()
@@ -393,7 +380,7 @@ def stack_leaks(client: ServerClient, *, tracked: set[tuple[str, int]]) -> list[
         status = str(stack.status or "")
         if key is None or key in tracked or status in ("DELETE_IN_PROGRESS", "DELETE_COMPLETE"):
             continue
-        created = _created_at(stack)
+        created = created_at(stack)
         if created is not None and now - created < client.settings["leak_grace"]:
             continue
         delete_stack(client, f"{stack.name}/{stack.id}")

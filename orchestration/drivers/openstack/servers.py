@@ -8,7 +8,6 @@ starts with `wt-`), so the leak reaper finds what the portal made and nothing el
 
 from __future__ import annotations
 
-import datetime as dt
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -16,6 +15,7 @@ from typing import IO, Any
 
 from orchestration.drivers.base import DriverError, RunPhase, RunSpec, RunStatus
 from orchestration.drivers.openstack.client import OpenStackClient
+from orchestration.drivers.openstack.timestamps import created_at
 
 __all__ = [
     "FLAVOR_CACHE_SECONDS",
@@ -49,16 +49,6 @@ def smallest_flavor(
         and getattr(f, "is_disabled", False) is not True
     ]
     return min(fits, key=lambda f: (f.vcpus, f.ram, f.disk or 0, f.name)) if fits else None
-
-
-def _created_at(server: Any) -> float | None:
-    raw = getattr(server, "created_at", None) or getattr(server, "creation_time", None)
-    if not raw:
-        return None
-    try:
-        return dt.datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 class ServerClient(OpenStackClient):
@@ -287,7 +277,7 @@ class ServerClient(OpenStackClient):
             return RunStatus(
                 phase=RunPhase.PENDING, reason=f"server {status.lower() or 'building'}"
             )
-        created = _created_at(server)
+        created = created_at(server)
         age = self.clock() - created if created else 0.0
         if age < self.settings["boot_timeout"]:
             return RunStatus(
@@ -342,7 +332,7 @@ class ServerClient(OpenStackClient):
                     key = ("", 0)
                 if key in tracked:
                     continue
-            created = _created_at(server)
+            created = created_at(server)
             if created is not None and now - created < self.settings["leak_grace"]:
                 continue
             self.delete_server(server.id, what="delete leaked server")

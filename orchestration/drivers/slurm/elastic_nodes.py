@@ -9,12 +9,12 @@ SuspendProgram or ResumeFailProgram normally deleted it already, the reaper is t
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from orchestration.drivers.base import DriverError
+from orchestration.drivers.openstack.timestamps import created_at
 from orchestration.drivers.slurm.cluster import SlurmCluster
 from orchestration.drivers.slurm.elastic import node_names
 from orchestration.drivers.slurm.elastic_cloud import ElasticCloud, server_address
@@ -41,15 +41,6 @@ def slurm_node_states(
             reason = "" if parts[2] == "none" else parts[2]
             states[parts[0]] = {"state": parts[1], "reason": reason}
     return states
-
-
-def created_at(server: Any) -> float | None:
-    """When the server was made (epoch seconds), or None."""
-    raw = getattr(server, "created_at", None)
-    try:
-        return dt.datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _unwanted(state: str) -> bool:
