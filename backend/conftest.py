@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,8 @@ from typing import Any
 import pytest
 import redis
 from django.conf import settings
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
+from django.core.management.commands import flush as flush_command
 from django.db import connection
 
 from catalog.models import Backend
@@ -105,6 +107,27 @@ def api(make_tenant, catalog):
     client.force_authenticate(tenant.user)
     client.tenant = tenant
     return client
+
+
+_flush = flush_command.Command.handle
+
+
+def _flush_retrying_deadlocks(self, **options):
+    """Django's flush (a transactional test's teardown) tried again when PostgreSQL broke a
+    deadlock by aborting it: its TRUNCATE locks the tables one by one while the session's
+    live stack (worker, beat, web) may be reading them in another order (seen once in CI:
+    the e2e Slurm test's teardown against the worker's periodic work). Anything else raises."""
+    for attempt in range(5):
+        try:
+            return _flush(self, **options)
+        except CommandError as exc:
+            if attempt == 4 or "deadlock detected" not in str(exc.__cause__ or ""):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    return None
+
+
+flush_command.Command.handle = _flush_retrying_deadlocks  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")

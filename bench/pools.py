@@ -30,7 +30,8 @@ from pathlib import Path
 
 from bench.common import ROOT, emit, fresh_stack, progress, setup_django, sized, started
 
-CLOUD_JSON = ROOT / ".data" / "openstack" / "cloud.json"
+# WT_OPENSTACK_DIR: a control plane of this session's own (start-openstack honours it too)
+CLOUD_JSON = Path(os.environ.get("WT_OPENSTACK_DIR") or ROOT / ".data" / "openstack") / "cloud.json"
 RUNS = sized(16, 8)
 IN_FLIGHT = 4
 BOOT_DELAY = float(os.environ.get("WT_BENCH_BOOT_DELAY", sized(20, 3)))

@@ -21,7 +21,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job sta
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["agent_environment", "step_environment"]
+__all__ = ["agent_environment", "environment_allowlist", "step_environment"]
 
 # names passed as they are
 _NAMES = frozenset(
@@ -97,6 +97,12 @@ InfoSwitches
 
 def _passed(name: str) -> bool:
     return name in _NAMES or name.startswith(_PREFIXES)
+
+
+def environment_allowlist() -> dict[str, list[str]]:
+    """The allowlist in force for solver steps, as a record (a run's provenance): the names
+    passed as they are and the prefixes of the families passed."""
+    return {"names": sorted(_NAMES), "prefixes": list(_PREFIXES)}
 
 
 def agent_environment(base: Mapping[str, str]) -> dict[str, str]:

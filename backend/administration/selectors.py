@@ -19,7 +19,7 @@ from django.utils import timezone
 from catalog.models import Backend, Image, Package
 from core.exceptions import NotFound
 from studies import usage as quota_usage
-from studies.choices import EndReason, RunState
+from studies.choices import STARTED_STATES, EndReason, RunState
 from studies.models import Run, Study
 from tenancy.models import Membership, Tenant
 
@@ -202,3 +202,19 @@ def portal_overview() -> dict[str, Any]:
         ],
         "images": image_list(),
     }
+
+
+def elastic_nodes_with_runs(*, backend: Backend, report: dict[str, Any]) -> dict[str, Any]:
+    """The elastic report with each node's `runs`: the portal's runs whose Slurm job is on
+    the node (their handle is the job id)."""
+    nodes = report.get("nodes") or []
+    jobs = {job for n in nodes for job in n.get("jobs", [])}
+    runs: dict[str, list[str]] = {}
+    if jobs:
+        for pk, handle in Run.objects.filter(
+            backend=backend, handle__in=jobs, state__in=STARTED_STATES
+        ).values_list("id", "handle"):
+            runs.setdefault(handle, []).append(str(pk))
+    for n in nodes:
+        n["runs"] = [run for job in n.get("jobs", []) for run in runs.get(job, [])]
+    return report

@@ -60,6 +60,7 @@ from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
+from ingest.api.fastpath import TelemetryFastPath  # noqa: E402
 from tenancy.authentication import WebsocketAuthMiddleware  # noqa: E402
 
 
@@ -73,7 +74,8 @@ class BrowserOriginValidator(OriginValidator):
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # the agents' common telemetry batch skips Django's handler (ingest/api/fastpath.py)
+        "http": TelemetryFastPath(django_asgi_app),
         "websocket": BrowserOriginValidator(
             WebsocketAuthMiddleware(URLRouter(websocket_urlpatterns)),
             settings.ALLOWED_HOSTS if "*" not in settings.ALLOWED_HOSTS else ["*"],

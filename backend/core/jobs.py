@@ -25,6 +25,10 @@ class Job(enum.StrEnum):
     AUTOSCALE_POOLS = "dispatch.pools_autoscale"
     # studies: derive a study's state from its runs
     REFRESH_STUDY = "studies.refresh_study"
+    # studies: a cancelled study's queued runs ended in chunks (studies.services)
+    CANCEL_QUEUED_RUNS = "studies.cancel_queued_runs"
+    # studies: an adaptive study's next batch, once the previous one has ended
+    NEXT_BATCH = "studies.next_batch"
     # studies: the live events of a large set of runs that changed at once (a cancel)
     PUBLISH_RUNS = "studies.publish_runs"
     # runs: what a run's end leaves to do on its backend and on disk

@@ -14,6 +14,7 @@ import os
 import threading
 from typing import Any
 
+import orjson
 from channels.layers import get_channel_layer
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,10 @@ class Courier:
     one queue, drained in order by one task (a run's events keep their seq order), and the
     caller goes on at once: the channel layer is a courier that may drop messages, and clients
     repair gaps from REST (docs/live.md).
+
+    A message is encoded to JSON here, once, and travels as text: the channel layer makes
+    one PUBLISH per group, and each subscriber sends the text as it is (no encoding per
+    client).
     """
 
     def __init__(self) -> None:
@@ -88,9 +93,16 @@ class Courier:
                 if layer is None:
                     continue
                 try:
-                    await layer.group_send(group, {"type": "event", "data": message})
+                    # encoded once for the whole group: every subscriber sends the same text
+                    await layer.group_send(group, {"type": "event", "text": encoded(message)})
                 except Exception as exc:  # noqa: BLE001 — clients re-sync from REST on gaps
                     log.warning("live event to %s not delivered: %s", group, exc)
+
+
+def encoded(message: dict[str, Any]) -> str:
+    """A live message as the JSON text its subscribers receive (orjson: NaN/Inf never occur,
+    the payloads carry None for them)."""
+    return orjson.dumps(message).decode()
 
 
 _courier = Courier()

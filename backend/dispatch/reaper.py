@@ -45,7 +45,11 @@ def runs_reap() -> dict[str, int]:
     candidates = Run.objects.select_related("backend").filter(state__in=STARTED_STATES)
     unreachable: set[int] = set()
     for run in candidates:
-        last = run.heartbeat_at or run.provisioning_at or run.updated_at
+        # a run that waited in its backend's queue is timed from when its job started there
+        # (marked "started" below), not from its dispatch: a Slurm job on a cloud node that
+        # takes minutes to power up has not kept its agent silent meanwhile
+        started = run.updated_at if run.phase == "started" else None
+        last = run.heartbeat_at or started or run.provisioning_at or run.updated_at
         limit = timeout if run.heartbeat_at else max(timeout, dispatch_timeout)
         stale = not (last and last > now - timedelta(seconds=limit))
         # a run still waiting in its backend's own queue (a Slurm job) says why at every
@@ -76,6 +80,13 @@ def runs_reap() -> dict[str, int]:
             Run.objects.filter(pk=run.pk, attempt=run.attempt, state=RunState.PROVISIONING).exclude(
                 phase="queued", message=message
             ).update(phase="queued", message=message)
+            continue
+        if waiting and phase == RunPhase.RUNNING and run.phase == "queued":
+            # out of its backend's queue since the last look: its agent has from now on
+            message = run.message.partition("\n")[2]  # the status line goes, as at start
+            Run.objects.filter(
+                pk=run.pk, attempt=run.attempt, state=RunState.PROVISIONING, phase="queued"
+            ).update(phase="started", message=message, updated_at=now)
             continue
         if waiting and phase == RunPhase.EXITED:
             # the job ended before its agent said a word: at once, with what its log says

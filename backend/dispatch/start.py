@@ -42,6 +42,7 @@ from scheduler.admission import admit, tenants_with_queued_runs
 from studies.choices import EndReason
 from studies.events import publish_runs_changed
 from studies.models import Run, Study
+from studies.provenance import provenance_seed
 from studies.transitions import run_record_superseded_handle, runs_claim, runs_record_handles
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,7 @@ def run_spec(*, run: Run, study: Study, token: str) -> RunSpec:
         allow_system_operations=settings.WINDTUNNEL["CASE_SYSTEM_OPERATIONS"],
         sandbox=case_sandbox(run),
         fields=tuple((study.spec or {}).get("fields") or ()),
+        provenance=provenance_seed(run=run, study=study),
     )
 
 

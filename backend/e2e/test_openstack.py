@@ -37,7 +37,8 @@ from studies.usage import usage_for_tenant
 from tenancy.services import api_token_create
 
 ROOT = Path(__file__).resolve().parents[2]
-CLOUD_JSON = ROOT / ".data" / "openstack" / "cloud.json"
+# WT_OPENSTACK_DIR: a control plane of its own (scripts/start-openstack honours it too)
+CLOUD_JSON = Path(os.environ.get("WT_OPENSTACK_DIR") or ROOT / ".data" / "openstack") / "cloud.json"
 FINAL = ("completed", "completed_with_failures", "cancelled")
 
 pytestmark = [

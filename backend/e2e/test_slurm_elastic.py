@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from administration.selectors import elastic_nodes_with_runs
 from catalog.models import Backend
+from compute.backends import elastic_report
 from core.testing import wait_for
 from dispatch.leaks import leaks_reap
 from orchestration.drivers.slurm.elastic_testing import TEST_SETTINGS, BootPlayer
@@ -175,6 +177,12 @@ def test_a_lost_cloud_node_requeues_its_run_which_finishes_on_another(elastic_li
     handle = Run.objects.get(pk=run_id).handle
     node = _slurm("squeue", "-h", "-j", handle, "-o", "%N").strip()
     assert node.startswith("elastic-")
+    # the admin page shows the run on its node, the node's CPUs held, its server's image
+    backend = Backend.objects.get(name="slurm-elastic")
+    report = elastic_nodes_with_runs(backend=backend, report=elastic_report(backend=backend))
+    row = next(n for n in report["nodes"] if n["node"] == node)
+    assert row["runs"] == [str(run_id)] and row["jobs"] == [handle], row
+    assert row["utilisation"] == 1.0 and row["image"] == elastic_settings()["image"], row
     player.lose(node)  # the VM hangs: no more heartbeats from its slurmd
     try:
         run = wait_for(

@@ -16,6 +16,7 @@ from runs.services import (
     run_stop_by_policy,
 )
 from studies.models import Run
+from studies.transitions import run_record_provenance
 from telemetry.batches import Columns
 from telemetry.ingest import (
     Stored,
@@ -86,6 +87,7 @@ def final_report(
     solver_converged: bool = False,
     iterations: int | None = None,
     last_time: float | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> None:
     """The agent's final report, checked (its body and its token) by the caller: on the
     portal's own cores, the cores are given back first (released_at); then the last batch
@@ -103,6 +105,8 @@ def final_report(
         stored = telemetry_final_batch(run_id=run_id, attempt=attempt, batch=batch)
         if stored is not None:
             _apply(run_id, attempt, stored)
+        if provenance:
+            run_record_provenance(run_id=run_id, attempt=attempt, provenance=provenance)
         run_report_end(
             run=run,
             attempt=attempt,

@@ -347,6 +347,9 @@ def _record_wait_reasons(
     pending = (
         f"UPDATE {table} r SET wait_reason = %s, wait_detail = %s WHERE r.tenant_id = %s"
         " AND r.state = %s AND (r.retry_at IS NULL OR r.retry_at <= now())"  # keep 'retry'
+        # not a cancelled study's (its queued runs are being ended: they wait for nothing)
+        f" AND NOT EXISTS (SELECT 1 FROM {studies} c WHERE c.id = r.study_id"
+        f" AND c.state = '{StudyState.CANCELLED.value}')"
     )
     changed = " AND (r.wait_reason <> %s OR r.wait_detail <> %s)"
     for image_id, detail in (images or {}).items():

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from quotas.fit import Problem
-from studies.choices import RunState
+from studies.choices import RunState, StudyState
 from studies.models import Run, Study
 
 
@@ -59,6 +59,8 @@ class Fifo:
         f" r.queued_at, r.retry_at FROM {Run._meta.db_table} r"
         f" JOIN {Study._meta.db_table} s ON s.id = r.study_id"
         " WHERE r.tenant_id = %s AND r.state = %s"
+        # a cancelled study's queued runs are ended in the background: never admitted
+        f" AND s.state <> '{StudyState.CANCELLED.value}'"
         " ORDER BY r.queued_at, r.study_id, r.index LIMIT %s OFFSET %s"
     )
 

@@ -16,9 +16,10 @@ import orjson
 from django.db import connection, models
 from django.utils import timezone
 
+from studies.identity import context_json, run_identity
 from studies.models import Run
 
-_OWN = ("id", "index", "parameters", "context")  # the columns that differ from run to run
+_OWN = ("id", "index", "parameters", "context", "identity")  # what differs from run to run
 # After this many rows at once the planner's statistics are refreshed in the same step:
 # autovacuum would within a minute, and until then a study's first pages were planned for
 # one row (a sort of all 100,000 runs for a page of 100: 0.4 s instead of a few ms)
@@ -55,10 +56,17 @@ def random_uuids(count: int) -> list[str]:
     return out
 
 
-def runs_copy(*, template: Run, points: Iterable[tuple[int, dict, dict]]) -> int:
+def runs_copy(
+    *,
+    template: Run,
+    points: Iterable[tuple[int, dict, dict]],
+    identity_base: Any = None,
+) -> int:
     """Insert one run per (index, parameters, context), each a copy of `template` otherwise
-    (its study, tenant, backend, shape, state and wait reason); how many. In the caller's
-    transaction: a failure leaves no run behind."""
+    (its study, tenant, backend, shape, state and wait reason); how many. With
+    `identity_base` (studies.identity), each run's identity is computed from it and its
+    context as the row is written. In the caller's transaction: a failure leaves no run
+    behind."""
     now = timezone.now()
     concrete = {f.attname: f for f in Run._meta.concrete_fields}
     fields = [f for name, f in concrete.items() if name not in _OWN]
@@ -84,7 +92,12 @@ def runs_copy(*, template: Run, points: Iterable[tuple[int, dict, dict]]) -> int
         for index, parameters, context in points:
             if not ids:
                 ids = random_uuids(4096)
-            line = f"{ids.pop()}\t{index}\t{_json(parameters)}\t{_json(context)}\t{tail}"
+            # the context in canonical form (sorted keys; jsonb keeps no order anyway): the
+            # same bytes are stored and hashed into the run's identity
+            raw = context_json(context)
+            identity = run_identity(identity_base, raw) if identity_base is not None else ""
+            text = raw.decode().translate(_ESCAPES)
+            line = f"{ids.pop()}\t{index}\t{_json(parameters)}\t{text}\t{identity}\t{tail}"
             block.append(line)
             size += len(line)
             count += 1

@@ -69,6 +69,19 @@ class Combine(models.TextChoices):
     ZIP = "zip", "Zipped lists"
     LHS = "lhs", "Latin hypercube sample"
     RANDOM = "random", "Uniform random sample"
+    ADAPTIVE = "adaptive", "Adaptive sampling (Gaussian-process surrogate)"
+
+
+class AdaptiveEnd(models.TextChoices):
+    """Why an adaptive study made no further batch."""
+
+    NONE = "", "—"
+    BUDGET = "budget", "Budget of runs spent"
+    TOLERANCE = "tolerance", "Tolerance met"
+    CANCELLED = "cancelled", "Cancelled"
+    NO_RESULTS = "no_results", "No completed run with objective values to learn from"
+    EXHAUSTED = "exhausted", "No new point left to sample"
+    ERROR = "error", "The next batch could not be made (its case, image or objectives changed)"
 
 
 class Trust(models.TextChoices):

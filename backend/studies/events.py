@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from core import jobs
 from core.jobs import Job
 from core.live import run_group, send, send_many, study_group
-from studies.choices import ACTIVE_STATES
+from studies.choices import ACTIVE_STATES, StudyState
 from studies.models import Run, Study
 
 ACTIVE = {str(s) for s in ACTIVE_STATES}
@@ -122,6 +122,12 @@ def publish_study(*, study_id, kind: str, payload: dict[str, Any]) -> None:
 
 
 def _send_study(study_id, *, kind: str, row: dict[str, Any], payload: dict[str, Any]) -> None:
+    progress = _json(row["progress"])
+    if row["state"] == StudyState.CANCELLED and progress.get("pending"):
+        # a cancelled study's queued runs never start: cancelled, as the REST progress says
+        # (selectors.study_progress), while the cancel ends them in the background
+        progress = {**progress, "cancelled": progress.get("cancelled", 0) + progress["pending"]}
+        progress.pop("pending")
     send(
         study_group(study_id),
         {
@@ -129,7 +135,7 @@ def _send_study(study_id, *, kind: str, row: dict[str, Any], payload: dict[str, 
             "id": str(study_id),
             "seq": int(row["event_seq"]),
             "state": row["state"],
-            "progress": _json(row["progress"]),
+            "progress": progress,
             **payload,
         },
     )

@@ -1,8 +1,18 @@
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
 from core.models import PublicIdModel
-from studies.choices import EndReason, RunState, StudyState, Trust, WaitReason
+from studies.choices import (
+    ACTIVE_STATES,
+    AdaptiveEnd,
+    EndReason,
+    RunState,
+    StudyState,
+    Trust,
+    WaitReason,
+)
 
 
 class Upload(PublicIdModel):
@@ -60,6 +70,22 @@ class Study(PublicIdModel):
     submitted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     cloned_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True)
+    reuse = models.BooleanField(
+        default=True, help_text="runs identical to an earlier completed run are reused"
+    )
+    identity_inputs = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="what every run's identity hashes besides its context (studies.identity)",
+    )
+    # adaptive studies (combine: adaptive, studies/adaptive.py): how many batches were made
+    # (the initial design is the first), the fence of the next one; and why they stopped
+    batches = models.PositiveIntegerField(
+        default=0, help_text="adaptive studies: batches made so far, the initial design included"
+    )
+    adaptive_end = models.CharField(
+        max_length=20, choices=AdaptiveEnd.choices, default=AdaptiveEnd.NONE, blank=True
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -160,6 +186,29 @@ class Run(PublicIdModel):
         blank=True,
         help_text="a run its backend could not take waits until then before it is admitted again",
     )
+    identity = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="content hash of what determines its result (studies.identity)",
+    )
+    reused = models.BooleanField(
+        default=False, help_text="not computed: it shares an identical earlier run's results"
+    )
+    # the run that computed the results a reused run shows (its series, objectives, archive);
+    # NULL on a reused run means it holds them itself (its source's study was deleted and
+    # handed them over: runs.reuse)
+    reused_from = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="reusers",
+        db_index=False,
+        db_constraint=False,
+    )
+    provenance = models.JSONField(
+        default=dict, blank=True, help_text="what the agent reported of how it ran the attempt"
+    )
 
     class Meta:
         ordering = ["study", "index"]
@@ -180,12 +229,54 @@ class Run(PublicIdModel):
                 name="run_waits_for_backend",
                 condition=models.Q(state=RunState.PENDING, wait_reason=WaitReason.BACKEND),
             ),
+            # the tenant's active runs, newest first (the dashboard's list, the runs page
+            # filtered to active states): a top-N read from the index's head, never a sort of
+            # the whole active set. Only active runs are in it; ended ones leave it
+            models.Index(
+                "tenant",
+                models.F("queued_at").desc(),
+                "index",
+                name="run_active_recent",
+                condition=models.Q(state__in=list(ACTIVE_STATES)),
+            ),
             models.Index(fields=["state", "heartbeat_at"], name="run_heartbeat"),
+            # the quota panel's core-hours and storage sums read only the runs that started,
+            # or have an archive: never a queued run, so a submission's COPY pays nothing
+            models.Index(
+                fields=["tenant", "started_at"],
+                name="run_started",
+                condition=models.Q(started_at__isnull=False),
+            ),
+            models.Index(
+                fields=["tenant"],
+                name="run_archived",
+                include=["archive_bytes"],
+                condition=models.Q(archive_bytes__isnull=False),
+            ),
             models.Index(fields=["study", "state"], name="run_study_state"),
+            # a tenant's completed runs by identity: what a submission may reuse (one probe
+            # per new run, in one UPDATE: studies.transitions.runs_reuse)
+            models.Index(
+                fields=["tenant", "identity"],
+                name="run_reusable",
+                condition=models.Q(state=RunState.COMPLETED) & ~models.Q(identity=""),
+            ),
+            # the runs that show another run's results (a source's study deleted: runs.reuse)
+            models.Index(
+                fields=["reused_from"],
+                name="run_reused_from",
+                condition=models.Q(reused_from__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.study_id}#{self.index}"
+
+    @property
+    def results_run_id(self) -> Any:
+        """The run whose series, objectives and archive this one shows: its source when it
+        was reused, else itself."""
+        return self.reused_from_id or self.pk
 
     @property
     def wall_seconds(self) -> float | None:

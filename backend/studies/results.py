@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.http import StreamingHttpResponse
 from rest_framework.utils.encoders import JSONEncoder
 
+from studies.choices import EndReason, RunState, StudyState
 from studies.models import Run, Study
 
 PAGE = 2000  # rows fetched per round trip of the cursor, and written per chunk
@@ -37,6 +38,7 @@ _FIELDS = (
     "end_reason",
     "attempt",
     "trust",
+    "reused_from",
 )
 
 
@@ -47,7 +49,10 @@ def _wall_seconds(started: datetime | None, finished: datetime | None) -> float 
 def study_result_rows(*, study: Study) -> Iterator[dict[str, Any]]:
     """The study's runs as result rows, in index order, read through a server-side cursor
     (inside a transaction, so PostgreSQL sends rows as they are fetched instead of
-    materializing the whole result first)."""
+    materializing the whole result first). A cancelled study's queued runs, still being
+    ended in the background (services.study_cancel_queued), are cancelled here as in every
+    other read."""
+    cancelled = study.state == StudyState.CANCELLED
     with transaction.atomic():
         rows = (
             Run.objects.filter(study=study)
@@ -67,7 +72,10 @@ def study_result_rows(*, study: Study) -> Iterator[dict[str, Any]]:
             end,
             att,
             trust,
+            reused_from,
         ) in rows:
+            if cancelled and state == RunState.PENDING:
+                state, end = RunState.CANCELLED.value, EndReason.CANCELLED_BY_USER.value
             yield {
                 "run": str(run_id),
                 "index": index,
@@ -79,6 +87,8 @@ def study_result_rows(*, study: Study) -> Iterator[dict[str, Any]]:
                 "end_reason": end,
                 "attempts": att,
                 "trust": trust,
+                # the run whose results this one shows (not computed: reused), else null
+                "reused_from": str(reused_from) if reused_from else None,
             }
 
 
@@ -172,6 +182,7 @@ def results_csv_chunks(*, study: Study) -> Iterator[str]:
             "solver_iterations" if "iterations" in params else "iterations",
             "wall_seconds",
             "end_reason",
+            "reused_from",
         ]
     )
     yield flush()
@@ -191,6 +202,7 @@ def results_csv_chunks(*, study: Study) -> Iterator[str]:
                     "" if row["iterations"] is None else row["iterations"],
                     "" if row["wall_seconds"] is None else f"{row['wall_seconds']:.3f}",
                     row["end_reason"],
+                    row["reused_from"] or "",
                 ]
             )
         yield flush()

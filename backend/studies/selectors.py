@@ -10,7 +10,7 @@ from django.db.models import Count, QuerySet
 
 from core.exceptions import NotFound
 from core.ids import parse_uuid
-from studies.choices import RunState
+from studies.choices import RunState, StudyState
 from studies.models import Run, Study, Upload
 from tenancy.selectors import tenant_for_user
 
@@ -72,6 +72,19 @@ def run_get(*, user, run_id) -> Run:
     return run
 
 
+def run_results_source(*, run: Run) -> Run:
+    """The run whose series, log, objectives and archive `run` shows: the run it was reused
+    from (always of its own tenant), else itself."""
+    if not run.reused_from_id:
+        return run
+    source = (
+        Run.objects.select_related("study", "backend")
+        .filter(pk=run.reused_from_id, tenant_id=run.tenant_id)
+        .first()
+    )
+    return source or run
+
+
 def upload_list_visible_to(*, user) -> QuerySet[Upload]:
     return Upload.objects.filter(tenant=_tenant(user)).order_by("-created_at")
 
@@ -86,6 +99,18 @@ def queue_positions(*, tenant_id: int, runs: Sequence[Run]) -> dict[str, int]:
         return {}
     low, high = min(keys), max(keys)
     table = Run._meta.db_table
+    if low[:2] == high[:2]:
+        # a page of one study queued at once (the usual case): the span said as an index
+        # range, which the planner estimates as the few rows it is (a row comparison over a
+        # study whose runs share one queued_at looks like the whole study: a sequential scan)
+        span = (
+            "queued_at = %(lq)s AND study_id = %(ls)s::uuid AND index >= %(li)s AND index <= %(hi)s"
+        )
+    else:
+        span = (
+            "(queued_at, study_id, index) >= (%(lq)s, %(ls)s::uuid, %(li)s)"
+            " AND (queued_at, study_id, index) <= (%(hq)s, %(hs)s::uuid, %(hi)s)"
+        )
     with connection.cursor() as cur:
         cur.execute(
             f"""
@@ -97,9 +122,7 @@ def queue_positions(*, tenant_id: int, runs: Sequence[Run]) -> dict[str, int]:
             SELECT q.id, ahead.n + q.pos FROM ahead, (
               SELECT id, row_number() OVER (ORDER BY queued_at, study_id, index) AS pos
               FROM {table}
-              WHERE tenant_id = %(tenant)s AND state = %(state)s
-                AND (queued_at, study_id, index) >= (%(lq)s, %(ls)s::uuid, %(li)s)
-                AND (queued_at, study_id, index) <= (%(hq)s, %(hs)s::uuid, %(hi)s)
+              WHERE tenant_id = %(tenant)s AND state = %(state)s AND {span}
             ) q WHERE q.id = ANY(%(ids)s::uuid[])
             """,
             {
@@ -130,12 +153,19 @@ def _annotated_counts(study: Study) -> dict[str, int] | None:
 
 def study_progress(study: Study) -> dict[str, Any]:
     """The study's runs counted: ended (`done`: completed, failed or cancelled — not
-    success), each of those apart, still active, and by state."""
+    success), each of those apart, still active, and by state; `cancelling`: of the
+    cancelled, those a cancel is still ending in the background."""
     counts = _annotated_counts(study)
     if counts is None:  # one grouped query on the (study, state) index
         rows = study.runs.order_by().values_list("state").annotate(n=Count("id"))
         counts = {s.value: 0 for s in RunState}
         counts.update(dict(rows))
+    cancelling = 0
+    if study.state == StudyState.CANCELLED and counts["pending"]:
+        # its queued runs are being ended in the background (services.study_cancel_queued):
+        # none will start, so they count as cancelled from the cancel on
+        cancelling = counts["pending"]
+        counts = {**counts, "cancelled": counts["cancelled"] + cancelling, "pending": 0}
     total = sum(counts.values())
     done = counts["completed"] + counts["failed"] + counts["cancelled"]
     return {
@@ -147,4 +177,5 @@ def study_progress(study: Study) -> dict[str, Any]:
         "cancelled": counts["cancelled"],
         "active": total - done,
         "by_state": counts,
+        "cancelling": cancelling,
     }

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
@@ -29,15 +29,17 @@ from studies.choices import (
     ACTIVE_STATES,
     ENDED_STUDY_STATES,
     HOLDING_STATES,
+    AdaptiveEnd,
     RunState,
     StudyState,
     WaitReason,
 )
 from studies.events import publish_study
+from studies.identity import identity_base, identity_inputs
 from studies.models import Run, Study
 from studies.space import parse_space, point_key
 from studies.spec import ResolvedSpec, spec_resolve
-from studies.transitions import runs_cancel_for_study
+from studies.transitions import runs_cancel_for_study, runs_cancel_queued, runs_reuse
 from studies.usage import active_run_count
 
 # --- studies -----------------------------------------------------------------------------
@@ -63,6 +65,7 @@ def _apply(study: Study, resolved: ResolvedSpec, spec: dict[str, Any]) -> None:
     study.env = resolved.env
     study.convergence = resolved.convergence
     study.image = resolved.image.image if resolved.image else None
+    study.reuse = spec.get("reuse", True) is not False
 
 
 @transaction.atomic
@@ -119,8 +122,22 @@ def _points_for(
     return list(_iter_points(resolved=resolved, start_index=start_index, skip=skip))
 
 
-def _runs_insert(*, study: Study, resolved: ResolvedSpec, points: Iterable[Point]) -> int:
-    """The runs of `points`, queued now, in one COPY (studies/bulk.py); how many."""
+def runs_insert(*, study: Study, resolved: ResolvedSpec, points: Iterable[Point]) -> int:
+    """The runs of `points`, queued now, in one COPY (studies/bulk.py), each with its
+    identity; then, unless the study says `reuse: false`, those identical to a completed
+    run of the tenant are reused at once (studies.transitions.runs_reuse). How many were
+    written."""
+    study.identity_inputs = identity_inputs(
+        case_dir=resolved.case_dir,
+        solver=resolved.solver,
+        steps=resolved.steps,
+        decompose=resolved.decompose,
+        processes=resolved.processes,
+        env=resolved.env,
+        convergence=resolved.convergence,
+        fields=list((study.spec or {}).get("fields") or ()),
+        image=study.image,
+    )
     template = Run(
         study=study,
         tenant_id=study.tenant_id,
@@ -132,7 +149,12 @@ def _runs_insert(*, study: Study, resolved: ResolvedSpec, points: Iterable[Point
         state=RunState.PENDING,
         wait_reason=WaitReason.QUEUED,
     )
-    return runs_copy(template=template, points=points)
+    count = runs_copy(
+        template=template, points=points, identity_base=identity_base(study.identity_inputs)
+    )
+    if study.reuse:  # the callers save the study (and its identity_inputs) after this
+        runs_reuse(study=study)
+    return count
 
 
 def single_run_problem(*, tenant: Any, resolved: ResolvedSpec) -> str | None:
@@ -190,10 +212,11 @@ def study_submit(*, study: Study, resolved: ResolvedSpec | None = None) -> Study
     inserted = 0
     if first is not None:
         resolved.check_case(first[2])  # the case may have changed since the draft
-        inserted = _runs_insert(
+        inserted = runs_insert(
             study=study, resolved=resolved, points=itertools.chain([first], points)
         )
     study.run_count = inserted
+    study.batches = 1 if resolved.adaptive else 0  # an adaptive study's initial design
     study.state = StudyState.SUBMITTED
     study.submitted_at = timezone.now()
     study.save()
@@ -202,9 +225,12 @@ def study_submit(*, study: Study, resolved: ResolvedSpec | None = None) -> Study
 
 
 @transaction.atomic
-def study_extend(*, study: Study, parameters: dict[str, Any]) -> int:
+def study_extend(
+    *, study: Study, parameters: dict[str, Any] | None = None, budget: int | None = None
+) -> int:
     """Add parameter values; only the points not already in the study get new runs (how
-    many)."""
+    many). An adaptive study is extended by raising its budget instead: its batches go on
+    (0 runs now: the next batch is made by its task)."""
     study = Study.objects.select_for_update().get(pk=study.pk)
     if study.state == StudyState.DRAFT:
         raise Conflict(
@@ -215,6 +241,19 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> int:
             f"the study's image {study.image.name} was retired by an operator: it gets no new "
             "runs; clone the study and choose another image (or name its packages)",
             code=ErrorCode.STATE,
+        )
+    if study.state == StudyState.CANCELLED and study.runs.filter(state=RunState.PENDING).exists():
+        raise Conflict(
+            "the study's cancel is still ending its queued runs; extend it once they are "
+            "cancelled (in a few seconds)",
+            code=ErrorCode.STATE,
+        )
+    if study.spec.get("combine") == "adaptive":
+        return _adaptive_extend(study=study, parameters=parameters, budget=budget)
+    if budget is not None:
+        raise ApplicationError(
+            "budget is for adaptive studies (combine: adaptive); give new parameter values instead",
+            field="budget",
         )
     if not isinstance(parameters, dict) or not parameters:
         raise ApplicationError(
@@ -262,7 +301,7 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> int:
             field="parameters",
         )
     queue_check(tenant_id=study.tenant_id, adding=len(points))
-    _runs_insert(study=study, resolved=resolved, points=points)
+    runs_insert(study=study, resolved=resolved, points=points)
     study.spec = spec
     study.run_count = total
     if points:
@@ -271,6 +310,39 @@ def study_extend(*, study: Study, parameters: dict[str, Any]) -> int:
         jobs.enqueue(Job.SCHEDULE_TENANT, study.tenant_id)
     study.save()
     return len(points)
+
+
+def _adaptive_extend(*, study: Study, parameters: Any, budget: int | None) -> int:
+    """Raise an adaptive study's budget: its batches resume where they stopped (or go on)."""
+    old = int(study.spec["adaptive"]["budget"])
+    if parameters:
+        raise ApplicationError(
+            "an adaptive study chooses its own points: extend it with a larger budget "
+            f'(e.g. {{"budget": {old + 10}}}), or clone it with other bounds',
+            field="parameters",
+        )
+    if budget is None or budget <= old:
+        raise ApplicationError(
+            f"budget: give a budget above the study's {old} runs to extend it",
+            field="budget",
+        )
+    limit = settings.WINDTUNNEL["MAX_RUNS_PER_STUDY"]
+    if budget > limit:
+        raise ApplicationError(
+            f"budget: at most {limit:,} runs a study", code=ErrorCode.TOO_MANY_RUNS, field="budget"
+        )
+    if study.state == StudyState.CANCELLED:
+        raise Conflict("a cancelled study is not extended; clone it", code=ErrorCode.STATE)
+    spec = dict(study.spec)
+    spec["adaptive"] = {**spec["adaptive"], "budget": budget}
+    study.spec = spec
+    resumed = bool(study.adaptive_end)
+    study.adaptive_end = AdaptiveEnd.NONE
+    if resumed and not study.runs.filter(state__in=ACTIVE_STATES).exists():
+        study.state, study.finished_at = StudyState.RUNNING, None
+        jobs.enqueue(Job.NEXT_BATCH, str(study.pk), study.batches)
+    study.save()
+    return 0
 
 
 def _values_present(old: dict, added: dict, *, combine: str) -> str:
@@ -325,10 +397,10 @@ def study_clone(*, study: Study, owner, name: str | None = None) -> Study:
 @transaction.atomic
 def study_delete(*, study: Study) -> None:
     study = Study.objects.select_for_update().get(pk=study.pk)
-    if (
-        study.state != StudyState.DRAFT
-        and study.runs.filter(state__in=(RunState.PENDING, *HOLDING_STATES)).exists()
-    ):
+    # a cancelled study's queued runs may still be ending in the background: they never
+    # start, and go with the study
+    active = HOLDING_STATES if study.state == StudyState.CANCELLED else ACTIVE_STATES
+    if study.state != StudyState.DRAFT and study.runs.filter(state__in=active).exists():
         raise Conflict(
             "this study still has queued or running runs; cancel it first", code=ErrorCode.STATE
         )
@@ -341,23 +413,81 @@ def study_delete(*, study: Study) -> None:
 
 @transaction.atomic
 def study_cancel(*, study: Study, by) -> int:
+    """Cancel a study at once, whatever its size: the study is marked cancelled and its runs
+    that hold resources (at most a quota's worth) are cancelled now, their jobs stopped on
+    their backends; its queued runs, up to 100,000, are ended in chunks by the worker
+    (study_cancel_queued), and from this commit on nothing admits them and every read shows
+    them cancelled (selectors.study_progress, the runs' serializer). How many runs were
+    cancelled now."""
     study = Study.objects.select_for_update().get(pk=study.pk)
     if study.state == StudyState.DRAFT:
         raise Conflict(
             "a draft study has no runs to cancel; delete it instead", code=ErrorCode.STATE
         )
-    if not study.runs.filter(state__in=(RunState.PENDING, *HOLDING_STATES)).exists():
+    if study.state == StudyState.CANCELLED:
+        raise Conflict("the study is cancelled already", code=ErrorCode.STATE)
+    between_batches = (
+        study.spec.get("combine") == "adaptive"
+        and not study.adaptive_end
+        and study.state not in ENDED_STUDY_STATES
+    )
+    if (
+        not between_batches
+        and not study.runs.filter(state__in=(RunState.PENDING, *HOLDING_STATES)).exists()
+    ):
         raise Conflict(
             f"the study is {study.get_state_display().lower()}: no run is queued or running, "
             "so there is nothing to cancel",
             code=ErrorCode.STATE,
         )
-    count = runs_cancel_for_study(study=study, by=by)
+    # the fence: admission holds the tenant's quota row for its whole pass, so a pass under
+    # way ends before this commits and a later one reads the study as cancelled
+    # (scheduler.admission skips a cancelled study's queued runs): none is admitted after
+    Quota.objects.select_for_update().filter(tenant_id=study.tenant_id).first()
+    count = runs_cancel_for_study(study=study, by=by, queued=False)
+    if between_batches:  # and no further batch
+        study.adaptive_end = AdaptiveEnd.CANCELLED
     study.state = StudyState.CANCELLED
     study.finished_at = timezone.now()
-    study.save(update_fields=["state", "finished_at", "updated_at"])
-    jobs.enqueue(Job.NOTIFY_STUDY_ENDED, str(study.pk))  # under the row lock: once
+    study.save(update_fields=["state", "finished_at", "adaptive_end", "updated_at"])
+    who = getattr(by, "username", None) or "the system"
+    jobs.enqueue(Job.CANCEL_QUEUED_RUNS, str(study.pk), who)
+    transaction.on_commit(lambda: publish_study(study_id=study.pk, kind="study", payload={}))
     return count
+
+
+CANCEL_CHUNK = 5000  # queued runs per statement of the background cancel
+
+
+def study_cancel_queued(*, study_id: Any, who: str = "the system") -> int:
+    """The background half of study_cancel: a cancelled study's queued runs ended, a range
+    of CANCEL_CHUNK indexes per transaction, the study's counts published after each
+    ("cancelling: 40,000 of 100,000"); then any run that holds resources is cancelled as
+    study_cancel does (none should: the fence); then the study's end is notified.
+    Idempotent: a repeat finds nothing left. How many queued runs it ended."""
+    study = Study.objects.filter(pk=study_id, state=StudyState.CANCELLED).first()
+    if study is None or study.finished_at is None:
+        return 0
+    last = study.runs.order_by("-index").values_list("index", flat=True).first()
+    done = 0
+    for start in range(0, (last or 0) + 1, CANCEL_CHUNK):
+        with transaction.atomic():
+            ids = runs_cancel_queued(
+                study_id=study.pk,
+                who=who,
+                cancelled_at=study.finished_at,
+                start=start,
+                stop=start + CANCEL_CHUNK,
+            )
+        done += len(ids)
+        if ids:
+            publish_study(study_id=study.pk, kind="study", payload={})
+    with transaction.atomic():
+        runs_cancel_for_study(study=study, queued=False)
+        # its subscribers are told once its runs are all ended (the event's key is the
+        # study's end: a repeat of this job tells no one twice)
+        jobs.enqueue(Job.NOTIFY_STUDY_ENDED, str(study.pk))
+    return done
 
 
 def study_refresh_state(*, study_id) -> None:
@@ -366,10 +496,15 @@ def study_refresh_state(*, study_id) -> None:
         study = Study.objects.select_for_update().filter(pk=study_id).first()
         if study is None or study.state in (StudyState.DRAFT, StudyState.CANCELLED):
             return
-        states = set(study.runs.order_by().values_list("state", flat=True).distinct())
+        states = _states_present(study.pk)
         if not states:
             return
         active = states & {RunState.PENDING, *HOLDING_STATES}
+        if not active and study.spec.get("combine") == "adaptive" and not study.adaptive_end:
+            # a batch has ended: the next one is made (or the batches end) by its own task,
+            # fenced by the batch number; the study runs on until then
+            jobs.enqueue(Job.NEXT_BATCH, str(study.pk), study.batches)
+            active = {RunState.RUNNING}
         if active:
             new = (
                 StudyState.RUNNING
@@ -397,6 +532,20 @@ def study_refresh_state(*, study_id) -> None:
                 jobs.enqueue(Job.NOTIFY_STUDY_ENDED, str(study.pk))
 
 
+_STATES_PRESENT_SQL = (  # a probe of the (study, state) index per state: not a scan of the runs
+    f"SELECT s FROM unnest(%s::text[]) AS s WHERE EXISTS"
+    f" (SELECT 1 FROM {Run._meta.db_table} r WHERE r.study_id = %s AND r.state = s)"
+)
+
+
+def _states_present(study_id: Any) -> set[str]:
+    """The states the study's runs are in: a probe per state, so a refresh after each run's
+    end costs the same with 100 runs as with 100,000."""
+    with connection.cursor() as cur:
+        cur.execute(_STATES_PRESENT_SQL, [[s.value for s in RunState], str(study_id)])
+        return {row[0] for row in cur.fetchall()}
+
+
 def studies_settle() -> int:
     """Refresh studies still shown as submitted or running with no active run left (their
     refresh after the last run's end was lost); how many."""
@@ -409,4 +558,10 @@ def studies_settle() -> int:
     )
     for study_id in ids:
         jobs.send(Job.REFRESH_STUDY, str(study_id))
+    # a cancel whose background half was lost (a worker restarted): it is done again
+    cancelling = Study.objects.filter(state=StudyState.CANCELLED).filter(
+        Exists(runs.filter(state=RunState.PENDING))
+    )
+    for study_id in cancelling.values_list("pk", flat=True):
+        jobs.send(Job.CANCEL_QUEUED_RUNS, str(study_id))
     return len(ids)

@@ -124,7 +124,8 @@ def parse_axis(name: str, raw: Any, *, sampled: bool) -> Axis:
     if "min" in raw or "max" in raw:
         if not sampled:
             raise SpaceError(
-                f"{where}: min/max bounds are for sampled studies (combine: lhs or random); "
+                f"{where}: min/max bounds are for sampled studies (combine: lhs, random or "
+                "adaptive); "
                 "use range or linspace for a grid",
                 field=where,
             )
@@ -222,7 +223,7 @@ class Space:
                 columns[axis.name] = [axis.values[0]] * n
                 continue
             assert axis.low is not None and axis.high is not None
-            if self.combine == "lhs":
+            if self.combine in ("lhs", "adaptive"):  # adaptive: its initial design
                 # one sample in each of n equal strata, strata shuffled per axis
                 units = [(i + rng.random()) / n for i in range(n)]
                 rng.shuffle(units)
@@ -244,17 +245,21 @@ class Space:
         for i in range(n):
             yield {name: columns[name][i] for name in columns}
 
+    def constants(self) -> dict[str, Value]:
+        """The parameters of a sampled study given one value: the same in every run."""
+        return {a.name: a.values[0] for a in self.axes if not a.sampled}
+
 
 def parse_space(
     parameters: Mapping[str, Any], *, combine: Any = "grid", samples: Any = None, seed: Any = None
 ) -> Space:
     if not isinstance(parameters, Mapping):
         raise SpaceError("parameters must be a mapping of name → values", field="parameters")
-    if combine not in ("grid", "zip", "lhs", "random"):
+    if combine not in ("grid", "zip", "lhs", "random", "adaptive"):
         raise SpaceError(
-            f"combine must be grid, zip, lhs or random, got {combine!r}", field="combine"
+            f"combine must be grid, zip, lhs, random or adaptive, got {combine!r}", field="combine"
         )
-    sampled = combine in ("lhs", "random")
+    sampled = combine in ("lhs", "random", "adaptive")
     axes = tuple(parse_axis(str(name), raw, sampled=sampled) for name, raw in parameters.items())
     n_samples = 0
     if sampled:
@@ -264,12 +269,19 @@ def parse_space(
             )
         n_samples = samples
         for axis in axes:
+            if combine == "adaptive":
+                _check_adaptive_axis(axis)
             if not axis.sampled and len(axis.values) != 1:
                 raise SpaceError(
                     f"parameters.{axis.name}: in a sampled study each parameter is min/max bounds "
                     "or a single value",
                     field=f"parameters.{axis.name}",
                 )
+    if combine == "adaptive" and not any(a.sampled for a in axes):
+        raise SpaceError(
+            "combine: adaptive needs at least one parameter with min/max bounds to sample",
+            field="parameters",
+        )
     elif combine == "zip" and axes:
         lengths = {a.name: len(a.values) for a in axes}
         longer = {n for n in lengths.values() if n > 1}
@@ -289,6 +301,26 @@ def parse_space(
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise SpaceError("seed must be a whole number", field="seed")
     return Space(axes=axes, combine=combine, samples=n_samples, seed=seed or 0)
+
+
+def _check_adaptive_axis(axis: Axis) -> None:
+    """An adaptive study's surrogate learns over numeric ranges: text values and a range of
+    one point cannot be sampled."""
+    where = f"parameters.{axis.name}"
+    if axis.sampled:
+        if axis.low == axis.high:
+            raise SpaceError(
+                f"{where}: min and max are both {axis.low:g}: adaptive sampling needs a range "
+                "(min below max); give a single value instead to hold it fixed",
+                field=where,
+            )
+        return
+    if len(axis.values) > 1 and any(isinstance(v, str) for v in axis.values):
+        raise SpaceError(
+            f"{where}: adaptive sampling learns over numbers; a text parameter cannot be "
+            "sampled. Give it one value, or run one adaptive study per value",
+            field=where,
+        )
 
 
 def point_key(point: Mapping[str, Any], names: Sequence[str]) -> tuple:

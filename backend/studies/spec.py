@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import keyword
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from core.exceptions import ApplicationError, ErrorCode
 from core.schemas import validate
 from orchestration import render
 from orchestration.composer import IMPLICIT_PACKAGES
+from studies.adaptive import AdaptivePlan, adaptive_initial, adaptive_plan
 from studies.models import Upload
 from studies.objectives import objectives_check_series, objectives_resolve
 from studies.policy import policy_normalize
@@ -106,6 +107,7 @@ class ResolvedSpec:
     env: dict[str, str]
     convergence: dict[str, Any] = dataclasses.field(default_factory=dict)
     image: Any = None  # catalog.images.StudyImage for backends that run images, else None
+    adaptive: AdaptivePlan | None = None  # combine: adaptive (studies/adaptive.py)
 
     @property
     def run_count(self) -> int:
@@ -139,10 +141,17 @@ class ResolvedSpec:
 
     def points(self) -> Iterator[tuple[dict[str, Value], dict[str, Any]]]:
         """(parameters, context) for every run, validated against the parameter definitions."""
+        return self.contexts(self.space.points())
+
+    def contexts(
+        self, points: Iterable[Mapping[str, Value]]
+    ) -> Iterator[tuple[dict[str, Value], dict[str, Any]]]:
+        """(parameters, context) of each of `points` (an adaptive study's next batch, or the
+        space's points), validated against the parameter definitions."""
         memo: dict[
             tuple[Any, ...], Any
         ] = {}  # derived values by their inputs (render.evaluate_derived)
-        for i, point in enumerate(self.space.points()):
+        for i, point in enumerate(points):
             params = {}
             for name, value in point.items():
                 definition = self.definitions.get(name)
@@ -279,13 +288,24 @@ def spec_resolve(*, tenant: Any, spec: Any) -> ResolvedSpec:
     raw_params = spec.get("parameters")
     if raw_params is None:
         raw_params = {}
-    try:
-        space = parse_space(
-            raw_params,
-            combine=spec.get("combine", "grid"),
-            samples=spec.get("samples"),
-            seed=spec.get("seed"),
+    combine = spec.get("combine", "grid")
+    samples = spec.get("samples")
+    if combine == "adaptive":  # its initial design is its first runs
+        if "samples" in spec:
+            raise _invalid(
+                "samples is for lhs and random; an adaptive study gives adaptive.initial "
+                "(its first Latin hypercube) and adaptive.budget",
+                "samples",
+            )
+        bounded = sum(1 for r in raw_params.values() if isinstance(r, dict) and "min" in r)
+        samples = adaptive_initial(spec, varied=bounded)
+    elif "adaptive" in spec:
+        raise _invalid(
+            f'adaptive settings need "combine": "adaptive" (this spec has combine: {combine})',
+            "adaptive",
         )
+    try:
+        space = parse_space(raw_params, combine=combine, samples=samples, seed=spec.get("seed"))
     except SpaceError as exc:
         raise _invalid(
             str(exc), exc.field, ErrorCode.EMPTY_SPACE if "empty" in str(exc) else ErrorCode.INVALID
@@ -315,6 +335,13 @@ def spec_resolve(*, tenant: Any, spec: Any) -> ResolvedSpec:
                     ) from exc
     count = space.count()
     limit = settings.WINDTUNNEL["MAX_RUNS_PER_STUDY"]
+    if combine == "adaptive" and spec["adaptive"]["budget"] > limit:
+        raise _invalid(
+            f"adaptive.budget {spec['adaptive']['budget']:,} is above the {limit:,} runs a "
+            "study may have",
+            "adaptive.budget",
+            ErrorCode.TOO_MANY_RUNS,
+        )
     if count > limit:
         raise _invalid(
             f"this parameter space makes {count:,} runs; a study may have at most {limit:,}. Use fewer values, or split it into several studies",
@@ -377,6 +404,12 @@ def spec_resolve(*, tenant: Any, spec: Any) -> ResolvedSpec:
         names_in_scope=context_names,
     )
 
+    plan = (
+        adaptive_plan(spec, space=space, objectives=list(objectives))
+        if combine == "adaptive"
+        else None
+    )
+
     convergence = policy_normalize(
         spec["convergence"] if spec.get("convergence") is not None else tspec.get("convergence")
     )
@@ -426,4 +459,5 @@ def spec_resolve(*, tenant: Any, spec: Any) -> ResolvedSpec:
         env=env,
         convergence=convergence,
         image=image,
+        adaptive=plan,
     )

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from studies import events, services
+from studies import batches, events, services
 
 
 @shared_task(name="studies.refresh_study", ignore_result=True)
@@ -13,3 +13,13 @@ def refresh_study(study_id: str) -> None:
 @shared_task(name="studies.publish_runs", ignore_result=True)
 def publish_runs(run_ids: list[str]) -> None:
     events.publish_runs_now(run_ids)
+
+
+@shared_task(name="studies.cancel_queued_runs", ignore_result=True)
+def cancel_queued_runs(study_id: str, who: str = "the system") -> None:
+    services.study_cancel_queued(study_id=study_id, who=who)
+
+
+@shared_task(name="studies.next_batch", ignore_result=True)
+def next_batch(study_id: str, after: int = 0) -> None:
+    batches.adaptive_next_batch(study_id=study_id, after=after)

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -94,6 +95,118 @@ _ADMIT_SQL = (
 )
 
 
+# --- pending → completed without computing: reused (a submission, an extension) --------
+
+
+REUSED_MESSAGE = "reused: identical to an earlier completed run of your tenant (not computed)"
+
+
+def runs_reuse(*, study: Study) -> int:
+    """The study's queued runs whose identity matches a completed run of the same tenant
+    (in a study with the same objectives) end at once as completed and reused: they point
+    to the run that computed the results (the source's own source when it was reused
+    itself), copy its small results (objectives, iterations, trust) and hold nothing, so
+    they cost no quota and no core-hours. In the caller's transaction, right after the runs
+    were written (with the study's `identity_inputs` set); how many.
+
+    Two runs can only have one identity when their studies' part of it is the same (the
+    hashed bytes are the study's canonical inputs, then the run's context: both JSON objects,
+    so neither can end inside the other), so the tenant's studies with the same inputs and
+    objectives and a completed run are found first (a few rows); with none, nothing else is
+    read. Then one UPDATE joins the new runs with those studies' completed runs of the same
+    identity."""
+    table, studies = Run._meta.db_table, Study._meta.db_table
+    now = timezone.now()
+    with connection.cursor() as cur:
+        # with a completed run each (a probe of the (study, state) index per such study):
+        # an extension's own study too
+        cur.execute(
+            f"SELECT array_agg(st.id::text) FROM {studies} st WHERE st.tenant_id = %s"
+            " AND st.identity_inputs = %s::jsonb AND st.objectives = %s::jsonb"
+            f" AND EXISTS (SELECT 1 FROM {table} c WHERE c.study_id = st.id AND c.state = %s)",
+            [
+                study.tenant_id,
+                orjson.dumps(study.identity_inputs).decode(),
+                orjson.dumps(study.objectives).decode(),
+                RunState.COMPLETED,
+            ],
+        )
+        sources = cur.fetchone()[0] or []
+        if not sources:
+            return 0
+        cur.execute(
+            f"UPDATE {table} r SET state = %s, reused = true,"
+            " reused_from_id = COALESCE(s.reused_from_id, s.id), objectives = s.objectives,"
+            " iterations = s.iterations, last_time = s.last_time, trust = s.trust,"
+            " trust_detail = s.trust_detail, exit_code = s.exit_code, end_reason = s.end_reason,"
+            " attempt = s.attempt, message = %s, wait_reason = '', wait_detail = '',"
+            " finished_at = %s, results_at = %s, updated_at = %s"
+            f" FROM {table} s WHERE r.study_id = %s AND r.state = %s AND r.identity <> ''"
+            " AND s.tenant_id = %s AND s.state = %s AND s.identity = r.identity"
+            " AND s.study_id = ANY(%s::uuid[]) RETURNING r.id::text",
+            [
+                RunState.COMPLETED,
+                REUSED_MESSAGE,
+                now,
+                now,
+                now,
+                str(study.pk),
+                RunState.PENDING,
+                study.tenant_id,
+                RunState.COMPLETED,
+                sources,
+            ],
+        )
+        ids = [row[0] for row in cur.fetchall()]
+    if not ids:
+        return 0
+    if len(ids) <= PUBLISH_INLINE:
+        publish_runs_changed(ids)
+    else:  # as a cancel of many: the study's counts now, each run's event from the worker
+        transaction.on_commit(lambda: publish_study(study_id=study.pk, kind="study", payload={}))
+        for i in range(0, len(ids), PUBLISH_CHUNK):
+            jobs.enqueue(Job.PUBLISH_RUNS, ids[i : i + PUBLISH_CHUNK])
+    jobs.enqueue(Job.REFRESH_STUDY, str(study.pk))  # every run reused: the study is done
+    return len(ids)
+
+
+def runs_hand_over_reused(*, study: Study) -> list[tuple[str, str]]:
+    """Before a study is deleted: each of its runs whose results other studies' runs reuse
+    hands them to one of those (its heir, the oldest reuser): the heir takes the
+    source's attempt, archive and results directory and points nowhere (it holds the results
+    now); the other reusers point to the heir. The (source, heir) pairs: the caller moves
+    the series (telemetry) and keeps the source's files on disk."""
+    table = Run._meta.db_table
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT DISTINCT ON (u.reused_from_id) u.reused_from_id::text, u.id::text"
+            f" FROM {table} u JOIN {table} s ON s.id = u.reused_from_id"
+            " WHERE s.study_id = %s AND u.study_id <> %s"
+            " ORDER BY u.reused_from_id, u.created_at, u.id",
+            [str(study.pk), str(study.pk)],
+        )
+        pairs = [(row[0], row[1]) for row in cur.fetchall()]
+        if not pairs:
+            return []
+        values = ", ".join(["(%s::uuid, %s::uuid)"] * len(pairs))
+        flat = [x for pair in pairs for x in pair]
+        cur.execute(
+            f"UPDATE {table} h SET reused_from_id = NULL, attempt = s.attempt,"
+            " archive_path = s.archive_path, archive_bytes = s.archive_bytes,"
+            " results_dir = s.results_dir, updated_at = now()"
+            f" FROM (VALUES {values}) AS v(src, heir) JOIN {table} s ON s.id = v.src"
+            " WHERE h.id = v.heir",
+            flat,
+        )
+        cur.execute(
+            f"UPDATE {table} u SET reused_from_id = v.heir FROM (VALUES {values}) AS v(src, heir)"
+            " WHERE u.reused_from_id = v.src AND u.id <> v.heir",
+            flat,
+        )
+    publish_runs_changed([heir for _, heir in pairs])
+    return pairs
+
+
 # --- admitted → provisioning (dispatch) --------------------------------------------------
 
 
@@ -152,6 +265,12 @@ def runs_record_handles(*, rows: list[tuple[str, int, str, str]]) -> set[str]:
         where="AND s.attempt = v.attempt AND s.state IN (%s, %s)",
         where_params=[RunState.PROVISIONING.value, RunState.RUNNING.value],
     )
+
+
+def run_record_provenance(*, run_id: Any, attempt: int, provenance: Mapping[str, Any]) -> bool:
+    """What the agent reported of how it ran this attempt (host, OpenFOAM build, command
+    lines, exit codes, versions), stored where the attempt is still the run's."""
+    return bool(Run.objects.filter(pk=run_id, attempt=attempt).update(provenance=dict(provenance)))
 
 
 def run_record_superseded_handle(*, run_id: Any, attempt: int, handle: str) -> None:
@@ -316,12 +435,16 @@ def run_cancel(*, run: Run, by: Any = None) -> bool:
     return True
 
 
-def runs_cancel_for_study(*, study: Study, by: Any = None) -> int:
+def runs_cancel_for_study(*, study: Study, by: Any = None, queued: bool = True) -> int:
     """Cancel every queued or started run of a study in one statement; started ones are
-    killed on their backends as run_cancel does. How many were cancelled."""
+    killed on their backends as run_cancel does. How many were cancelled.
+
+    `queued=False` leaves the queued runs alone: those of a large study are ended in
+    chunks in the background (runs_cancel_queued) while admission skips them."""
     now = timezone.now()
     who = getattr(by, "username", None) or "the system"
     fields = _cancel_fields(who, now)
+    states = (RunState.PENDING, *HOLDING_STATES) if queued else HOLDING_STATES
     sets = ", ".join(f"{name} = %s" for name in fields)
     table = Run._meta.db_table
     with connection.cursor() as cur:
@@ -341,7 +464,7 @@ def runs_cancel_for_study(*, study: Study, by: Any = None) -> int:
             [
                 *fields.values(),
                 str(study.pk),
-                [str(s) for s in (RunState.PENDING, *HOLDING_STATES)],
+                [str(s) for s in states],
             ],
         )
         rows = cur.fetchall()
@@ -368,6 +491,28 @@ def runs_cancel_for_study(*, study: Study, by: Any = None) -> int:
 
 PUBLISH_INLINE = 500  # runs whose events a cancel sends itself; more are the worker's
 PUBLISH_CHUNK = 2000
+
+
+def runs_cancel_queued(
+    *, study_id: Any, who: str, cancelled_at: datetime, start: int, stop: int
+) -> list[str]:
+    """The queued runs of a cancelled study with an index in [start, stop), queued before
+    its cancel, cancelled in one statement (a range of the (study, index) index: a chunk
+    costs its own rows, however far the flip has got). Their ids; each run's event is the
+    worker's (PUBLISH_RUNS). Runs queued after the cancel (an extension) are not touched."""
+    fields = _cancel_fields(who, timezone.now())
+    fields["finished_at"] = cancelled_at  # they ended when their study was cancelled
+    sets = ", ".join(f"{name} = %s" for name in fields)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {Run._meta.db_table} SET {sets} WHERE study_id = %s"
+            " AND index >= %s AND index < %s AND state = %s AND queued_at <= %s RETURNING id::text",
+            [*fields.values(), str(study_id), start, stop, RunState.PENDING, cancelled_at],
+        )
+        ids = [r[0] for r in cur.fetchall()]
+    for i in range(0, len(ids), PUBLISH_CHUNK):
+        jobs.enqueue(Job.PUBLISH_RUNS, ids[i : i + PUBLISH_CHUNK])
+    return ids
 
 
 def _cancel_fields(who: str, now: datetime) -> dict[str, Any]:

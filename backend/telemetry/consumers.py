@@ -76,7 +76,8 @@ class _StreamConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "pong"})
 
     async def event(self, message) -> None:
-        await self.send_json(message["data"])
+        # encoded once per group by the publisher (core.live): sent as it is
+        await self.send(text_data=message["text"])
 
 
 class RunConsumer(_StreamConsumer):

@@ -64,7 +64,8 @@ def _series_summary(*, run: Run, names: list[str]) -> dict[str, _Series]:
     with connection.cursor() as cur:
         cur.execute(
             _SUMMARY_SQL.format(table=SeriesChunk._meta.db_table),
-            {"run": str(run.pk), "attempt": run.attempt, "names": names},
+            # a reused run's series are its source's (same attempt number: copied at reuse)
+            {"run": str(run.results_run_id), "attempt": run.attempt, "names": names},
         )
         return {name: _Series(int(n), x, y, ys) for name, n, x, y, ys in cur.fetchall()}
 
@@ -148,7 +149,7 @@ def _missing_series(run: Run, name: str) -> str:
         cur.execute(
             f"SELECT DISTINCT name FROM {SeriesChunk._meta.db_table}"
             " WHERE run_id = %s AND attempt = %s ORDER BY name",
-            [str(run.pk), run.attempt],
+            [str(run.results_run_id), run.attempt],
         )
         sent = [n for (n,) in cur.fetchall() if not n.startswith(("cpu.", "memory."))]
     residual = name.startswith("residual.")

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 
 import redis
 from django.conf import settings
@@ -64,13 +65,34 @@ async def stop_watching(task: asyncio.Task | None) -> None:
             await task
 
 
+# runs found watched, by id: until when this process takes that answer without asking Redis
+_seen_watched: dict[str, float] = {}
+SEEN_WATCHED_FOR = 1.0
+
+
 def is_watched(run_id) -> bool:
-    """Whether a websocket client follows the run (True when Redis cannot say)."""
+    """Whether a websocket client follows the run (True when Redis cannot say).
+
+    A yes is remembered by the process for SEEN_WATCHED_FOR seconds: a watched run's agent
+    sends a batch every few tens of milliseconds, and a Redis round trip for each cost the
+    request more than its points did. A mark outlives its last watcher by up to WATCH_TTL
+    anyway, so a remembered yes only publishes (and paces) for up to a second more. A no is
+    never remembered: a new subscriber's mark counts from the next batch on, as before.
+    """
+    key, now = str(run_id), time.monotonic()
+    if _seen_watched.get(key, 0.0) > now:
+        return True
     try:
-        return bool(redis_client().exists(watch_key(run_id)))
+        watched = bool(redis_client().exists(watch_key(run_id)))
     except redis.RedisError as exc:  # when in doubt, stay live
         log.warning("cannot tell whether run %s is watched: %s", run_id, exc)
         return True
+    if watched:
+        if len(_seen_watched) > 10_000:  # old answers go now and then (never many runs live)
+            for stale in [k for k, until in list(_seen_watched.items()) if until <= now]:
+                _seen_watched.pop(stale, None)
+        _seen_watched[key] = now + SEEN_WATCHED_FOR
+    return watched
 
 
 def telemetry_interval(run_id) -> float:

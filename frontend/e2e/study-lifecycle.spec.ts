@@ -2,7 +2,7 @@
  * From submission to results, in Debian's Chromium against the real stack (PostgreSQL,
  * Redis, Celery, the run agent and OpenFOAM): sign in, create an airfoil study with five
  * angles of attack, cancel a queued run, watch residuals arrive, see the Cl plot fill,
- * download the CSV; then a user of another tenant sees none of it.
+ * download the CSV, filter the table and the plot together; then a user of another tenant sees none of it.
  *
  * The test tenant's quota allows one run at a time, so runs 1 to 4 queue behind run 0.
  * Runs 0 to 3 go up to 300 iterations (they converge at about 250, a few seconds each), run
@@ -187,6 +187,22 @@ test.describe.serial("a study from submission to results", () => {
     ]);
     for (const r of rows.slice(0, 4)) expect(Number(r[col("Cl")])).not.toBeNaN();
     expect(Number(rows[1]![col("Cl")])).toBeGreaterThan(Number(rows[0]![col("Cl")])); // lift grows with aoa
+  });
+
+  test("the Cl plot follows the runs table's filter", async () => {
+    // a range on aoa (the table's filter lives in the URL): the table and the plot both
+    // show the runs at 4 and 8 degrees, and the plot says which runs it shows
+    await page.goto(`${studyUrl}?range=param.aoa:4..8`);
+    await expect(page.locator('[data-testid^="run-row-"]')).toHaveCount(2);
+    await expect(page.getByTestId("run-row-1")).toBeVisible();
+    await expect(page.getByTestId("run-row-2")).toBeVisible();
+    await expect.poll(() => points(page.getByTestId("objective-plot"))).toBe(2);
+    await expect(page.getByTestId("plot-filter")).toContainText("aoa 4 to 8");
+    // and a state the plotted runs do not have empties both
+    await page.goto(`${studyUrl}?range=param.aoa:4..8&state=cancelled`);
+    await expect(page.locator('[data-testid^="run-row-"]')).toHaveCount(0);
+    await expect.poll(() => points(page.getByTestId("objective-plot"))).toBe(0);
+    await expect(page.getByTestId("plot-filter")).toContainText("state cancelled · aoa 4 to 8");
   });
 
   test("the main pages, for the docs", async () => {

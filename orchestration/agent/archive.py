@@ -8,6 +8,8 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from orchestration.agent import PROVENANCE_FILE
+
 __all__ = ["build_archive", "latest_time_dir"]
 
 POLYMESH_INLINE_LIMIT = 20 * 1024 * 1024
@@ -58,6 +60,7 @@ def _candidates(case: Path) -> list[tuple[str, list[Path]]]:
     groups: list[tuple[str, list[Path]]] = [
         # first: the portal reads the flow-field artifact from the archive's start
         ("flow fields", [case / "windtunnel"]),
+        ("provenance", [case / PROVENANCE_FILE]),  # a few kB: how the run was made
         ("logs", logs),
         ("system", [case / "system"]),
         ("constant", constant_rest),

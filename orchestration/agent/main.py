@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from orchestration.agent import AGENT_VERSION, PROVENANCE_FILE
 from orchestration.agent.case import prepare_case
 from orchestration.agent.client import (
     PortalClient,
@@ -27,6 +28,7 @@ from orchestration.agent.reporter import Reporter
 from orchestration.agent.spec import AgentSpec, load_spec
 from orchestration.agent.supervisor import Outcome, Stale, Supervisor, log
 from orchestration.casefiles import RenderError
+from orchestration.environment import environment_allowlist
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
@@ -197,6 +199,10 @@ def _finish(
             log("attempt superseded (409) while reporting the end: exiting")
             return EXIT_STALE
     supervisor.poll_dat()
+    provenance = provenance_record(spec, supervisor)
+    note = _write_provenance(spec, provenance)  # before the archive: it is in it
+    if note:
+        outcome = outcome._replace(message=f"{outcome.message}\n{note}".strip())
     try:
         body: dict[str, Any] = {
             "state": outcome.state,
@@ -209,6 +215,7 @@ def _finish(
             body["iterations"] = supervisor.iterations
         if supervisor.last_time is not None and math.isfinite(supervisor.last_time):
             body["last_time"] = supervisor.last_time
+        body["provenance"] = {k: v for k, v in provenance.items() if k != "portal"}
         if upload:
             reporter.flush(deadline=deadline)
             note = _upload_archive(spec, client, deadline=deadline)
@@ -230,6 +237,57 @@ def _finish(
         return EXIT_UNREACHABLE
     log(f"reported {outcome.state} ({outcome.reason or 'ok'})")
     return EXIT_OK
+
+
+def provenance_record(spec: AgentSpec, supervisor: Supervisor) -> dict[str, Any]:
+    """What the agent knows of how it ran the attempt (docs/provenance.md): where, with
+    which OpenFOAM build, each command line with its exit code and times, the environment
+    the steps saw (names only: values may be private), and its own version; with the
+    portal's facts from run.json under `portal`."""
+    import platform
+    import socket
+
+    header = supervisor.solver_header
+    record: dict[str, Any] = {
+        "agent_version": AGENT_VERSION,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "openfoam": {k: v for k, v in header.items() if k in ("version", "build")},
+        "hosts": list(header.get("hosts") or ([header["host"]] if header.get("host") else [])),
+        "commands": list(supervisor.commands),
+        "environment": {
+            "allowlist": environment_allowlist(),
+            "names": sorted(supervisor.env),
+            "set_by_run_configuration": dict(spec.env),
+        },
+        "sandbox": supervisor.sandbox.mode,
+        "decompose": dict(spec.decompose) if spec.decompose else None,
+        "context": dict(spec.context),
+    }
+    if spec.provenance is not None:
+        record["portal"] = dict(spec.provenance)
+    return record
+
+
+def _write_provenance(spec: AgentSpec, record: dict[str, Any]) -> str:
+    """windtunnel-provenance.json in the case (so in its archive); a note when it cannot be
+    written ('' when it was)."""
+    import json
+
+    if not os.path.isdir(spec.case_path):
+        return ""
+    path = os.path.join(spec.case_path, PROVENANCE_FILE)
+    try:
+        if os.path.islink(path):  # the case's own link there is not followed
+            os.unlink(path)
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(record, fh, indent=2, sort_keys=True, default=str)
+            fh.write("\n")
+    except OSError as exc:
+        log(f"cannot write {PROVENANCE_FILE}: {exc}")
+        return f"provenance: not written ({exc})"
+    return ""
 
 
 def _upload_archive(spec: AgentSpec, client: PortalClient, *, deadline: float) -> str:

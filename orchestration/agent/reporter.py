@@ -70,6 +70,12 @@ class Reporter:
 
     `stop_requested` is set when an answer carries ``"stop": true``; `stale` on a 409.
     Call `close()` then `flush(deadline=…)` to send what is left synchronously.
+
+    Telemetry goes Nagle-style: a batch starts at most once per `telemetry_interval` (the
+    portal's pace: 0.25 s while the run is watched, 2 s while not) and only after the one in
+    flight was answered. New data on an idle link goes at once; what arrives while a batch
+    is in flight (or within the interval) waits and goes as one batch: batches grow with the
+    load instead of the requests multiplying.
     """
 
     def __init__(
@@ -308,8 +314,18 @@ class Reporter:
                     return  # `stale` is set; the supervisor kills the solver
                 except Exception as exc:  # never let the reporter die silently
                     print(f"agent: reporter error: {exc!r}", file=sys.stderr)
-            self._wakeup.wait(0.1)
+            self._wakeup.wait(self._idle_wait())
             self._wakeup.clear()
+
+    def _idle_wait(self) -> float:
+        """How long the thread may sleep: until the next batch is due when data waits (a
+        short live interval is kept to the millisecond, not rounded up to the 0.1 s tick),
+        else a tick (new data wakes it through `_nudge`)."""
+        if not self.has_pending():
+            return 0.1
+        return min(
+            0.1, max(self._next_telemetry - self.clock(), self._retry_at - self.clock(), 0.0)
+        )
 
     def _answer(self, answer: dict[str, Any]) -> None:
         self._last_accepted = self.clock()

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
         mounts: Mapping[str, str] = _NO_ENV
         fields: tuple[str, ...] = ()
         post_process: bool = True
+        provenance: Mapping[str, Any] | None = None
 
 else:
     _StepFields = collections.namedtuple("AgentStep", "name argv role", defaults=("solve",))
@@ -90,6 +91,7 @@ _SPEC_DEFAULTS = {
     "mounts": _NO_ENV,  # {path the run sees: host path[:ro]}: the backend's own mounts
     "fields": (),  # extra fields (besides p and U) the flow-field artifact carries
     "post_process": True,  # after a completed run: the flow-field artifact and VTK
+    "provenance": None,  # Mapping: the portal's facts of the run, for the provenance file
 }
 
 
@@ -233,7 +235,14 @@ def parse_spec(data: Any) -> AgentSpec:
         mounts=_mounts(data.get("mounts")),
         fields=_fields(data.get("fields")),
         post_process=data.get("post_process", True) is not False,
+        provenance=_provenance(data.get("provenance")),
     )
+
+
+def _provenance(raw: Any) -> Mapping[str, Any] | None:
+    if raw is not None and not isinstance(raw, Mapping):
+        raise SpecError("run.json: 'provenance' must be an object")
+    return raw
 
 
 def _fields(raw: Any) -> tuple[str, ...]:

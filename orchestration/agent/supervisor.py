@@ -26,6 +26,10 @@ from orchestration.dat import DatFollower
 from orchestration.environment import step_environment
 from orchestration.logparse import LogParser
 
+TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["Outcome", "Stale", "StepResult", "Supervisor", "log"]
 
 PHASES = {
@@ -38,6 +42,7 @@ PHASES = {
 }
 TERMINATE_GRACE = 3.0  # on SIGTERM the driver waits for us: leave time to report
 POLL = 0.1
+LIVE_POLL = 0.02  # the shortest wait between reads of the log (a watched run)
 SAMPLE_EVERY = 1.0  # CPU/memory of the step's process tree: once a second is plenty
 
 
@@ -45,6 +50,47 @@ def log(message: str) -> None:
     now = time.time()
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
     print(f"{stamp}.{int(now % 1 * 1000):03d} agent: {message}", file=sys.stderr, flush=True)
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def log_header(path: str) -> dict[str, Any]:
+    """What an OpenFOAM log's banner says of the program's build and where it ran: `build`
+    (e.g. "OPENFOAM=1912 patch=200626"), `version` (when the banner names one), `host`,
+    `hosts` (a parallel run's, with their process counts) and `processes`; {} for a log
+    without the banner."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(8192)
+    except OSError:
+        return {}
+    out: dict[str, Any] = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        key, sep, value = line.partition(":")
+        key, value = key.strip(" |\\/"), value.strip(" |")
+        if "Version" in line and "Version:" in line and not out.get("version"):
+            version = line.split("Version:", 1)[1].strip(" |")
+            if version:
+                out["version"] = version
+        elif sep and key == "Build":
+            out["build"] = value
+        elif sep and key == "Host":
+            out["host"] = value.strip('"')
+        elif sep and key == "nProcs":
+            out["processes"] = int(value) if value.isdigit() else value
+        elif sep and key == "Hosts":
+            hosts = []
+            for entry in lines[i + 1 : i + 200]:
+                entry = entry.strip()
+                if entry == ")":
+                    break
+                if entry.startswith("(") and entry.endswith(")") and len(entry) > 2:
+                    hosts.append(entry.strip("()").strip('"').split()[0])
+            out["hosts"] = hosts
+    return out
 
 
 class Stale(Exception):
@@ -186,6 +232,10 @@ class Supervisor:
         self._follow_dat = False
         self.iterations: int | None = None  # time steps of the last solve step, as it counted
         self.last_time: float | None = None
+        # each step as it ran (command line, exit code, times) and what the solver's log
+        # header said of its build and hosts: the run's provenance (provenance_record)
+        self.commands: list[dict[str, Any]] = []
+        self.solver_header: dict[str, Any] = {}
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -295,6 +345,15 @@ class Supervisor:
         if step.role == "solve":
             self._follow_dat = True
         log_path = os.path.join(case, f"log.{step.name}")
+        record: dict[str, Any] = {
+            "name": step.name,
+            "role": step.role,
+            "command": shown or " ".join(step.argv),
+            "started_at": _utc_now(),
+        }
+        if not shown:
+            record["argv"] = list(step.argv)
+        self.commands.append(record)
         program = step.argv[0] if step.argv else ""
         if "/" not in program and find_program(program, self.env.get("PATH", "")) is None:
             # said here: inside the sandbox it would be bubblewrap's "execvp" error
@@ -302,6 +361,7 @@ class Supervisor:
             with open(log_path, "wb") as logfile:
                 logfile.write(f"{problem}\n".encode())
             self.reporter.add_log([problem])
+            record.update(exit_code=127, ended_at=_utc_now())
             return StepResult(returncode=127, fatal_error=problem)
         # the step writes straight into its log file (as in a shell loop) and the agent follows
         # the file: a solver never waits on a pipe the agent has not drained yet
@@ -321,6 +381,7 @@ class Supervisor:
             except OSError as exc:
                 logfile.write(f"cannot start {step.argv[0]}: {exc}\n".encode())
                 self.reporter.add_log([f"cannot start {step.argv[0]}: {exc}"])
+                record.update(exit_code=127, ended_at=_utc_now())
                 return StepResult(returncode=127, fatal_error=f"cannot start {step.argv[0]}: {exc}")
         parser = LogParser()
         follower = _LogFollower(log_path, parser, self.reporter, solve=step.role == "solve")
@@ -336,6 +397,11 @@ class Supervisor:
         else:
             parser.flush_block()
         self._sample(proc.pid, final=True)
+        record.update(exit_code=proc.returncode, ended_at=_utc_now())
+        if step.role == "solve" or not self.solver_header:
+            header = log_header(log_path)
+            if header:
+                self.solver_header = header
         self.reporter.add_log([f"== {step.name}: {_describe_exit(step.name, proc.returncode)} =="])
         log(f"step {step.name}: {_describe_exit(step.name, proc.returncode)}")
         return StepResult(
@@ -365,10 +431,16 @@ class Supervisor:
             if self.clock() >= next_sample:
                 next_sample = self.clock() + max(self.spec.telemetry_interval, SAMPLE_EVERY)
                 self._sample(proc.pid)
-            _wait_exit(proc, POLL)
+            _wait_exit(proc, self._poll_every())
         # a SIGTERM meant for the whole job (e.g. a Slurm time limit) may end the step before
         # the loop saw it: the step did not finish on its own then
         return "terminated" if self.terminate.is_set() else ""
+
+    def _poll_every(self) -> float:
+        """How often the step's log is read: every half telemetry interval while the run is
+        watched (a line waits for the read no longer than for the batch), bounded to
+        [LIVE_POLL, POLL]."""
+        return min(POLL, max(LIVE_POLL, self.reporter.telemetry_interval / 2))
 
     def kill(self, proc: subprocess.Popen[bytes], *, grace: float) -> None:
         """SIGTERM the step's process group (plus strays), SIGKILL after `grace`."""

@@ -68,6 +68,9 @@ class RunSpec:
     # extra fields (besides p and U) of the flow-field artifact the agent writes after a
     # completed run (the study spec's `fields`; orchestration/agent/fields.py)
     fields: Sequence[str] = ()
+    # what the portal knows of the run (identity, image, versions): the agent adds its own
+    # facts and writes both to windtunnel-provenance.json in the case (docs/provenance.md)
+    provenance: Mapping[str, Any] | None = None
 
     def to_json(self, *, sandbox: str = "bwrap") -> str:
         """run.json; `sandbox`: the driver's way of confining steps, where the portal has
@@ -98,6 +101,8 @@ class RunSpec:
             data["allow_system_operations"] = True
         if self.fields:
             data["fields"] = list(self.fields)
+        if self.provenance is not None:
+            data["provenance"] = dict(self.provenance)
         data["sandbox"] = dict(self.sandbox) if self.sandbox is not None else {"mode": sandbox}
         return json.dumps(data, indent=2)
 

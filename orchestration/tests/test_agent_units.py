@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import tarfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -453,3 +454,83 @@ def test_every_module_the_agent_imports_is_shipped_in_its_package() -> None:
         assert any(fnmatch.fnmatch(path, pattern) for pattern in files["include"]), (
             f"{module} ({path}) is imported by the agent but not in the agent package"
         )
+
+
+# --- provenance (docs/provenance.md) ------------------------------------------------------
+
+
+def test_the_solver_log_banner_gives_the_openfoam_build_and_the_hosts(tmp_path):
+    from orchestration.agent.supervisor import log_header
+
+    serial = tmp_path / "log.icoFoam"
+    serial.write_text(
+        "| \\\\      /  F ield         | OpenFOAM: The Open Source CFD Toolbox |\n"
+        "|  \\\\    /   O peration     | Version:                              |\n"
+        "Build  : OPENFOAM=1912 patch=200626\nExec   : icoFoam\nHost   : node-1\nnProcs : 1\n"
+    )
+    assert log_header(str(serial)) == {
+        "build": "OPENFOAM=1912 patch=200626",
+        "host": "node-1",
+        "processes": 1,
+    }
+    parallel = tmp_path / "log.simpleFoam"
+    parallel.write_text(
+        "|  \\\\    /   O peration     | Version:  v2312 |\nBuild  : _abc OPENFOAM=2312\n"
+        'Host   : "a"\nnProcs : 4\nHosts  :\n(\n    (a 2)\n    (b 2)\n)\n'
+    )
+    header = log_header(str(parallel))
+    assert header["version"] == "v2312" and header["hosts"] == ["a", "b"]
+    assert header["processes"] == 4
+    assert log_header(str(tmp_path / "missing")) == {}
+
+
+def test_the_provenance_file_goes_first_into_the_archive_even_on_a_tight_budget(tmp_path):
+    from orchestration.agent import PROVENANCE_FILE
+
+    case = tmp_path / "case"
+    (case / "system").mkdir(parents=True)
+    (case / PROVENANCE_FILE).write_text(json.dumps({"agent_version": "x"}))
+    (case / "log.icoFoam").write_text("x" * 200_000)
+    dest = tmp_path / "result.tar.gz"
+    build_archive(case, dest, max_bytes=64 * 1024 + 100_000)  # the log does not fit whole
+    with tarfile.open(dest) as tar:
+        member = tar.extractfile(PROVENANCE_FILE)
+        assert member is not None
+        assert json.load(member) == {"agent_version": "x"}
+
+
+def test_lines_on_an_idle_link_go_one_by_one_and_under_load_as_one_batch(
+    portal: FakePortal,
+) -> None:
+    """Nagle-style: at the live pace a point on an idle link goes in a batch of its own;
+    points that come while a batch is in flight wait for its answer and go together, so the
+    requests do not multiply with the load."""
+    answered = threading.Event()
+    first = threading.Event()
+
+    def slow_first(call: Any) -> None:
+        if call.endpoint == "telemetry/" and not first.is_set():
+            first.set()
+            answered.wait(30)  # the portal is busy with this batch …
+        return None
+
+    portal.responder = slow_first
+    reporter = Reporter(
+        client=PortalClient(portal_url=portal.url, run_id="r", token="test-token", attempt=1),
+        heartbeat_interval=60,
+        telemetry_interval=0.05,
+    )
+    reporter.start()
+    try:
+        reporter.add_points([("residual.p", 1.0, 0.5)])
+        wait_until(first.is_set)
+        for x in (2.0, 3.0, 4.0):  # … while these arrive
+            reporter.add_points([("residual.p", x, 0.5)])
+        answered.set()
+        wait_until(lambda: len(portal.series().get("residual.p", [])) == 4)
+        reporter.add_points([("residual.p", 5.0, 0.5)])  # the link is idle again
+        wait_until(lambda: len(portal.series().get("residual.p", [])) == 5)
+    finally:
+        reporter.close()
+    batches = [unpack(c.body["series"])["residual.p"]["x"] for c in portal.of("telemetry/")]
+    assert batches == [[1.0], [2.0, 3.0, 4.0], [5.0]]

@@ -100,6 +100,34 @@ def test_the_fragment_declares_cloud_nodes_of_the_flavor_and_the_power_programs(
     assert not {"password", "application_credential_secret"} & set(config)
     script = el.wrapper_script(elastic, "resume")
     assert "orchestration.drivers.slurm.power resume --config /etc/wt/elastic.json" in script
+    assert "PrologSlurmctld=/etc/wt/prolog\n" in text
+
+
+def test_the_prolog_waits_only_while_the_jobs_nodes_power_up(tmp_path: Path) -> None:
+    """The PrologSlurmctld with stand-ins for sinfo and squeue: a job on nodes that are up
+    passes at once; a job on a powering-up node waits until its node has registered."""
+    elastic = el.validate_elastic({**GOOD, "resume_timeout": 60})
+    prolog = tmp_path / "prolog"
+    prolog.write_text(el.prolog_script(elastic))
+    prolog.chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    states = tmp_path / "states"  # what the stand-in sinfo answers, one line per look
+    (bin_dir / "sinfo").write_text(
+        f"#!/bin/sh\nhead -1 {states}; tail -n +2 {states} > {states}.n; mv {states}.n {states}\n"
+    )
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho CONFIGURING\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "b-1"}
+
+    states.write_text("allocated\n")
+    subprocess.run([str(prolog)], env=env, check=True, timeout=30)
+    assert states.read_text() == ""  # one look
+
+    states.write_text("allocated#\nallocated#\nallocated#\nallocated\nnever read\n")
+    subprocess.run([str(prolog)], env=env, check=True, timeout=30)
+    assert states.read_text() == "never read\n"  # it looked until the node was up
 
 
 def test_a_node_boots_into_slurmd_joining_the_controller_with_the_shared_directory() -> None:
@@ -275,6 +303,11 @@ def test_a_job_on_the_elastic_partition_powers_a_cloud_node_up_and_down(
         # the harness plays the boot; slurmd registers; the job runs and completes
         wait("the job to complete", lambda: job_state(job) == "COMPLETED", 180)
         assert node in [e[1] for e in player.events if e[2] == "booted"]
+        # the job started when the prolog saw its node registered, not on Slurm's 30 s pass
+        log = Path(cluster()["slurm_conf"]).parent / "log" / "slurmctld.log"
+        assert f"prolog_running_decr: Configuration for JobId={job} is complete" in (
+            log.read_text()
+        )
         # after SuspendTime (10 s) idle, the SuspendProgram deletes the server
         wait("the server deleted", lambda: node not in player.cloud.node_servers(), 120)
         wait("the node powered down", lambda: node_state(node)[0] == "idle~", 60)

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from administration.backends import backend_check, backend_create, backend_delete, backend_update
-from administration.selectors import admin_url
+from administration.selectors import admin_url, elastic_nodes_with_runs
 from catalog.choices import BackendKind
 from catalog.models import Backend
 from compute.backends import elastic_files, elastic_report
@@ -157,6 +157,12 @@ class ElasticNodeSerializer(serializers.Serializer):
     server_status = serializers.CharField()
     address = serializers.CharField()
     uptime_seconds = serializers.IntegerField(allow_null=True)
+    image = serializers.CharField(help_text="the image its server was booted from")
+    jobs = serializers.ListField(child=serializers.CharField(), help_text="Slurm jobs on it")
+    runs = serializers.ListField(child=serializers.CharField(), help_text="the runs of those jobs")
+    utilisation = serializers.FloatField(
+        allow_null=True, help_text="allocated ÷ total CPUs now, 0–1"
+    )
 
 
 class ElasticReportSerializer(serializers.Serializer):
@@ -179,7 +185,10 @@ class AdminBackendElasticView(APIView):
 
     @extend_schema(responses=ElasticReportSerializer)
     def get(self, request, name: str):
-        return Response(elastic_report(backend=_get(name)))
+        backend = _get(name)
+        return Response(
+            elastic_nodes_with_runs(backend=backend, report=elastic_report(backend=backend))
+        )
 
 
 class AdminBackendElasticFilesView(APIView):

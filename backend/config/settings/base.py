@@ -223,8 +223,11 @@ WINDTUNNEL = {
     "HEARTBEAT_INTERVAL": env.float("WINDTUNNEL_HEARTBEAT_INTERVAL", default=5.0),
     "HEARTBEAT_TIMEOUT": env.float("WINDTUNNEL_HEARTBEAT_TIMEOUT", default=60.0),
     "DISPATCH_TIMEOUT": env.float("WINDTUNNEL_DISPATCH_TIMEOUT", default=60.0),
-    # an agent sends telemetry this often while someone watches its run live, and every
-    # TELEMETRY_IDLE_INTERVAL while nobody does (telemetry/watch.py)
+    # while someone watches its run live an agent sends a new line at once when its link
+    # is idle, at most one batch per TELEMETRY_INTERVAL (Nagle-style: what arrives while a
+    # batch is in flight goes in the next); every TELEMETRY_IDLE_INTERVAL while nobody
+    # watches (telemetry/watch.py). 0.05 s was measured worse on 2 shared cores: the
+    # fan-out fell behind the batches (docs/benchmarks.md)
     "TELEMETRY_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_INTERVAL", default=0.25),
     "TELEMETRY_IDLE_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_IDLE_INTERVAL", default=2.0),
     # after a cancel or a policy stop, the agent ends cleanly on its next report; the backend
@@ -300,6 +303,9 @@ WINDTUNNEL = {
     ),
     "TEMPLATES_DIR": Path(env("WINDTUNNEL_TEMPLATES_DIR", default=str(ROOT_DIR / "templates"))),
     "PACKAGES_DIR": Path(env("WINDTUNNEL_PACKAGES_DIR", default=str(ROOT_DIR / "packages"))),
+    # the deployment's build (a commit, an image tag), shown with the portal's version in
+    # every run's provenance (studies.provenance)
+    "BUILD": env("WINDTUNNEL_BUILD", default=""),
 }
 if WINDTUNNEL["CASE_SANDBOX"] not in ("on", "off"):
     raise ImproperlyConfigured(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -39,7 +40,8 @@ from orchestration.composer.bake import BOOT_POLL
 from orchestration.composer.vm_host import META_DIGEST
 
 ROOT = Path(__file__).resolve().parents[3]
-CLOUD_JSON = ROOT / ".data" / "openstack" / "cloud.json"
+# WT_OPENSTACK_DIR: a control plane of its own (scripts/start-openstack honours it too)
+CLOUD_JSON = Path(os.environ.get("WT_OPENSTACK_DIR") or ROOT / ".data" / "openstack") / "cloud.json"
 
 pytestmark = pytest.mark.skipif(
     not CLOUD_JSON.is_file(),

@@ -26,6 +26,7 @@ from core.ids import parse_uuid
 from core.schemas import component_ref, validate
 from dispatch import pilots
 from ingest import services
+from ingest.api.envelope import plain_telemetry_batch
 from runs import archives
 from runs.services import (
     run_end_on_refused_report,
@@ -131,6 +132,8 @@ def message_of(data: Any, definition: str) -> dict[str, Any]:
         if isinstance(envelope.get("log"), list):
             check_log_lines(envelope["log"])
             envelope["log"] = []
+    if definition == "TelemetryBatch" and plain_telemetry_batch(envelope):
+        return data  # the common batch: valid by the schema too, without walking it
     validate(AGENT_MESSAGES, envelope, definition=definition, what=f"the {definition} message")
     return data
 
@@ -199,6 +202,7 @@ class IngestStateView(_IngestView):
             solver_converged=data.get("solver_converged", False),
             iterations=data.get("iterations"),
             last_time=data.get("last_time"),
+            provenance=data.get("provenance"),
         )
         return Response({"stop": False})
 

@@ -14,9 +14,12 @@ from studies.models import Run
 from studies.services import study_create
 
 # what the tests run of the jobs a change hands the worker (admission and the rest are other
-# apps' tests): the study's refresh and every notification step, in order
+# apps' tests): the study's refresh, a cancel's background half and every notification step
 WORKER: dict[Job, Callable[..., Any]] = {
     Job.REFRESH_STUDY: lambda study_id: study_services.study_refresh_state(study_id=study_id),
+    Job.CANCEL_QUEUED_RUNS: lambda study_id, who: study_services.study_cancel_queued(
+        study_id=study_id, who=who
+    ),
     Job.NOTIFY_STUDY_ENDED: tasks.study_ended,
     Job.NOTIFY_RUNS_FAILED: tasks.runs_failed,
     Job.DELIVER_WEBHOOK: tasks.deliver,

@@ -16,6 +16,7 @@ from notifications.tests.conftest import make_study
 from notifications.tests.receivers import free_port
 from notifications.webhooks import webhook_create
 from studies.services import study_cancel
+from studies.tasks import cancel_queued_runs
 
 
 def _cancelled_study_delivery(api, url: str, published) -> tuple[Webhook, str, Delivery]:
@@ -23,6 +24,9 @@ def _cancelled_study_delivery(api, url: str, published) -> tuple[Webhook, str, D
         tenant=api.tenant, user=api.tenant.user, url=url, events=["study.cancelled"]
     )
     study_cancel(study=make_study(api), by=api.tenant.user)
+    for job, args, _ in published.jobs:  # the cancel's background half, then its end
+        if job == Job.CANCEL_QUEUED_RUNS:
+            cancel_queued_runs(*args)
     for job, args, _ in published.jobs:
         if job == Job.NOTIFY_STUDY_ENDED:
             tasks.study_ended(*args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import viewsets
+from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -13,11 +13,12 @@ from rest_framework.views import APIView
 from core.api.params import int_param
 from core.exceptions import ApplicationError, ErrorCode, NotFound
 from core.http import file_download
-from runs import archives
+from runs import archives, reuse
 from runs import fields as flow_fields
 from runs.objectives import study_objectives_update
 from studies import selectors
 from studies.api import serializers as s
+from studies.api import views as study_views
 from studies.api.views import RUN_QUERY_PARAMETERS, RunFilter, runs_page, runs_query
 from studies.choices import RunState
 from studies.models import Run
@@ -96,7 +97,8 @@ class RunViewSet(viewsets.GenericViewSet):
     )
     @action(detail=True, methods=["get"])
     def telemetry(self, request, pk=None):
-        run = self.get_object()
+        shown = self.get_object()
+        run = selectors.run_results_source(run=shown)  # a reused run shows its source's
         attempt = int_param(request, "attempt", run.attempt, low=0, high=10_000)
         max_points = int_param(request, "max_points", 2000, low=4, high=1_000_000)
         names_raw = request.query_params.get("series", "")
@@ -105,7 +107,7 @@ class RunViewSet(viewsets.GenericViewSet):
         last_seq = run.event_seq  # read before the chunks: later events are the client's to apply
         since = request.query_params.get("since_seq")
         body = {
-            "run": str(run.id),
+            "run": str(shown.id),
             "attempt": attempt,
             "last_seq": last_seq,
             "available": available,
@@ -133,17 +135,18 @@ class RunViewSet(viewsets.GenericViewSet):
     )
     @action(detail=True, methods=["get"])
     def log(self, request, pk=None):
-        run = self.get_object()
+        shown = self.get_object()
+        run = selectors.run_results_source(run=shown)
         lines = int_param(request, "lines", 200, low=1, high=20_000)
         return Response(
-            {"run": str(run.id), "attempt": run.attempt, "lines": log_tail(run=run, lines=lines)}
+            {"run": str(shown.id), "attempt": run.attempt, "lines": log_tail(run=run, lines=lines)}
         )
 
     @extend_schema(responses={(200, "application/gzip"): OpenApiTypes.BINARY})
     @action(detail=True, methods=["get"])
     def archive(self, request, pk=None):
         run = self.get_object()
-        path = archives.run_archive_file(run=run)
+        path = archives.run_archive_file(run=selectors.run_results_source(run=run))
         if path is None:
             raise NotFound("This run has no result archive yet; it is made when the run ends.")
         name = f"{run.study.name}-run{run.index:04d}.tar.gz".replace("/", "-").replace(" ", "-")
@@ -155,7 +158,7 @@ class RunViewSet(viewsets.GenericViewSet):
         """The run's flow fields (a completed run's final fields on a plane, and Cp along
         its force patches): what there is, on which grids; `available` false when none."""
         run = self.get_object()
-        artifact = flow_fields.run_fields(run=run)
+        artifact = flow_fields.run_fields(run=selectors.run_results_source(run=run))
         return Response(flow_fields.fields_index(run=run, artifact=artifact))
 
     @extend_schema(
@@ -176,7 +179,7 @@ class RunViewSet(viewsets.GenericViewSet):
         """One field's values on one region's grid (row by row, null outside the mesh),
         with the outline of the walls to draw over them."""
         run = self.get_object()
-        artifact = flow_fields.run_fields(run=run)
+        artifact = flow_fields.run_fields(run=selectors.run_results_source(run=run))
         if artifact is None:
             raise NotFound("This run has no flow fields: they are written when a run completes.")
         names = list(artifact["fields"])
@@ -200,6 +203,16 @@ class RunViewSet(viewsets.GenericViewSet):
                 **flow_fields.field_data(artifact=artifact, field=field, region=region),
             }
         )
+
+
+class StudyViewSet(study_views.StudyViewSet):
+    """The study API, whose delete hands the results other studies' runs reuse over to them
+    first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's."""
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        reuse.study_delete(study=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class StudyObjectivesView(APIView):

@@ -243,7 +243,9 @@ def test_a_later_run_may_take_what_the_older_wide_run_does_not_need(
     )
     a = make_tenant("a3", cores=8, memory_gb=64, max_runs=8)
     b = make_tenant("b3", cores=8, memory_gb=64, max_runs=8)
-    base = {"template": "cavity", "backend": "shared3"}
+    # reuse off: "small" is the same case as a "hold" run this test marks completed, and
+    # would be reused at submission instead of admitted
+    base = {"template": "cavity", "backend": "shared3", "reuse": False}
     hold = study_create(
         tenant=a,
         owner=a.user,

@@ -10,9 +10,10 @@ from catalog.api.serializers import InspectionSerializer
 from catalog.models import Backend, CaseTemplate
 from core.exceptions import ApplicationError
 from core.schemas import component_ref
-from studies.choices import TERMINAL_STATES
+from studies.choices import TERMINAL_STATES, EndReason, RunState, StudyState
 from studies.models import Run, Study, Upload
-from studies.selectors import study_progress
+from studies.provenance import run_provenance
+from studies.selectors import run_results_source, study_progress
 from studies.spec import spec_validate
 
 
@@ -61,7 +62,14 @@ CREATE_REQUEST = {
 
 class StudyExtendSerializer(serializers.Serializer):
     parameters = serializers.DictField(
-        help_text="new values per parameter, e.g. {aoa: {values: [14, 16]}}"
+        required=False,
+        help_text="new values per parameter, e.g. {aoa: {values: [14, 16]}}",
+    )
+    budget = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="an adaptive study's new budget of runs (above its current one): its "
+        "batches go on",
     )
 
 
@@ -94,6 +102,10 @@ class ProgressSerializer(serializers.Serializer):
     cancelled = serializers.IntegerField()
     active = serializers.IntegerField(help_text="runs queued, admitted, starting or running")
     by_state = serializers.DictField(child=serializers.IntegerField())
+    cancelling = serializers.IntegerField(
+        help_text="of the cancelled, the queued runs a study's cancel is still ending in the "
+        "background (none of them starts); 0 once it is done"
+    )
 
 
 class StudySerializer(serializers.ModelSerializer):
@@ -174,6 +186,17 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="GET archive/ gives the result archive (archive_bytes is its size once made: "
         "runs whose files the portal reads itself are archived on the first download)"
     )
+    reused = serializers.BooleanField(
+        read_only=True,
+        help_text="not computed: identical to an earlier completed run, whose results it "
+        "shows (docs/reuse.md)",
+    )
+    reused_from = serializers.UUIDField(
+        source="reused_from_id",
+        read_only=True,
+        allow_null=True,
+        help_text="the run whose results a reused run shows; null when it holds them itself",
+    )
 
     class Meta:
         model = Run
@@ -213,15 +236,83 @@ class RunSerializer(serializers.ModelSerializer):
             "trust_detail",
             "stop_reason",
             "last_seq",
+            "reused",
+            "reused_from",
         ]
 
     def get_queue_position(self, obj) -> int | None:
         return (self.context.get("positions") or {}).get(str(obj.id))
 
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if instance.state == RunState.PENDING and instance.study.state == StudyState.CANCELLED:
+            # a cancelled study's queued run, not yet ended by the cancel's background half
+            # (services.study_cancel_queued): it never starts, so it is cancelled already
+            data.update(
+                state=RunState.CANCELLED.value,
+                wait_reason="",
+                wait_detail="",
+                queue_position=None,
+                end_reason=EndReason.CANCELLED_BY_USER.value,
+                message="cancelled with its study",
+                finished_at=data["finished_at"]
+                or serializers.DateTimeField().to_representation(instance.study.finished_at),
+            )
+        return data
+
     def get_archive_available(self, obj) -> bool:
+        if obj.reused_from_id:  # the source's archive (run.archive follows the pointer)
+            return obj.state == "completed"
         return bool(obj.archive_path) or (
             obj.state in TERMINAL_STATES and bool(obj.results_dir) and obj.results_at is not None
         )
+
+
+class ReusedSourceSerializer(serializers.Serializer):
+    run = serializers.UUIDField()
+    study = serializers.UUIDField()
+    study_name = serializers.CharField()
+    index = serializers.IntegerField()
+
+
+class ProvenanceSerializer(serializers.Serializer):
+    """docs/provenance.md: enough to rerun the run's case by hand."""
+
+    identity = serializers.DictField(help_text="{hash, inputs, context}")
+    solver = serializers.CharField()
+    openfoam_version = serializers.CharField(help_text="as the solver's log banner says it")
+    openfoam = serializers.DictField()
+    image = serializers.DictField(allow_null=True, help_text="{name, kind, digest, packages}")
+    packages = serializers.DictField(child=serializers.CharField(), help_text="name: version")
+    backend = serializers.DictField(help_text="{name, kind}")
+    hosts = serializers.ListField(child=serializers.CharField())
+    agent_host = serializers.CharField()
+    job_id = serializers.CharField(help_text="the attempt's id on its backend")
+    processes = serializers.IntegerField()
+    nodes = serializers.IntegerField()
+    decompose = serializers.DictField(allow_null=True)
+    commands = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="each step as the agent ran it: name, role, command, argv, exit_code, "
+        "started_at, ended_at",
+    )
+    planned_commands = serializers.ListField(child=serializers.DictField())
+    environment = serializers.DictField(
+        help_text="{allowlist: {names, prefixes}, names, set_by_run_configuration}"
+    )
+    sandbox = serializers.CharField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    exit_code = serializers.IntegerField(allow_null=True)
+    end_reason = serializers.CharField()
+    attempt = serializers.IntegerField()
+    agent_version = serializers.CharField()
+    portal_version = serializers.CharField()
+    case = serializers.DictField(help_text="{template, upload, digest}")
+    run = serializers.UUIDField(help_text="the run that computed the results")
+    study = serializers.UUIDField()
+    study_name = serializers.CharField()
+    index = serializers.IntegerField()
 
 
 class RunDetailSerializer(RunSerializer):
@@ -235,8 +326,44 @@ class RunDetailSerializer(RunSerializer):
         "server id, a process id; empty before it started",
     )
 
+    identity = serializers.CharField(
+        read_only=True, help_text="content hash of what determines its result (docs/reuse.md)"
+    )
+    reused_source = serializers.SerializerMethodField()
+    provenance = serializers.SerializerMethodField()
+
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "context", "backend_handle"]
+        fields = [
+            *RunSerializer.Meta.fields,
+            "context",
+            "backend_handle",
+            "identity",
+            "reused_source",
+            "provenance",
+        ]
+
+    def _source(self, obj) -> Run:
+        # a cache per serializer (`self.context` is the run's context field here, for mypy)
+        cache: dict[Any, Run] = self.__dict__.setdefault("_sources", {})
+        if obj.pk not in cache:
+            cache[obj.pk] = run_results_source(run=obj)
+        return cache[obj.pk]
+
+    @extend_schema_field(ReusedSourceSerializer(allow_null=True))
+    def get_reused_source(self, obj) -> dict | None:
+        source = self._source(obj)
+        if source.pk == obj.pk:
+            return None
+        return {
+            "run": source.pk,
+            "study": source.study_id,
+            "study_name": source.study.name,
+            "index": source.index,
+        }
+
+    @extend_schema_field(ProvenanceSerializer)
+    def get_provenance(self, obj) -> dict:
+        return ProvenanceSerializer(run_provenance(run=self._source(obj))).data
 
 
 class UploadSerializer(serializers.ModelSerializer):
@@ -289,6 +416,9 @@ class ResultRowSerializer(serializers.Serializer):
     end_reason = serializers.CharField()
     attempts = serializers.IntegerField()
     trust = serializers.CharField()
+    reused_from = serializers.UUIDField(
+        allow_null=True, help_text="the run whose results this one shows (reused), else null"
+    )
 
 
 class ResultsSerializer(serializers.Serializer):
@@ -461,3 +591,76 @@ class PlotSerializer(serializers.Serializer):
     points = PlotPointsSerializer(allow_null=True)
     groups = PlotGroupSerializer(many=True)
     heatmap = PlotHeatmapSerializer(allow_null=True)
+
+
+class SurrogateProgressSerializer(serializers.Serializer):
+    goal = serializers.ChoiceField(choices=["map", "optimise"])
+    objectives = serializers.ListField(child=serializers.CharField())
+    direction = serializers.CharField(allow_null=True, help_text="optimise: max or min")
+    batch = serializers.IntegerField(help_text="batches made so far (the initial design is 1)")
+    max_batches = serializers.IntegerField(help_text="the most batches the budget allows")
+    runs = serializers.IntegerField(help_text="runs made so far")
+    budget = serializers.IntegerField()
+    batch_size = serializers.IntegerField()
+    initial = serializers.IntegerField()
+    tolerance = serializers.FloatField(allow_null=True)
+    end = serializers.CharField(help_text="why the batches stopped; empty while they go on")
+    end_display = serializers.CharField()
+
+
+class SurrogateParameterSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    min = serializers.FloatField()
+    max = serializers.FloatField()
+
+
+class SurrogateValueSerializer(serializers.Serializer):
+    mean = serializers.FloatField()
+    std = serializers.FloatField()
+
+
+class SurrogateFieldSerializer(serializers.Serializer):
+    mean = serializers.JSONField(help_text="z[y][x] (a list over x when y is null)")
+    std = serializers.JSONField(help_text="the standard deviation, shaped as mean")
+
+
+class SurrogateGridSerializer(serializers.Serializer):
+    x = serializers.CharField()
+    y = serializers.CharField(allow_null=True)
+    xs = serializers.ListField(child=serializers.FloatField())
+    ys = serializers.ListField(child=serializers.FloatField())
+    fixed = serializers.DictField(
+        child=serializers.FloatField(), help_text="the other parameters, at mid-range"
+    )
+    objectives = serializers.DictField(child=SurrogateFieldSerializer())
+
+
+class SurrogateSerializer(serializers.Serializer):
+    progress = SurrogateProgressSerializer()
+    parameters = SurrogateParameterSerializer(many=True)
+    grid = SurrogateGridSerializer(
+        required=False, allow_null=True, help_text="the map (no parameter given)"
+    )
+    samples = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="the runs' points with their batch (no parameter given)",
+    )
+    observed = serializers.DictField(
+        child=serializers.IntegerField(),
+        required=False,
+        help_text="completed runs with a value, per objective",
+    )
+    at = serializers.DictField(
+        child=serializers.FloatField(), required=False, help_text="the point predicted"
+    )
+    prediction = serializers.DictField(
+        child=SurrogateValueSerializer(),
+        required=False,
+        help_text="per objective: mean and standard deviation at `at`",
+    )
+    missing = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="objectives with no completed value yet (no prediction)",
+    )

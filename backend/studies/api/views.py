@@ -15,8 +15,18 @@ from rest_framework.response import Response
 from core.exceptions import ApplicationError, NotFound
 from core.ids import parse_uuid
 from core.parsers import YAML_PARSERS
-from studies import plot, preview, results, run_query, selectors, services, uploads
+from studies import (
+    plot,
+    preview,
+    results,
+    run_query,
+    selectors,
+    services,
+    surrogate_map,
+    uploads,
+)
 from studies.api import serializers as s
+from studies.api.pagination import study_runs_pagination
 from studies.choices import RunState, StudyState, Trust
 from studies.models import Run, Study, Upload
 from tenancy.selectors import tenant_for_member, tenant_for_user
@@ -78,13 +88,20 @@ RUN_QUERY_PARAMETERS = [
 ]
 
 
+#: the query parameters that filter or sort a runs list
+FILTERS_AND_ORDER = ("state", "trust", "param", "objective", "ordering", "study", "backend")
+
+
 def runs_query(queryset: Any, request: Any, *, study: Study | None = None) -> Any:
     """Parameter and objective ranges, and the sort order, of a runs list (400s name mistakes).
 
     With a study, the names are checked against its parameters and objectives."""
-    parameters = list(results.study_parameter_names(study)) if study is not None else None
-    objectives = list((study.objectives or {}).keys()) if study is not None else None
     params = request.query_params
+    names_needed = params.getlist("param") or "param." in params.get("ordering", "")
+    parameters = (  # a look at every run's parameters (study_parameter_names): only if asked
+        list(results.study_parameter_names(study)) if study is not None and names_needed else None
+    )
+    objectives = list((study.objectives or {}).keys()) if study is not None else None
     terms = run_query.run_terms_parse(params.getlist("param"), field="param", known=parameters)
     terms += run_query.run_terms_parse(
         params.getlist("objective"), field="objective", known=objectives
@@ -101,7 +118,12 @@ def runs_page(view: Any, queryset: Any, request: Any) -> Response:
     items = page if page is not None else list(queryset)
     tenant = tenant_for_member(user=request.user)
     positions = selectors.queue_positions(
-        tenant_id=tenant.id, runs=[r for r in items if r.state == RunState.PENDING]
+        tenant_id=tenant.id,
+        runs=[  # a cancelled study's queued runs wait for nothing (they are being ended)
+            r
+            for r in items
+            if r.state == RunState.PENDING and r.study.state != StudyState.CANCELLED
+        ],
     )
     data = s.RunSerializer(items, many=True, context={"positions": positions}).data
     return view.get_paginated_response(data) if page is not None else Response(data)
@@ -206,7 +228,11 @@ class StudyViewSet(viewsets.GenericViewSet):
     def extend(self, request, pk=None):
         ser = s.StudyExtendSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        services.study_extend(study=self.get_object(), parameters=ser.validated_data["parameters"])
+        services.study_extend(
+            study=self.get_object(),
+            parameters=ser.validated_data.get("parameters"),
+            budget=ser.validated_data.get("budget"),
+        )
         return Response(s.StudySerializer(self.get_object()).data)
 
     @extend_schema(request=s.StudyCloneSerializer, responses={201: s.StudySerializer})
@@ -232,6 +258,11 @@ class StudyViewSet(viewsets.GenericViewSet):
         )
         if not runs.is_valid():
             raise ValidationError(runs.errors)
+        if study.state != StudyState.DRAFT and not any(
+            request.query_params.getlist(name) for name in FILTERS_AND_ORDER
+        ):
+            # all the runs in index order: a page is an index range (studies/api/pagination)
+            self._paginator = study_runs_pagination(study)
         return runs_page(self, runs_query(runs.qs, request, study=study), request)
 
     @extend_schema(
@@ -274,6 +305,28 @@ class StudyViewSet(viewsets.GenericViewSet):
             bins=q["bins"],
         )
         return Response(data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "grid.x", str, description="the map's x parameter (default: the first)"
+            ),
+            OpenApiParameter(
+                "grid.y", str, description="the map's y parameter (default: the second)"
+            ),
+            OpenApiParameter("grid.size", int, description="cells a side, 2 to 60 (default 25)"),
+        ],
+        responses=s.SurrogateSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def surrogate(self, request, pk=None):
+        """An adaptive study's Gaussian-process surrogate. With no parameter: the mean and
+        standard deviation of each objective on a grid over two sampled parameters, the runs'
+        points and the batches' progress. With `?<param>=<value>` for every sampled
+        parameter: the prediction there, with its standard deviation (docs/api.md)."""
+        study = self.get_object()
+        query = {k: v for k, v in request.query_params.items() if k != "format"}
+        return Response(surrogate_map.study_surrogate(study=study, query=query))
 
     @extend_schema(responses=s.ResultsSerializer)
     @action(detail=True, methods=["get"])

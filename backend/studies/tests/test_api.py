@@ -2,7 +2,9 @@
 
 import pytest
 
+from core.jobs import Job
 from studies.models import Run, Study
+from studies.tasks import cancel_queued_runs
 
 AIRFOIL = {
     "name": "sweep",
@@ -287,10 +289,13 @@ def test_a_finished_study_cannot_be_cancelled(api):
     assert Study.objects.get(pk=study["id"]).state == "completed"
 
 
-def test_cancel_of_a_queued_study_ends_every_run(api):
+def test_cancel_of_a_queued_study_ends_every_run(api, published):
     study = post(api, "/api/v1/studies/", AIRFOIL).json()
     r = post(api, f"/api/v1/studies/{study['id']}/cancel/", {})
     assert r.status_code == 200 and r.json()["state"] == "cancelled"
+    # the queued runs are ended by the worker's job (studies/tests/test_cancel.py)
+    flips = [a for job, a, _ in published.jobs if job == Job.CANCEL_QUEUED_RUNS]
+    cancel_queued_runs(*flips[0])
     assert set(Run.objects.filter(study_id=study["id"]).values_list("state", flat=True)) == {
         "cancelled"
     }

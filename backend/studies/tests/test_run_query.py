@@ -137,3 +137,33 @@ def test_runs_across_studies_carry_their_studys_name_without_a_query_per_run(
     with django_assert_max_num_queries(8):
         rows = api.get(f"/api/v1/studies/{study['id']}/runs/").json()["results"]
     assert {r["study_name"] for r in rows} == {"three"}
+
+
+def test_pages_of_a_studys_runs_in_their_order_are_index_ranges_to_the_last(api):
+    """Unfiltered, in index order, a page is an index range and the count is the study's
+    (studies/api/pagination.py): every run once, in order, to the last page, extension too."""
+    study = make_study(api)
+    r = api.post(
+        f"/api/v1/studies/{study['id']}/extend/",
+        {"parameters": {"lid_velocity": {"values": [9, 10, 11]}}},
+        format="json",
+    )
+    assert r.status_code == 200, r.json()
+    url = f"/api/v1/studies/{study['id']}/runs/"
+    seen = []
+    for page in (1, 2, 3):
+        body = api.get(url, {"page_size": 4, "page": page}).json()
+        assert body["count"] == 11
+        seen += [(run["index"], run["parameters"]["lid_velocity"]) for run in body["results"]]
+    assert seen == list(enumerate([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]))
+    assert body["next"] is None and body["previous"] is not None
+    # their queue positions are each run's place, the page's span only counted
+    last = api.get(url, {"page_size": 4, "page": 3}).json()["results"]
+    assert [run["queue_position"] for run in last] == [9, 10, 11]
+    past = api.get(url, {"page_size": 4, "page": 4})
+    assert past.status_code == 400 and past.json()["field"] == "page", past.json()
+    assert "past the last page (3)" in past.json()["message"]
+    # a filter pages the filtered set as before
+    body = api.get(url, {"page_size": 4, "page": 2, "param": "lid_velocity:3.."}).json()
+    assert body["count"] == 9
+    assert [run["parameters"]["lid_velocity"] for run in body["results"]] == [7, 8, 9, 10]

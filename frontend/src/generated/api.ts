@@ -868,8 +868,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         get: operations["v1_studies_list"];
         put?: never;
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         post: operations["v1_studies_create"];
         delete?: never;
         options?: never;
@@ -884,9 +892,21 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         get: operations["v1_studies_retrieve"];
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         put: operations["v1_studies_update"];
         post?: never;
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         delete: operations["v1_studies_destroy"];
         options?: never;
         head?: never;
@@ -902,6 +922,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         post: operations["v1_studies_cancel_create"];
         delete?: never;
         options?: never;
@@ -918,6 +942,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         post: operations["v1_studies_clone_create"];
         delete?: never;
         options?: never;
@@ -934,6 +962,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         post: operations["v1_studies_extend_create"];
         delete?: never;
         options?: never;
@@ -1003,6 +1035,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         get: operations["v1_studies_results_csv_retrieve"];
         put?: never;
         post?: never;
@@ -1019,6 +1055,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         get: operations["v1_studies_results.csv_retrieve"];
         put?: never;
         post?: never;
@@ -1035,6 +1075,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         get: operations["v1_studies_results_retrieve"];
         put?: never;
         post?: never;
@@ -1073,7 +1117,33 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * @description The study API, whose delete hands the results other studies' runs reuse over to them
+         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         */
         post: operations["v1_studies_submit_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/studies/{id}/surrogate/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description An adaptive study's Gaussian-process surrogate. With no parameter: the mean and
+         *     standard deviation of each objective on a grid over two sampled parameters, the runs'
+         *     points and the batches' progress. With `?<param>=<value>` for every sampled
+         *     parameter: the prediction there, with its standard deviation (docs/api.md).
+         */
+        get: operations["v1_studies_surrogate_retrieve"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1207,6 +1277,34 @@ export interface components {
          * @enum {string}
          */
         ActionEnum: "up" | "down" | "hold" | "lost" | "boot_failed" | "drain";
+        /** @description Adaptive sampling (combine: adaptive): an initial Latin hypercube of `initial` runs, then batches of `batch` runs placed by a Gaussian-process surrogate of the objectives, until `budget` runs or the `tolerance` is met. Every varied parameter is numeric min/max bounds. */
+        AdaptiveSpec: {
+            /**
+             * @description Runs per batch after the initial design.
+             * @default 4
+             */
+            batch?: number;
+            /** @description The most runs the study makes, the initial design included. */
+            budget: number;
+            /**
+             * @description optimise: maximise (max) or minimise (min) the objective.
+             * @default max
+             * @enum {string}
+             */
+            direction?: "max" | "min";
+            /**
+             * @description map: learn the objectives over the whole space (the next runs go where the surrogate is least certain); optimise: find the best value of one objective (expected improvement).
+             * @default map
+             * @enum {string}
+             */
+            goal?: "map" | "optimise";
+            /** @description Runs of the initial Latin hypercube; default 2 × the varied parameters + 1 (at least 4), at most the budget. */
+            initial?: number;
+            /** @description The objectives the surrogate learns (map: default all of the study's; optimise: exactly one). */
+            objectives?: string[];
+            /** @description Stop early when the next batch's score falls below it: map, the largest predicted standard deviation over the objectives' observed spread (e.g. 0.05); optimise, the largest expected improvement over the objective's spread. */
+            tolerance?: number;
+        };
         AdminBackend: {
             /** @description the backend's Django admin change form */
             admin_url: string;
@@ -1279,6 +1377,42 @@ export interface components {
             interval?: number;
             /** @description The portal ended the run (cancel, convergence policy): end cleanly now, keeping the results. */
             stop: boolean;
+        };
+        /** @description With a final state (optional; agents before 1.1 send none): how the agent ran the attempt, kept as the run's provenance (docs/provenance.md). The same record, with the portal's facts, is written to windtunnel-provenance.json in the case. */
+        AgentProvenance: {
+            /** @description The agent's version. */
+            agent_version?: string;
+            /** @description Each step as it ran: name, role, command line (argv), exit code, start and end (UTC). */
+            commands?: {
+                argv?: string[];
+                command?: string;
+                ended_at?: string;
+                exit_code?: number | null;
+                name?: string;
+                role?: string;
+                started_at?: string;
+            }[];
+            /** @description The values the case was rendered with. */
+            context?: Record<string, never>;
+            /** @description The decomposition the case was given (method, subdomains). */
+            decompose?: Record<string, never> | null;
+            /** @description The allowlist in force, the names the steps saw (not their values) and the run configuration's own variables. */
+            environment?: Record<string, never>;
+            /** @description The machine the agent ran on. */
+            host?: string;
+            /** @description The hosts the solver's log names (a parallel run's, across nodes). */
+            hosts?: string[];
+            /** @description What the solver log's banner says: build and version. */
+            openfoam?: {
+                build?: string;
+                version?: string;
+            };
+            /** @description The agent machine's operating system. */
+            platform?: string;
+            /** @description The agent's Python version. */
+            python?: string;
+            /** @description How the steps were confined: bwrap, uid or off. */
+            sandbox?: string;
         };
         ApiToken: {
             /** Format: date-time */
@@ -1507,12 +1641,23 @@ export interface components {
         ElasticNode: {
             address: string;
             failed_boot: boolean;
+            /** @description the image its server was booted from */
+            image: string;
+            /** @description Slurm jobs on it */
+            jobs: string[];
             node: string;
             reason: string;
+            /** @description the runs of those jobs */
+            runs: string[];
             server: string;
             server_status: string;
             slurm_state: string;
             uptime_seconds: number | null;
+            /**
+             * Format: double
+             * @description allocated ÷ total CPUs now, 0–1
+             */
+            utilisation: number | null;
         };
         ElasticReport: {
             backend: string;
@@ -1599,6 +1744,12 @@ export interface components {
             axes: string[];
             normal: string;
         };
+        /**
+         * @description * `map` - map
+         *     * `optimise` - optimise
+         * @enum {string}
+         */
+        GoalEnum: "map" | "optimise";
         Health: {
             detail: string;
             status: components["schemas"]["HealthStatusEnum"];
@@ -2277,6 +2428,8 @@ export interface components {
                 [key: string]: number;
             };
             cancelled: number;
+            /** @description of the cancelled, the queued runs a study's cancel is still ending in the background (none of them starts); 0 once it is done */
+            cancelling: number;
             /** @description runs that ended with a result */
             completed: number;
             /** @description runs that ended: completed, failed or cancelled (not all succeeded) */
@@ -2288,6 +2441,74 @@ export interface components {
              */
             percent: number;
             total: number;
+        };
+        /** @description docs/provenance.md: enough to rerun the run's case by hand. */
+        Provenance: {
+            agent_host: string;
+            agent_version: string;
+            attempt: number;
+            /** @description {name, kind} */
+            backend: {
+                [key: string]: unknown;
+            };
+            /** @description {template, upload, digest} */
+            case: {
+                [key: string]: unknown;
+            };
+            /** @description each step as the agent ran it: name, role, command, argv, exit_code, started_at, ended_at */
+            commands: {
+                [key: string]: unknown;
+            }[];
+            decompose: {
+                [key: string]: unknown;
+            } | null;
+            end_reason: string;
+            /** @description {allowlist: {names, prefixes}, names, set_by_run_configuration} */
+            environment: {
+                [key: string]: unknown;
+            };
+            exit_code: number | null;
+            /** Format: date-time */
+            finished_at: string | null;
+            hosts: string[];
+            /** @description {hash, inputs, context} */
+            identity: {
+                [key: string]: unknown;
+            };
+            /** @description {name, kind, digest, packages} */
+            image: {
+                [key: string]: unknown;
+            } | null;
+            index: number;
+            /** @description the attempt's id on its backend */
+            job_id: string;
+            nodes: number;
+            openfoam: {
+                [key: string]: unknown;
+            };
+            /** @description as the solver's log banner says it */
+            openfoam_version: string;
+            /** @description name: version */
+            packages: {
+                [key: string]: string;
+            };
+            planned_commands: {
+                [key: string]: unknown;
+            }[];
+            portal_version: string;
+            processes: number;
+            /**
+             * Format: uuid
+             * @description the run that computed the results
+             */
+            run: string;
+            sandbox: string;
+            solver: string;
+            /** Format: date-time */
+            started_at: string | null;
+            /** Format: uuid */
+            study: string;
+            study_name: string;
         };
         Quota: {
             /** @description per backend the tenant may use: the effective limits (the smallest of the portal quota, the backend's capacity and, on OpenStack, the cloud project's limits) and where each comes from */
@@ -2379,6 +2600,11 @@ export interface components {
             parameters: {
                 [key: string]: unknown;
             };
+            /**
+             * Format: uuid
+             * @description the run whose results this one shows (reused), else null
+             */
+            reused_from: string | null;
             /** Format: uuid */
             run: string;
             state: string;
@@ -2393,6 +2619,14 @@ export interface components {
             rows: components["schemas"]["ResultRow"][];
             /** Format: uuid */
             study: string;
+        };
+        ReusedSource: {
+            index: number;
+            /** Format: uuid */
+            run: string;
+            /** Format: uuid */
+            study: string;
+            study_name: string;
         };
         /**
          * @description * `member` - Member
@@ -2438,6 +2672,13 @@ export interface components {
             readonly queue_position: number | null;
             /** Format: date-time */
             queued_at: string;
+            /** @description not computed: identical to an earlier completed run, whose results it shows (docs/reuse.md) */
+            readonly reused: boolean;
+            /**
+             * Format: uuid
+             * @description the run whose results a reused run shows; null when it holds them itself
+             */
+            readonly reused_from: string | null;
             /** Format: int64 */
             rss_bytes?: number | null;
             /** Format: date-time */
@@ -2481,6 +2722,8 @@ export interface components {
             heartbeat_at?: string | null;
             /** Format: uuid */
             readonly id: string;
+            /** @description content hash of what determines its result (docs/reuse.md) */
+            readonly identity: string;
             index: number;
             iterations?: number | null;
             /** @description seq of the run's live stream at read time */
@@ -2496,9 +2739,18 @@ export interface components {
             parameters: unknown;
             phase?: string;
             processes?: number;
+            readonly provenance: components["schemas"]["Provenance"];
             readonly queue_position: number | null;
             /** Format: date-time */
             queued_at: string;
+            /** @description not computed: identical to an earlier completed run, whose results it shows (docs/reuse.md) */
+            readonly reused: boolean;
+            /**
+             * Format: uuid
+             * @description the run whose results a reused run shows; null when it holds them itself
+             */
+            readonly reused_from: string | null;
+            readonly reused_source: components["schemas"]["ReusedSource"] | null;
             /** Format: int64 */
             rss_bytes?: number | null;
             /** Format: date-time */
@@ -2629,6 +2881,7 @@ export interface components {
             log?: components["schemas"]["LogLines"];
             /** @description What the user reads: the last lines of the failing step, …; NUL characters are dropped, and the portal keeps the first 5,000 characters. */
             message?: string;
+            provenance?: components["schemas"]["AgentProvenance"];
             /** @description Why it ended (an end reason: exit_code, terminated, diverged, …). */
             reason?: string;
             series?: components["schemas"]["Series"];
@@ -2694,8 +2947,10 @@ export interface components {
             name?: string;
         };
         StudyExtendRequest: {
+            /** @description an adaptive study's new budget of runs (above its current one): its batches go on */
+            budget?: number;
             /** @description new values per parameter, e.g. {aoa: {values: [14, 16]}} */
-            parameters: {
+            parameters?: {
                 [key: string]: unknown;
             };
         };
@@ -2714,6 +2969,7 @@ export interface components {
          * @description A study: one case, the parameters that vary, what each run needs, and what to collect. The REST API takes it as JSON, scripts keep it as YAML, the wizard writes it.
          */
         StudySpec: {
+            adaptive?: components["schemas"]["AdaptiveSpec"];
             /** @description Where the runs execute (GET /api/v1/backends/); default: this machine. */
             backend?: string;
             /**
@@ -2722,11 +2978,11 @@ export interface components {
              */
             case?: string;
             /**
-             * @description How the parameters make runs: grid (every combination), zip (the i-th values together), lhs (a Latin hypercube of `samples` points), random (`samples` uniform points).
+             * @description How the parameters make runs: grid (every combination), zip (the i-th values together), lhs (a Latin hypercube of `samples` points), random (`samples` uniform points), adaptive (a Latin hypercube first, then batches placed by a Gaussian-process surrogate: see `adaptive`).
              * @default grid
              * @enum {string}
              */
-            combine?: "grid" | "zip" | "lhs" | "random";
+            combine?: "grid" | "zip" | "lhs" | "random" | "adaptive";
             convergence?: components["schemas"]["ConvergencePolicy"];
             /** @description Values computed from the parameters for each run, by name: expressions in the sandbox (e.g. `speed * cos(radians(aoa))`); a template brings its own. */
             derived?: {
@@ -2771,9 +3027,14 @@ export interface components {
                 components["schemas"]["PrepareUtility"]
             ][];
             resources?: components["schemas"]["RunResources"];
+            /**
+             * @description Reuse identical runs (default true): a run whose identity (its rendered case, solver, commands, image, processes and decomposition) matches an earlier completed run of your tenant is not computed again but shares that run's results and costs no quota. false computes every run (timing or reproducibility checks).
+             * @default true
+             */
+            reuse?: boolean;
             /** @description How many points lhs and random draw. */
             samples?: number;
-            /** @description Makes lhs and random samples reproducible. */
+            /** @description Makes lhs, random and adaptive samples reproducible. */
             seed?: number;
             /**
              * @description The OpenFOAM solver; default: the template's, or for an uploaded case the one its controlDict names (application).
@@ -2813,6 +3074,82 @@ export interface components {
             reference: components["schemas"]["CpReference"];
             side: components["schemas"]["SideEnum"][];
             x_over_c: (number | null)[];
+        };
+        Surrogate: {
+            /** @description the point predicted */
+            at?: {
+                [key: string]: number;
+            };
+            /** @description the map (no parameter given) */
+            grid?: components["schemas"]["SurrogateGrid"] | null;
+            /** @description objectives with no completed value yet (no prediction) */
+            missing?: string[];
+            /** @description completed runs with a value, per objective */
+            observed?: {
+                [key: string]: number;
+            };
+            parameters: components["schemas"]["SurrogateParameter"][];
+            /** @description per objective: mean and standard deviation at `at` */
+            prediction?: {
+                [key: string]: components["schemas"]["SurrogateValue"];
+            };
+            progress: components["schemas"]["SurrogateProgress"];
+            /** @description the runs' points with their batch (no parameter given) */
+            samples?: {
+                [key: string]: unknown;
+            }[];
+        };
+        SurrogateField: {
+            /** @description z[y][x] (a list over x when y is null) */
+            mean: unknown;
+            /** @description the standard deviation, shaped as mean */
+            std: unknown;
+        };
+        SurrogateGrid: {
+            /** @description the other parameters, at mid-range */
+            fixed: {
+                [key: string]: number;
+            };
+            objectives: {
+                [key: string]: components["schemas"]["SurrogateField"];
+            };
+            x: string;
+            xs: number[];
+            y: string | null;
+            ys: number[];
+        };
+        SurrogateParameter: {
+            /** Format: double */
+            max: number;
+            /** Format: double */
+            min: number;
+            name: string;
+        };
+        SurrogateProgress: {
+            /** @description batches made so far (the initial design is 1) */
+            batch: number;
+            batch_size: number;
+            budget: number;
+            /** @description optimise: max or min */
+            direction: string | null;
+            /** @description why the batches stopped; empty while they go on */
+            end: string;
+            end_display: string;
+            goal: components["schemas"]["GoalEnum"];
+            initial: number;
+            /** @description the most batches the budget allows */
+            max_batches: number;
+            objectives: string[];
+            /** @description runs made so far */
+            runs: number;
+            /** Format: double */
+            tolerance: number | null;
+        };
+        SurrogateValue: {
+            /** Format: double */
+            mean: number;
+            /** Format: double */
+            std: number;
         };
         Telemetry: {
             attempt: number;
@@ -4802,7 +5139,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["StudyExtendRequest"];
                 "application/x-www-form-urlencoded": components["schemas"]["StudyExtendRequest"];
@@ -5027,6 +5364,34 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Study"];
+                };
+            };
+        };
+    };
+    v1_studies_surrogate_retrieve: {
+        parameters: {
+            query?: {
+                /** @description cells a side, 2 to 60 (default 25) */
+                "grid.size"?: number;
+                /** @description the map's x parameter (default: the first) */
+                "grid.x"?: string;
+                /** @description the map's y parameter (default: the second) */
+                "grid.y"?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Surrogate"];
                 };
             };
         };

@@ -36,9 +36,22 @@ export type RunDetail = Omit<Schemas["RunDetail"], "parameters" | "objectives" |
   context: Record<string, Scalar>;
 };
 
+/** A run's provenance (docs/provenance.md). */
+export type Provenance = Schemas["Provenance"];
+
 /** The objective plot's data (`GET /studies/{id}/plot/`): points, bins or a heat map. */
 export type StudyPlot = Omit<Schemas["Plot"], "mode"> & { mode: "points" | "binned" | "heatmap" };
 export type PlotGroup = Schemas["PlotGroup"];
+
+/** An adaptive study's surrogate (`GET /studies/{id}/surrogate/`): its map and progress. */
+export type StudySurrogate = Omit<Schemas["Surrogate"], "grid" | "samples"> & {
+  grid?: SurrogateGrid | null;
+  samples?: (Record<string, number> & { batch: number })[];
+};
+export type SurrogateGrid = Omit<Schemas["SurrogateGrid"], "objectives"> & {
+  objectives: Record<string, { mean: number[][]; std: number[][] }>;
+};
+export type SurrogateProgress = Schemas["SurrogateProgress"];
 
 /** A study's effective resources per run: the spec's, else the template's, else 1. */
 export type EffectiveResources = Required<RunResources>;

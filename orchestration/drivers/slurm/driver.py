@@ -39,6 +39,7 @@ from orchestration.drivers.slurm.cluster import SlurmCluster
 from orchestration.drivers.slurm.elastic import (
     dump_config,
     programs_config,
+    prolog_script,
     render_fragment,
     wrapper_script,
 )
@@ -388,6 +389,7 @@ class SlurmDriver(DriverBase):
             **{
                 f"{d}/{a}": wrapper_script(elastic, a) for a in ("resume", "suspend", "resume-fail")
             },
+            f"{d}/prolog": prolog_script(elastic),
         }
 
     # -- for the admin API's check action -------------------------------------------------

@@ -30,6 +30,7 @@ __all__ = [
     "expand_hostlist",
     "node_names",
     "programs_config",
+    "prolog_script",
     "render_fragment",
     "server_name",
     "user_data",
@@ -228,6 +229,10 @@ def render_fragment(
             f"ResumeProgram={d}/resume",
             f"SuspendProgram={d}/suspend",
             f"ResumeFailProgram={d}/resume-fail",
+            "# Slurm 22.05 starts a job on a powered-up node only on its 30 s periodic pass; this",
+            "# prolog ends when the job's nodes have registered, and Slurm starts the job then",
+            "# (one PrologSlurmctld per cluster: call it from the site's own if it has one)",
+            f"PrologSlurmctld={d}/prolog",
             f"ResumeTimeout={elastic['resume_timeout']}",
             f"SuspendTimeout={elastic['suspend_timeout']}",
             "ResumeRate=0",
@@ -278,6 +283,32 @@ def wrapper_script(elastic: Mapping[str, Any], action: str) -> str:
         "#!/bin/sh\n# Written by Windtunnel: Slurm's power saving runs this with a hostlist\n"
         f"exec env {env}{shlex.quote(elastic['python'])} -m orchestration.drivers.slurm.power "
         f'{action} --config {config} "$@"\n'
+    )
+
+
+def prolog_script(elastic: Mapping[str, Any], *, slurm_conf: str = "") -> str:
+    """`<programs_dir>/prolog`, slurm.conf's PrologSlurmctld: it waits while one of the job's
+    nodes is powering up (`#`) or still powered down (`~`), at most ResumeTimeout, and always
+    exits 0. Slurm 22.05 finishes a job's configuration when its PrologSlurmctld ends (and
+    otherwise only on a periodic pass every 30 s), so the job starts as soon as its nodes'
+    slurmd have registered. A job on nodes that are up passes straight through. Shell, not
+    Python: it runs for every job of the cluster."""
+    conf = f"SLURM_CONF={shlex.quote(slurm_conf)}; export SLURM_CONF\n" if slurm_conf else ""
+    return (
+        "#!/bin/sh\n"
+        "# Written by Windtunnel: slurm.conf's PrologSlurmctld (docs/backends/slurm.md)\n"
+        f"{conf}"
+        "PATH=$PATH:/usr/bin:/bin:/usr/local/bin\n"
+        '[ -n "$SLURM_JOB_NODELIST" ] || exit 0\n'
+        f"end=$(( $(date +%s) + {int(elastic['resume_timeout'])} ))\n"
+        'while [ "$(date +%s)" -lt "$end" ]; do\n'
+        '  states=$(sinfo -h -N -n "$SLURM_JOB_NODELIST" -o %T 2>/dev/null) || exit 0\n'
+        '  case "$states" in *"#"*|*"~"*) ;; *) exit 0 ;; esac\n'
+        '  state=$(squeue -h -j "$SLURM_JOB_ID" -o %T 2>/dev/null)\n'
+        '  [ "$state" = CONFIGURING ] || exit 0\n'
+        "  sleep 0.5\n"
+        "done\n"
+        "exit 0\n"
     )
 
 

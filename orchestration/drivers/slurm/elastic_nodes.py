@@ -16,10 +16,16 @@ from typing import Any
 from orchestration.drivers.base import DriverError
 from orchestration.drivers.openstack.timestamps import created_at
 from orchestration.drivers.slurm.cluster import SlurmCluster
-from orchestration.drivers.slurm.elastic import node_names
+from orchestration.drivers.slurm.elastic import expand_hostlist, node_names
 from orchestration.drivers.slurm.elastic_cloud import ElasticCloud, server_address
 
-__all__ = ["REAP_GRACE_SECONDS", "elastic_nodes", "elastic_reap", "slurm_node_states"]
+__all__ = [
+    "REAP_GRACE_SECONDS",
+    "elastic_nodes",
+    "elastic_reap",
+    "slurm_node_jobs",
+    "slurm_node_states",
+]
 
 REAP_GRACE_SECONDS = 120.0  # a server younger than this may be a resume in progress
 
@@ -27,20 +33,47 @@ REAP_GRACE_SECONDS = 120.0  # a server younger than this may be a resume in prog
 def slurm_node_states(
     cluster: SlurmCluster, elastic: Mapping[str, Any]
 ) -> dict[str, dict[str, str]]:
-    """{node: {state, reason}} of the partition's nodes as sinfo lists them (DriverError when
-    Slurm does not answer: nothing is decided blind)."""
+    """{node: {state, reason, cpus}} of the partition's nodes as sinfo lists them, `cpus`
+    as sinfo's allocated/idle/other/total (DriverError when Slurm does not answer: nothing is
+    decided blind)."""
     result = cluster.run(
-        ["sinfo", "-h", "-N", "-p", elastic["partition"], "-o", "%N|%T|%E"], retries=0
+        ["sinfo", "-h", "-N", "-p", elastic["partition"], "-o", "%N|%T|%C|%E"], retries=0
     )
     if not result.ok:
         raise DriverError(f"sinfo failed: {result.error_text()}", retryable=True)
     states: dict[str, dict[str, str]] = {}
     for line in result.stdout.splitlines():
-        parts = line.strip().split("|", 2)
-        if len(parts) == 3:
-            reason = "" if parts[2] == "none" else parts[2]
-            states[parts[0]] = {"state": parts[1], "reason": reason}
+        parts = line.strip().split("|", 3)
+        if len(parts) == 4:
+            reason = "" if parts[3] == "none" else parts[3]
+            states[parts[0]] = {"state": parts[1], "reason": reason, "cpus": parts[2]}
     return states
+
+
+def slurm_node_jobs(cluster: SlurmCluster, elastic: Mapping[str, Any]) -> dict[str, list[str]]:
+    """{node: [job ids]} of the jobs running on the partition's nodes (array tasks as
+    `<job>_<task>`, as the driver's run handles name them)."""
+    result = cluster.run(
+        ["squeue", "-h", "-p", elastic["partition"], "-t", "CF,R,CG", "-o", "%i|%N"], retries=0
+    )
+    if not result.ok:
+        raise DriverError(f"squeue failed: {result.error_text()}", retryable=True)
+    jobs: dict[str, list[str]] = {}
+    for line in result.stdout.splitlines():
+        job, _, nodes = line.strip().partition("|")
+        if job and nodes:
+            for node in expand_hostlist(nodes):
+                jobs.setdefault(node, []).append(job)
+    return jobs
+
+
+def _utilisation(cpus: str) -> float | None:
+    """Allocated ÷ total CPUs of sinfo's `A/I/O/T`, or None."""
+    try:
+        allocated, _, _, total = (int(x) for x in cpus.split("/"))
+    except ValueError:
+        return None
+    return round(allocated / total, 3) if total else None
 
 
 def _unwanted(state: str) -> bool:
@@ -51,9 +84,11 @@ def _unwanted(state: str) -> bool:
 
 
 def elastic_nodes(cluster: SlurmCluster, elastic: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each node of the partition: Slurm's state and reason, its server's name, status,
-    address and uptime (seconds since the server was made)."""
+    """Each node of the partition: Slurm's state and reason, the jobs on it and the share of
+    its CPUs they hold (utilisation), its server's name, status, image, address and uptime
+    (seconds since the server was made)."""
     states = slurm_node_states(cluster, elastic)
+    jobs = slurm_node_jobs(cluster, elastic)
     servers = ElasticCloud(elastic).node_servers()
     now = time.time()
     rows = []
@@ -72,6 +107,9 @@ def elastic_nodes(cluster: SlurmCluster, elastic: Mapping[str, Any]) -> list[dic
                 "server_status": str(getattr(server, "status", "") or "") if server else "",
                 "address": server_address(server) if server is not None else "",
                 "uptime_seconds": round(now - created) if created else None,
+                "image": elastic["image"] if server is not None else "",
+                "jobs": jobs.get(node, []),
+                "utilisation": _utilisation(slurm.get("cpus", "")),
             }
         )
     return rows

@@ -61,6 +61,9 @@ def main(argv: list[str]) -> int:
         path = Path(out, action)
         path.write_text(el.wrapper_script(settings, action))
         path.chmod(0o755)
+    prolog = Path(out, "prolog")
+    prolog.write_text(el.prolog_script(settings, slurm_conf=conf))
+    prolog.chmod(0o755)
     Path(out, "settings.json").write_text(json.dumps(settings, indent=2) + "\n")
     fragment = el.render_fragment(settings, cpus=1, memory_mb=1024, slurmd_port=port)
     # every node's slurmd listens on its own port here (they share one machine); a cloud

@@ -47,6 +47,7 @@ def scontrol_update(config: Mapping[str, Any], node: str, **fields: str) -> None
 
 def resume(config: Mapping[str, Any], nodes: Sequence[str]) -> dict[str, str]:
     """Servers for `nodes`, and their addresses given to Slurm; {node: address}."""
+    log.info("resume %s", ",".join(nodes))
     cloud = ElasticCloud(config)
     try:
         cloud.create_nodes(nodes)

@@ -7,6 +7,7 @@ import {
   ComposeImageButton,
   ImagesTable,
   NewBackendButton,
+  NewPoolButton,
   NewTenantButton,
   PackagesTable,
   PoolsPanel,
@@ -126,6 +127,9 @@ export function AdminPage() {
               )}
             </Tabs.Panel>
             <Tabs.Panel value="pools">
+              <Group justify="flex-end" mb="sm">
+                <NewPoolButton backends={o?.backends ?? []} images={o?.images ?? []} />
+              </Group>
               {pools.isError ? (
                 <ErrorState error={pools.error} onRetry={() => pools.refetch()} />
               ) : pools.data ? (

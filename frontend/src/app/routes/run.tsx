@@ -1,5 +1,6 @@
 import {
   Alert,
+  Anchor,
   Button,
   Card,
   Grid,
@@ -16,11 +17,12 @@ import { notifications } from "@mantine/notifications";
 import { IconDownload, IconPlayerStop } from "@/components/icons";
 import { useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef, type ReactNode } from "react";
-import { useParams } from "react-router";
+import { Link, useParams } from "react-router";
 import { PageHeader } from "@/components/page-header";
 import { RunStateBadge, TrustBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
-import { LogTail, useCancelRun, useRun, WaitReason } from "@/features/runs";
+import { ReusedBadge } from "@/components/reused-badge";
+import { LogTail, ProvenancePanel, useCancelRun, useRun, WaitReason } from "@/features/runs";
 import { FlowFields } from "@/features/results";
 import { useStudy } from "@/features/studies";
 import { ForcesPlot, ResidualPlot, ResourcePlot } from "@/features/telemetry";
@@ -131,6 +133,7 @@ export function RunPage() {
         badge={
           <Group gap={6}>
             <RunStateBadge state={r.state} size="md" />
+            <ReusedBadge run={r} size="md" />
             <TrustBadge trust={r.trust} detail={r.trust_detail} />
           </Group>
         }
@@ -167,6 +170,27 @@ export function RunPage() {
       />
       <Stack gap="lg">
         <WaitReason run={r} />
+        {r.reused && (
+          <Alert
+            color="grape"
+            variant="light"
+            title="Reused: not computed"
+            data-testid="reused-alert"
+          >
+            {r.reused_source ? (
+              <>
+                This run is identical to{" "}
+                <Anchor component={Link} to={`/runs/${r.reused_source.run}`}>
+                  run {r.reused_source.index} of {r.reused_source.study_name}
+                </Anchor>{" "}
+                (same identity): it shows that run's series, objectives and archive, and cost no
+                quota.
+              </>
+            ) : (
+              "This run was reused from an identical run whose study was since deleted; it holds those results now."
+            )}
+          </Alert>
+        )}
         {!active && r.end_reason && r.end_reason !== "success" && (
           <Alert
             color={r.state === "failed" ? "red" : r.state === "cancelled" ? "orange" : "teal"}
@@ -283,6 +307,14 @@ export function RunPage() {
           </Title>
           <FlowFields runId={r.id} ended={!active && r.state === "completed"} />
         </Card>
+        {r.provenance && (
+          <Card padding="md">
+            <Title order={3} mb="xs">
+              Provenance
+            </Title>
+            <ProvenancePanel provenance={r.provenance} />
+          </Card>
+        )}
       </Stack>
 
       <Modal opened={stopOpen} onClose={stopModal.close} title={`Stop run ${r.index}?`} centered>

@@ -18,6 +18,7 @@ import { PageHeader } from "@/components/page-header";
 import { StudyStateBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
 import {
+  describeRunFilter,
   ObjectivePlot,
   plotQueryFor,
   runQueryFromSearch,
@@ -25,10 +26,12 @@ import {
   RunsTable,
   StudyActions,
   StudyProgress,
+  SurrogateMap,
   useSelectedRuns,
   useStudy,
   useStudyPlot,
   useStudyRunsPage,
+  useStudySurrogate,
   type ObjectivePlotView,
   type RunQuery,
 } from "@/features/studies";
@@ -117,7 +120,12 @@ export function StudyPage() {
       mode: v.mode === "heatmap" ? "heatmap" : null,
     });
 
-  const plot = useStudyPlot(id, study.data ? plotQueryFor(view) : null, { active: live });
+  // the plot shows the runs the table lists: one filter for both
+  const plot = useStudyPlot(id, study.data ? plotQueryFor(view, query) : null, { active: live });
+  const filterWords = describeRunFilter(query);
+  const adaptive = study.data?.spec.combine === "adaptive" && study.data.state !== "draft";
+  const surrogateAxes = { x: params.get("sx"), y: params.get("sy") };
+  const surrogate = useStudySurrogate(id, adaptive ? surrogateAxes : null, { active: live });
 
   const overlayRuns = useMemo(
     () =>
@@ -146,7 +154,8 @@ export function StudyPage() {
       </>
     );
 
-  const sampled = s.spec.combine === "lhs" || s.spec.combine === "random";
+  const sampled =
+    s.spec.combine === "lhs" || s.spec.combine === "random" || s.spec.combine === "adaptive";
   return (
     <>
       <PageHeader
@@ -204,9 +213,14 @@ export function StudyPage() {
             <Grid gutter="lg">
               <Grid.Col span={{ base: 12, xl: 7 }}>
                 <Card padding="md" h="100%">
-                  <Title order={3} mb="sm">
+                  <Title order={3} mb={filterWords ? 4 : "sm"}>
                     Results
                   </Title>
+                  {filterWords && (
+                    <Text size="xs" c="dimmed" mb="sm" data-testid="plot-filter">
+                      The runs the table&apos;s filters select: {filterWords}
+                    </Text>
+                  )}
                   {objectives.length === 0 || parameters.length === 0 ? (
                     <Text size="sm" c="dimmed" py="xl" ta="center">
                       {objectives.length === 0
@@ -238,6 +252,25 @@ export function StudyPage() {
                 </Card>
               </Grid.Col>
             </Grid>
+
+            {adaptive && (
+              <Card padding="md">
+                <Title order={3} mb="sm">
+                  Surrogate map
+                </Title>
+                {surrogate.isError ? (
+                  <ErrorState error={surrogate.error} onRetry={() => surrogate.refetch()} />
+                ) : (
+                  <SurrogateMap
+                    surrogate={surrogate.data}
+                    objective={params.get("sobj") ?? ""}
+                    onObjectiveChange={(v) => setParam({ sobj: v })}
+                    axes={surrogateAxes}
+                    onAxesChange={(a) => setParam({ sx: a.x, sy: a.y })}
+                  />
+                )}
+              </Card>
+            )}
 
             <StudyResultsPanel
               studyId={s.id}

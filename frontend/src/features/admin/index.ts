@@ -4,3 +4,4 @@ export { ComposeImageButton } from "./components/image-forms";
 export { NewTenantButton } from "./components/tenant-forms";
 export { useAdminOverview, useAdminTenants, usePools } from "./hooks/use-admin";
 export { PoolsPanel } from "./components/pools-panel";
+export { NewPoolButton } from "./components/pool-forms";

@@ -1,3 +1,4 @@
 export { LogTail } from "./components/log-tail";
+export { ProvenancePanel } from "./components/provenance-panel";
 export { WaitReason } from "./components/wait-reason";
 export { runKeys, useCancelRun, useRun } from "./hooks/use-run";

@@ -4,7 +4,9 @@ export { RunsTable } from "./components/runs-table";
 export { StudiesTable } from "./components/studies-table";
 export { StudyActions } from "./components/study-actions";
 export { StudyProgress } from "./components/study-progress";
+export { SurrogateMap } from "./components/surrogate-map";
 export {
+  describeRunFilter,
   runQueryFromSearch,
   runQueryToSearch,
   RUNS_PAGE_SIZE,
@@ -16,5 +18,6 @@ export {
   useSelectedRuns,
   useStudyPlot,
   useStudyRunsPage,
+  useStudySurrogate,
 } from "./hooks/use-runs-table";
 export { studyKeys, useActiveRuns, useStudies, useStudy } from "./hooks/use-studies";

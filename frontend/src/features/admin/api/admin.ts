@@ -135,6 +135,7 @@ export function retireImage(id: number): Promise<ImageDetail> {
 export type Pool = Schemas["PoolOut"];
 export type PoolWorker = Schemas["PoolWorker"];
 export type PoolPatch = Schemas["PatchedPoolPatchRequest"];
+export type PoolCreate = Schemas["PoolInRequest"];
 
 export function fetchPools(): Promise<Pool[]> {
   return unwrap(api.GET("/api/v1/admin/pools/"));
@@ -142,4 +143,16 @@ export function fetchPools(): Promise<Pool[]> {
 
 export function updatePool(name: string, body: PoolPatch): Promise<Pool> {
   return unwrap(api.PATCH("/api/v1/admin/pools/{name}/", { params: { path: { name } }, body }));
+}
+
+export function createPool(body: PoolCreate): Promise<Pool> {
+  return unwrap(api.POST("/api/v1/admin/pools/", { body }));
+}
+
+/** Deleted at once (204: nothing), or draining (202: the pool, `draining: true`). */
+export async function deletePool(name: string): Promise<Pool | null> {
+  const pool = await unwrap(
+    api.DELETE("/api/v1/admin/pools/{name}/", { params: { path: { name } } }),
+  );
+  return (pool as Pool | undefined) ?? null;
 }

@@ -37,9 +37,11 @@ export function ElasticNodes({ name, onClose }: { name: string; onClose: () => v
                 <Table.Th>Node</Table.Th>
                 <Table.Th>Slurm</Table.Th>
                 <Table.Th>Reason</Table.Th>
+                <Table.Th>Runs</Table.Th>
                 <Table.Th>Server</Table.Th>
                 <Table.Th>Address</Table.Th>
                 <Table.Th>Uptime</Table.Th>
+                <Table.Th>Utilisation</Table.Th>
               </Table.Tr>
             </Table.Thead>
             <Table.Tbody>
@@ -57,9 +59,25 @@ export function ElasticNodes({ name, onClose }: { name: string; onClose: () => v
                     )}
                   </Table.Td>
                   <Table.Td>{n.reason || "–"}</Table.Td>
-                  <Table.Td>{n.server ? `${n.server} (${n.server_status})` : "none"}</Table.Td>
+                  <Table.Td>
+                    <Text size="xs" ff="monospace">
+                      {n.runs.map((r) => r.slice(0, 8)).join(", ") ||
+                        (n.jobs.length ? `job ${n.jobs.join(", ")}` : "–")}
+                    </Text>
+                  </Table.Td>
+                  <Table.Td>
+                    {n.server ? `${n.server} (${n.server_status})` : "none"}
+                    {n.image && (
+                      <Text size="xs" c="dimmed">
+                        {n.image}
+                      </Text>
+                    )}
+                  </Table.Td>
                   <Table.Td>{n.address || "–"}</Table.Td>
                   <Table.Td>{uptime(n.uptime_seconds)}</Table.Td>
+                  <Table.Td>
+                    {n.utilisation == null ? "–" : `${Math.round(n.utilisation * 100)} %`}
+                  </Table.Td>
                 </Table.Tr>
               ))}
             </Table.Tbody>

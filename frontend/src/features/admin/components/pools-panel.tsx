@@ -4,6 +4,7 @@ import { EmptyState } from "@/components/states";
 import type { Pool, PoolWorker } from "../api/admin";
 import { fieldError } from "../api/field-error";
 import { useUpdatePool } from "../hooks/use-admin";
+import { DeletePoolButton } from "./pool-forms";
 
 const STATE_COLOR: Record<string, string> = {
   booting: "yellow",
@@ -126,7 +127,8 @@ export function PoolsPanel({ pools }: { pools: Pool[] }) {
   if (!pools.length)
     return (
       <EmptyState title="No warm pools">
-        Create one with POST /api/v1/admin/pools/ (docs/pools.md).
+        A pool keeps booted workers of one shape for an OpenStack backend: create one with New pool
+        (docs/pools.md).
       </EmptyState>
     );
   return (
@@ -139,14 +141,21 @@ export function PoolsPanel({ pools }: { pools: Pool[] }) {
               <Badge variant="outline" radius="sm">
                 {p.backend}
               </Badge>
-              {p.draining && <Badge color="orange">draining</Badge>}
+              {p.draining && (
+                <Badge color="orange" title="deleted once its last worker is gone">
+                  draining
+                </Badge>
+              )}
               {(p.boot_failures ?? 0) > 0 && (
                 <Badge color="red">{p.boot_failures} failed boot(s) in a row</Badge>
               )}
             </Group>
-            <Text size="xs" c="dimmed">
-              {p.flavor}: {p.cores} cores, {p.memory_gb} GB; boot timeout {p.boot_timeout} s
-            </Text>
+            <Group gap="xs">
+              <Text size="xs" c="dimmed">
+                {p.flavor}: {p.cores} cores, {p.memory_gb} GB; boot timeout {p.boot_timeout} s
+              </Text>
+              <DeletePoolButton pool={p} />
+            </Group>
           </Group>
           <PoolBounds pool={p} />
           <WorkersTable workers={p.workers} />

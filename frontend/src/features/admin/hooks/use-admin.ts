@@ -5,8 +5,10 @@ import {
   checkBackend,
   composeImage,
   createBackend,
+  createPool,
   createTenant,
   deleteBackend,
+  deletePool,
   fetchAdminOverview,
   fetchAdminTenants,
   fetchBackend,
@@ -24,6 +26,7 @@ import {
   updateTenantQuota,
   type BackendCreate,
   type BackendPatch,
+  type PoolCreate,
   type PoolPatch,
   type QuotaInput,
   type Role,
@@ -142,3 +145,5 @@ export function usePools() {
 
 export const useUpdatePool = () =>
   useAdminMutation(({ name, body }: { name: string; body: PoolPatch }) => updatePool(name, body));
+export const useCreatePool = () => useAdminMutation((body: PoolCreate) => createPool(body));
+export const useDeletePool = () => useAdminMutation((name: string) => deletePool(name));

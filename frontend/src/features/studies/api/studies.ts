@@ -9,6 +9,8 @@ import type {
   Study,
   StudyPlot,
   StudyState,
+  StudySurrogate,
+  Trust,
 } from "@/lib/types";
 import { runQueryToApi, type RunQuery } from "../lib/run-query";
 
@@ -77,6 +79,10 @@ export interface PlotQuery {
   z?: string | null;
   mode?: "auto" | "heatmap";
   state?: RunState[];
+  /** the runs table's other filters, as the API spells them (`runFilterToApi`) */
+  trust?: string[];
+  param?: string[];
+  objective?: string[];
   maxPoints?: number;
   bins?: number;
 }
@@ -98,6 +104,9 @@ export async function fetchStudyPlot(
           z: q.z || undefined,
           mode: q.mode,
           state: q.state?.length ? q.state : undefined,
+          trust: q.trust?.length ? (q.trust as Exclude<Trust, "">[]) : undefined,
+          param: q.param?.length ? q.param : undefined,
+          objective: q.objective?.length ? q.objective : undefined,
           max_points: q.maxPoints,
           bins: q.bins,
         },
@@ -106,6 +115,34 @@ export async function fetchStudyPlot(
     }),
   );
   return data as unknown as StudyPlot;
+}
+
+export interface SurrogateQuery {
+  x?: string | null;
+  y?: string | null;
+  size?: number;
+}
+
+/** An adaptive study's surrogate map over two parameters, its sampled points and progress. */
+export async function fetchStudySurrogate(
+  id: string,
+  q: SurrogateQuery,
+  { signal }: { signal?: AbortSignal } = {},
+): Promise<StudySurrogate> {
+  const data = await unwrap(
+    api.GET("/api/v1/studies/{id}/surrogate/", {
+      params: {
+        path: { id },
+        query: {
+          "grid.x": q.x || undefined,
+          "grid.y": q.y || undefined,
+          "grid.size": q.size,
+        },
+      },
+      signal,
+    }),
+  );
+  return data as unknown as StudySurrogate;
 }
 
 export async function fetchActiveRuns(): Promise<Page<Run>> {

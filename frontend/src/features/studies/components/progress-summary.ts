@@ -13,3 +13,12 @@ export function progressSummary(progress: Study["progress"], total?: number): st
   const of = formatInt(progress.total || total || 0);
   return `${ended.length ? ended.join(" · ") : "none ended"} of ${of}`;
 }
+
+/**
+ * A cancel still ending a large study's queued runs in the background: "cancelling: 40,000
+ * of 100,000" (none of them starts meanwhile; they count as cancelled already).
+ */
+export function cancellingSummary(progress: Study["progress"]): string {
+  const cancelled = progress.cancelled ?? 0;
+  return `cancelling: ${formatInt(cancelled - progress.cancelling)} of ${formatInt(cancelled)}`;
+}

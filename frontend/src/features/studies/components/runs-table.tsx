@@ -12,6 +12,7 @@ import {
 import { IconArrowDown, IconArrowUp } from "@/components/icons";
 import { memo, type ReactNode } from "react";
 import { Link } from "react-router";
+import { ReusedBadge } from "@/components/reused-badge";
 import { RunStateBadge, TrustBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
 import { formatDuration, formatInt, formatNumber, formatRelative, wallSeconds } from "@/lib/format";
@@ -113,12 +114,17 @@ function columnsFor(
   cols.push({
     key: "state",
     label: "State",
-    width: "130px",
+    width: "180px",
     min: 130,
     sort: "state",
     cell: (r) => (
       <>
         <RunStateBadge state={r.state} size="xs" />
+        {r.reused ? (
+          <Text span ml={6}>
+            <ReusedBadge run={r} />
+          </Text>
+        ) : null}
         {r.state === "pending" && r.queue_position ? (
           <Text span size="xs" c="dimmed" ml={6}>
             #{r.queue_position}

@@ -102,7 +102,8 @@ export function StudyActions({ study }: { study: Study }) {
             Download CSV
           </Button>
         )}
-        {!draft && study.spec.combine !== "lhs" && study.spec.combine !== "random" && (
+        {/* sampled studies have no values to add; an adaptive one raises its budget (API) */}
+        {!draft && !["lhs", "random", "adaptive"].includes(study.spec.combine ?? "grid") && (
           <Button
             size="xs"
             variant="default"

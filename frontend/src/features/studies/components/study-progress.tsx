@@ -2,7 +2,7 @@ import { Group, Progress, Stack, Text, Tooltip } from "@mantine/core";
 import { formatInt } from "@/lib/format";
 import { RUN_STATES, runStateColor, runStateLabel } from "@/lib/states";
 import type { RunState, Study } from "@/lib/types";
-import { progressSummary } from "./progress-summary";
+import { cancellingSummary, progressSummary } from "./progress-summary";
 
 /** A bar split by run state, with the counts spelled out. */
 export function StudyProgress({
@@ -49,6 +49,11 @@ export function StudyProgress({
           <Text size="xs" fw={600}>
             {progressSummary(progress)}
           </Text>
+          {progress.cancelling > 0 && (
+            <Text size="xs" c="dimmed" data-testid="cancelling">
+              {cancellingSummary(progress)}
+            </Text>
+          )}
           {RUN_STATES.filter((s) => by[s]).map((s) => (
             <Group key={s} gap={4} wrap="nowrap">
               <span

@@ -3,7 +3,15 @@ import { useCallback, useEffect, useMemo, useRef } from "react";
 import { env } from "@/lib/env";
 import { LIVE_SAFETY_POLL_MS, useLiveStream, type LiveMessage } from "@/lib/live";
 import { isActiveRun, TERMINAL_RUN_STATES, type Run, type RunState } from "@/lib/types";
-import { fetchRun, fetchRunsPage, fetchStudyPlot, type Page, type PlotQuery } from "../api/studies";
+import {
+  fetchRun,
+  fetchRunsPage,
+  fetchStudyPlot,
+  fetchStudySurrogate,
+  type Page,
+  type PlotQuery,
+  type SurrogateQuery,
+} from "../api/studies";
 import type { RunQuery } from "../lib/run-query";
 import { mergeRunEvents, studyKeys } from "./use-studies";
 
@@ -179,6 +187,51 @@ export function useStudyPlot(id: string, q: PlotQuery | null, { active }: { acti
   return useQuery({
     queryKey: [...studyKeys.detail(id), "plot", q] as const,
     queryFn: ({ signal }) => fetchStudyPlot(id, q!, { signal }),
+    enabled: !!q,
+    placeholderData: keepPreviousData,
+    staleTime: 5_000,
+    refetchInterval: active ? (live ? LIVE_SAFETY_POLL_MS * 2 : env.pollMs * 3) : false,
+  });
+}
+
+/**
+ * An adaptive study's surrogate, asked for again when one of its runs ends (each completed
+ * run refits it, and the end of a batch brings the next) or the live stream missed events.
+ */
+export function useStudySurrogate(
+  id: string,
+  q: SurrogateQuery | null,
+  { active }: { active: boolean },
+) {
+  const qc = useQueryClient();
+  const lastSeq = useRef<number | null>(null);
+  const reload = useCallback(
+    () => void qc.invalidateQueries({ queryKey: [...studyKeys.detail(id), "surrogate"] }),
+    [qc, id],
+  );
+  const reloadSoon = useDebounced(reload, REFETCH_DEBOUNCE_MS);
+  const onMessage = useCallback(
+    (m: LiveMessage) => {
+      if (m.type === "subscribed") {
+        lastSeq.current = m.seq;
+        reloadSoon();
+        return;
+      }
+      const gap = lastSeq.current !== null && m.seq !== lastSeq.current + 1;
+      lastSeq.current = Math.max(lastSeq.current ?? 0, m.seq);
+      const ended =
+        m.type === "study" ||
+        (m.type === "runs" &&
+          Array.isArray(m.runs) &&
+          (m.runs as Partial<Run>[]).some((r) => r.state && TERMINAL.has(r.state)));
+      if (gap || ended) reloadSoon();
+    },
+    [reloadSoon],
+  );
+  const live = useLiveStream(active && q ? `/ws/studies/${id}/` : null, onMessage);
+  return useQuery({
+    queryKey: [...studyKeys.detail(id), "surrogate", q] as const,
+    queryFn: ({ signal }) => fetchStudySurrogate(id, q!, { signal }),
     enabled: !!q,
     placeholderData: keepPreviousData,
     staleTime: 5_000,

@@ -107,4 +107,43 @@ describe("plotQueryFor", () => {
       state: ["completed"],
     });
   });
+
+  it("follows the runs table's filter: its states, trust and ranges, in the API's spelling", () => {
+    const filter = {
+      state: ["completed", "failed"] as const,
+      trust: ["converged"] as const,
+      ranges: [
+        { column: "param.aoa", low: 2, high: 8 },
+        { column: "objective.Cl", low: 0.5, high: null },
+      ],
+    };
+    expect(
+      plotQueryFor(
+        { objective: "Cl", x: "aoa", group: null, mode: "lines" },
+        { ...filter, state: [...filter.state], trust: [...filter.trust] },
+      ),
+    ).toEqual({
+      x: "param.aoa",
+      y: "objective.Cl",
+      color: null,
+      state: ["completed", "failed"],
+      trust: ["converged"],
+      param: ["aoa:2..8"],
+      objective: ["Cl:0.5.."],
+    });
+    // no state picked in the table: the completed runs, the ones with objectives
+    expect(
+      plotQueryFor(
+        { objective: "Cl", x: "aoa", group: "U", mode: "heatmap" },
+        { state: [], trust: [], ranges: [{ column: "param.U", low: null, high: 30 }] },
+      ),
+    ).toEqual({
+      mode: "heatmap",
+      x: "param.aoa",
+      y: "param.U",
+      z: "objective.Cl",
+      state: ["completed"],
+      param: ["U:..30"],
+    });
+  });
 });

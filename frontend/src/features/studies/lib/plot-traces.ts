@@ -1,7 +1,8 @@
 import type { Data } from "plotly.js";
 import { formatNumber } from "@/lib/format";
-import type { PlotGroup, Scalar, StudyPlot } from "@/lib/types";
+import type { PlotGroup, RunState, Scalar, StudyPlot } from "@/lib/types";
 import type { PlotQuery } from "../api/studies";
+import { runFilterToApi, type RunQuery } from "./run-query";
 
 /** What the objective plot shows (the study page keeps it in its URL: obj, x, group, mode). */
 export interface ObjectivePlotView {
@@ -26,22 +27,35 @@ const PALETTE = [
   "#9e9d24",
 ];
 
-/** The plot endpoint's query for a view: completed runs, y against x, coloured by group. */
-export function plotQueryFor(view: ObjectivePlotView): PlotQuery | null {
+/**
+ * The plot endpoint's query for a view, with the runs table's filter (`filter`): the plot
+ * shows the runs the table lists, completed ones unless the table picks states.
+ */
+export function plotQueryFor(
+  view: ObjectivePlotView,
+  filter?: Pick<RunQuery, "state" | "trust" | "ranges">,
+): PlotQuery | null {
   if (!view.objective || !view.x) return null;
+  const f: Partial<ReturnType<typeof runFilterToApi>> = filter ? runFilterToApi(filter) : {};
+  const shared = {
+    state: f.state ?? (["completed"] as RunState[]),
+    ...(f.trust ? { trust: f.trust } : {}),
+    ...(f.param ? { param: f.param } : {}),
+    ...(f.objective ? { objective: f.objective } : {}),
+  };
   if (view.mode === "heatmap" && view.group)
     return {
       mode: "heatmap",
       x: `param.${view.x}`,
       y: `param.${view.group}`,
       z: `objective.${view.objective}`,
-      state: ["completed"],
+      ...shared,
     };
   return {
     x: `param.${view.x}`,
     y: `objective.${view.objective}`,
     color: view.group ? `param.${view.group}` : null,
-    state: ["completed"],
+    ...shared,
   };
 }
 

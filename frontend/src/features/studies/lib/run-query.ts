@@ -96,8 +96,9 @@ export function runQueryToSearch(
   return next;
 }
 
-/** The API's query parameters of a table query (docs/api.md, "Runs: filter and sort"). */
-export function runQueryToApi(q: RunQuery, pageSize = RUNS_PAGE_SIZE) {
+/** The filter of a table query as the API spells it: the runs list and the objective plot
+ * take the same parameters (docs/api.md, "Runs: filter and sort"). */
+export function runFilterToApi(q: Pick<RunQuery, "state" | "trust" | "ranges">) {
   const terms = (kind: string) =>
     q.ranges
       .filter((r) => r.column.startsWith(`${kind}.`))
@@ -109,10 +110,32 @@ export function runQueryToApi(q: RunQuery, pageSize = RUNS_PAGE_SIZE) {
     trust: q.trust.length ? q.trust : undefined,
     param: param.length ? param : undefined,
     objective: objective.length ? objective : undefined,
+  };
+}
+
+/** The API's query parameters of a table query (docs/api.md, "Runs: filter and sort"). */
+export function runQueryToApi(q: RunQuery, pageSize = RUNS_PAGE_SIZE) {
+  return {
+    ...runFilterToApi(q),
     ordering: q.ordering ?? undefined,
     page: q.page > 1 ? q.page : undefined,
     page_size: pageSize,
     study: q.study ?? undefined,
     backend: q.backend ?? undefined,
   };
+}
+
+/** The table's filter in words ("state completed · trust converged · aoa 2 to 8"), or "" when
+ * it filters nothing: said above the objective plot, which shows the same runs. */
+export function describeRunFilter(q: Pick<RunQuery, "state" | "trust" | "ranges">): string {
+  const parts: string[] = [];
+  if (q.state.length) parts.push(`state ${q.state.join(", ")}`);
+  if (q.trust.length) parts.push(`trust ${q.trust.join(", ")}`);
+  for (const r of q.ranges) {
+    const name = r.column.slice(r.column.indexOf(".") + 1);
+    if (r.low !== null && r.high !== null) parts.push(`${name} ${r.low} to ${r.high}`);
+    else if (r.low !== null) parts.push(`${name} ≥ ${r.low}`);
+    else parts.push(`${name} ≤ ${r.high}`);
+  }
+  return parts.join(" · ");
 }

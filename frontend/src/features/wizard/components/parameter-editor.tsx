@@ -42,6 +42,8 @@ const COMBINE_HELP: Record<Combine, string> = {
   zip: "values paired by position: the 1st of each, the 2nd of each, …",
   lhs: "a Latin hypercube sample between each sampled parameter's min and max",
   random: "uniform random samples between each sampled parameter's min and max",
+  adaptive:
+    "adaptive sampling: batches placed by a surrogate within each parameter's min and max (its budget and goal are set in the spec's adaptive block)",
 };
 
 export function ParameterEditor({

@@ -1,0 +1,120 @@
+"""The telemetry quick path (ingest/api/fastpath.py) on the real stack: uvicorn, PostgreSQL,
+the Redis channel layer and a websocket subscriber. It stores and publishes the common
+batch, and every other case gets the view's answer: the fence still holds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+import websockets
+from django.conf import settings
+from django.utils import timezone
+
+from catalog.models import Backend
+from studies.models import Run
+from studies.services import study_create
+from studies.transitions import hash_run_token, run_token
+
+pytestmark = pytest.mark.slow
+
+
+def started_run(live) -> Run:
+    """A run whose attempt 2 is running (its token is run_token(attempt=2)); attempt 1 is over."""
+    Backend.objects.update_or_create(
+        name="noop", defaults={"kind": "noop", "cores": 64, "memory_gb": 256, "max_nodes": 1}
+    )
+    spec = {"name": "quick", "template": "cavity", "backend": "noop"}
+    study = study_create(tenant=live.tenant, owner=live.tenant.user, spec=spec, submit=True)
+    run = Run.objects.get(study=study)
+    Run.objects.filter(pk=run.pk).update(
+        state="running",
+        attempt=2,
+        token_hash=hash_run_token(run_token(run_id=run.pk, attempt=2)),
+        started_at=timezone.now(),
+    )
+    return run
+
+
+def post(live, run: Run, body, *, attempt_token: int = 2, raw: bytes | None = None):
+    token = run_token(run_id=run.pk, attempt=attempt_token)
+    return httpx.post(
+        f"{live.stack.url}/api/v1/ingest/runs/{run.pk}/telemetry/",
+        content=raw if raw is not None else json.dumps(body),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        timeout=30,
+    )
+
+
+def batch(x: float, *, attempt: int = 2) -> dict:
+    return {
+        "attempt": attempt,
+        "series": {"residual.p": [[x, 0.5]]},
+        "log": [f"Time = {x:g}"],
+        "phase": "solving",
+    }
+
+
+def test_a_batch_is_stored_and_published_and_a_stale_attempts_is_neither(live):
+    run = started_run(live)
+    base = live.stack.url.replace("http://", "ws://")
+    url = f"{base}/ws/runs/{run.pk}/?token={live.headers['Authorization'].split()[1]}"
+
+    async def scenario() -> tuple[list[dict], list[httpx.Response]]:
+        answers = []
+        async with websockets.connect(url, open_timeout=20) as ws:
+            subscribed = json.loads(await ws.recv())
+            assert subscribed["type"] == "subscribed"
+            answers.append(await asyncio.to_thread(post, live, run, batch(1)))
+            # the earlier attempt's agent, still alive: told to stop, its points kept out
+            stale = batch(99, attempt=1)
+            answers.append(await asyncio.to_thread(post, live, run, stale, attempt_token=1))
+            answers.append(await asyncio.to_thread(post, live, run, batch(2)))
+            got: list[dict] = []
+            async with asyncio.timeout(20):
+                while len(got) < 2:
+                    message = json.loads(await ws.recv())
+                    if message["type"] == "telemetry":
+                        got.append(message)
+        return got, answers
+
+    got, answers = asyncio.run(scenario())
+    assert [a.status_code for a in answers] == [200, 409, 200]
+    # the stored batches were answered by the quick path, the refusal by Django (its
+    # middleware marks every response it makes)
+    assert [("x-frame-options" in a.headers) for a in answers] == [False, True, False]
+    assert answers[0].json() == {
+        "stop": False,
+        "interval": settings.WINDTUNNEL["TELEMETRY_INTERVAL"],
+    }
+    assert [m["series"] for m in got] == [
+        {"residual.p": [[1.0, 0.5]]},
+        {"residual.p": [[2.0, 0.5]]},
+    ]
+    assert got[1]["seq"] == got[0]["seq"] + 1  # nothing was published (or stored) between
+    assert got[0]["log"] == ["Time = 1"] and got[0]["attempt"] == 2
+    stored = live.get(f"/api/v1/runs/{run.pk}/telemetry/", params={"series": "residual.p"}).json()
+    assert stored["series"]["residual.p"]["x"] == [1.0, 2.0]
+    fresh = Run.objects.get(pk=run.pk)
+    assert fresh.phase == "solving" and fresh.heartbeat_at is not None
+
+
+def test_what_the_quick_path_does_not_take_gets_the_views_answer(live):
+    run = started_run(live)
+    stranger = httpx.post(
+        f"{live.stack.url}/api/v1/ingest/runs/{run.pk}/telemetry/",
+        json=batch(1),
+        headers={"Authorization": "Bearer not-a-token"},
+    )
+    assert stranger.status_code == 401
+    out_of_range = post(live, run, {**batch(1), "attempt": 0})
+    assert out_of_range.status_code == 400 and out_of_range.json()["field"] == "attempt"
+    bad_series = post(live, run, {**batch(1), "series": {"residual.p": [[1, "high"]]}})
+    assert bad_series.status_code == 400 and bad_series.json()["field"] == "series"
+    assert post(live, run, None, raw=b"{not json").status_code == 400
+    # a float attempt is an integer to the schema: the view takes it and stores the batch
+    assert post(live, run, {**batch(3), "attempt": 2.0}).status_code == 200
+    stored = live.get(f"/api/v1/runs/{run.pk}/telemetry/", params={"series": "residual.p"}).json()
+    assert stored["series"]["residual.p"]["x"] == [3.0]

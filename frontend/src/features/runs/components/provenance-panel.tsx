@@ -1,0 +1,136 @@
+import { Badge, Code, Group, SimpleGrid, Stack, Table, Text } from "@mantine/core";
+import type { ReactNode } from "react";
+import { CopyIcon, CopyTextButton } from "@/components/copy-button";
+import { formatDateTime } from "@/lib/format";
+import type { Provenance } from "@/lib/types";
+import { shellLine, type Command } from "./shell-line";
+
+type Image = { name?: string; digest?: string } | null;
+type Identity = { hash?: string; inputs?: Record<string, unknown> };
+type Environment = {
+  allowlist?: { names?: string[]; prefixes?: string[] };
+  set_by_run_configuration?: Record<string, string>;
+};
+
+function Row({ label, children, testId }: { label: string; children: ReactNode; testId?: string }) {
+  return (
+    <Stack gap={0}>
+      <Text size="xs" c="dimmed">
+        {label}
+      </Text>
+      <Text
+        size="sm"
+        ff="monospace"
+        data-testid={testId}
+        style={{ overflowWrap: "anywhere" }}
+        component="div"
+      >
+        {children}
+      </Text>
+    </Stack>
+  );
+}
+
+/** The run's provenance (docs/provenance.md): what made its results, enough to rerun the
+ * case by hand, with copy buttons for the identity, the commands and the whole record. */
+export function ProvenancePanel({ provenance }: { provenance: Provenance }) {
+  const identity = (provenance.identity ?? {}) as Identity;
+  const image = provenance.image as Image;
+  const environment = (provenance.environment ?? {}) as Environment;
+  const ran = (provenance.commands ?? []) as Command[];
+  const commands = ran.length ? ran : ((provenance.planned_commands ?? []) as Command[]);
+  const packages = Object.entries(provenance.packages ?? {});
+  const hosts = provenance.hosts?.length ? provenance.hosts.join(", ") : "—";
+  const script = commands.map(shellLine).join("\n");
+  const set = Object.entries(environment.set_by_run_configuration ?? {});
+  return (
+    <Stack gap="md" data-testid="provenance">
+      <Group justify="space-between" align="flex-start">
+        <Row
+          label="Identity (content hash of what determines the result)"
+          testId="provenance-identity"
+        >
+          <Group gap={4} wrap="nowrap">
+            <span>{identity.hash || "—"}</span>
+            {identity.hash && <CopyIcon value={identity.hash} label="Copy the identity" />}
+          </Group>
+        </Row>
+        <CopyTextButton value={JSON.stringify(provenance, null, 2)} label="Copy as JSON" />
+      </Group>
+      <SimpleGrid cols={{ base: 1, sm: 2, lg: 4 }} spacing="md">
+        <Row label="Solver">{provenance.solver}</Row>
+        <Row label="OpenFOAM" testId="provenance-openfoam">
+          {provenance.openfoam_version || "—"}
+        </Row>
+        <Row label="Image" testId="provenance-image">
+          {image
+            ? `${image.name ?? ""} ${image.digest ?? ""}`
+            : "none (the backend's own OpenFOAM)"}
+        </Row>
+        <Row label="Backend · job id">
+          {`${(provenance.backend as { name?: string })?.name ?? ""} · ${provenance.job_id || "—"}`}
+        </Row>
+        <Row label="Host(s)" testId="provenance-hosts">
+          {hosts}
+        </Row>
+        <Row label="Processes · decomposition">
+          {provenance.processes}
+          {provenance.decompose ? ` · ${JSON.stringify(provenance.decompose)}` : " · serial"}
+        </Row>
+        <Row label="Started · ended">
+          {`${formatDateTime(provenance.started_at)} · ${formatDateTime(provenance.finished_at)}`}
+        </Row>
+        <Row label="Exit code">{provenance.exit_code ?? "—"}</Row>
+        <Row label="Agent · portal version" testId="provenance-versions">
+          {`${provenance.agent_version || "—"} · ${provenance.portal_version}`}
+        </Row>
+        <Row label="Sandbox">{provenance.sandbox || "—"}</Row>
+        <Row label="Attempt">{provenance.attempt}</Row>
+      </SimpleGrid>
+      <Stack gap={4}>
+        <Group justify="space-between">
+          <Text size="sm" fw={600}>
+            {ran.length ? "Commands as they ran" : "Commands (planned: no agent report yet)"}
+          </Text>
+          {script && <CopyTextButton value={script} label="Copy commands" />}
+        </Group>
+        <Table withTableBorder fz="xs" data-testid="provenance-commands">
+          <Table.Tbody>
+            {commands.map((c, i) => (
+              <Table.Tr key={`${c.name}-${i}`}>
+                <Table.Td w={140}>{c.name}</Table.Td>
+                <Table.Td>
+                  <Code>{shellLine(c)}</Code>
+                </Table.Td>
+                <Table.Td w={90}>
+                  {c.exit_code === undefined ? (
+                    ""
+                  ) : (
+                    <Badge size="xs" color={c.exit_code === 0 ? "teal" : "red"} variant="light">
+                      exit {c.exit_code ?? "?"}
+                    </Badge>
+                  )}
+                </Table.Td>
+              </Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+      </Stack>
+      {packages.length > 0 && (
+        <Row label="Packages">{packages.map(([n, v]) => `${n} ${v}`).join(", ")}</Row>
+      )}
+      <Row label="Environment allowlist in force">
+        {[
+          ...(environment.allowlist?.names ?? []),
+          ...(environment.allowlist?.prefixes ?? []).map((p) => `${p}*`),
+        ].join(" ") || "—"}
+      </Row>
+      {set.length > 0 && (
+        <Row label="Set by the run configuration">{set.map(([k, v]) => `${k}=${v}`).join(" ")}</Row>
+      )}
+      <Text size="xs" c="dimmed">
+        The run's archive holds the same record as windtunnel-provenance.json.
+      </Text>
+    </Stack>
+  );
+}
