@@ -61,6 +61,7 @@ def fill(total: int) -> list[int]:
                 spec={
                     "name": f"queue {s}",
                     "template": "cavity",
+                    "reuse": False,  # measured runs are computed, never reused
                     "backend": "noop",
                     "parameters": {"lid_velocity": {"linspace": [0.1, 10, per_study]}},
                 },

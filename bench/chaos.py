@@ -830,6 +830,7 @@ def _main(seed: int, components: tuple[str, ...]) -> None:
             {
                 "name": f"chaos on {backend}",
                 "template": "cavity",
+                "reuse": False,  # measured runs are computed, never reused
                 "backend": backend,
                 "parameters": {
                     "lid_velocity": {"linspace": [0.5, 2.0, per_backend]},

@@ -85,7 +85,13 @@ def noop_study(*, name: str, parameters: dict, submit: bool = True):
         quota={"cores": 10_000, "memory_gb": 1e6, "max_runs": 10_000, "max_queued_runs": 10_000},
     )
     Run.objects.filter(tenant=tenant).delete()
-    spec = {"name": name, "template": "cavity", "backend": "noop", "parameters": parameters}
+    spec = {
+        "name": name,
+        "template": "cavity",
+        "backend": "noop",
+        "parameters": parameters,
+        "reuse": False,
+    }
     return study_create(
         tenant=tenant, owner=tenant.memberships.get().user, spec=spec, submit=submit
     )

@@ -44,6 +44,7 @@ def main() -> None:
         spec = {
             "name": "dispatch bench",
             "template": "cavity",
+            "reuse": False,  # measured runs are computed, never reused
             "backend": "noop",
             "parameters": {"lid_velocity": {"linspace": [0.1, 10, RUNS]}},
         }

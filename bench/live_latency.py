@@ -83,6 +83,7 @@ def main() -> None:
         spec={
             "name": "live latency",
             "template": "cavity",
+            "reuse": False,  # measured runs are computed, never reused
             "parameters": {"lid_velocity": {"linspace": [1, 2, RUNS]}},
         },
     )

@@ -69,6 +69,7 @@ def main() -> None:
         spec = {
             "name": "memory bench",
             "template": "cavity",
+            "reuse": False,  # measured runs are computed, never reused
             "parameters": {
                 "lid_velocity": {"linspace": [0.5, 2.0, RUNS]},
                 "cells": 10,

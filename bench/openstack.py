@@ -98,6 +98,7 @@ def active_latency(in_flight: int) -> list[float]:
         spec={
             "name": f"active latency x{in_flight}",
             "template": "cavity",
+            "reuse": False,  # measured runs are computed, never reused
             "backend": backend.name,
             "image": image.digest,
             "parameters": {"lid_velocity": {"linspace": [1, 2, RUNS]}, "cells": 10},

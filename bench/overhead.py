@@ -65,7 +65,7 @@ def main() -> None:
         quota={"cores": 2, "memory_gb": 8, "max_runs": 2},
     )
     user = tenant.memberships.get().user
-    spec = {"name": "overhead bench", "template": "cavity", "parameters": PARAMS}
+    spec = {"name": "overhead bench", "template": "cavity", "parameters": PARAMS, "reuse": False}
     contexts = [ctx for _, ctx in spec_resolve(tenant=tenant, spec=spec).points()]
 
     stack = fresh_stack()

@@ -186,6 +186,7 @@ def study_makespan(mode: str, work: Path) -> dict:
             spec={
                 "name": f"pools bench {mode}",
                 "template": "cavity",
+                "reuse": False,  # measured runs are computed, never reused
                 "backend": backend.name,
                 "image": image.digest,
                 "parameters": {

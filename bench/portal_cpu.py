@@ -69,7 +69,7 @@ def main() -> None:
         quota={"cores": 2, "memory_gb": 8, "max_runs": 2},
     )
     user = tenant.memberships.get().user
-    spec = {"name": "cpu breakdown", "template": "cavity", "parameters": PARAMS}
+    spec = {"name": "cpu breakdown", "template": "cavity", "parameters": PARAMS, "reuse": False}
     stack = fresh_stack()
     stack.start_web()
     stack.start_worker()

@@ -59,7 +59,7 @@ def _solved_case(tmp: Path) -> tuple[str, dict]:
     from tenancy.models import Tenant
 
     tenant = Tenant.objects.get(name="bench-request-cpu")
-    spec = {"name": "x", "template": "cavity", "parameters": context}
+    spec = {"name": "x", "template": "cavity", "parameters": context, "reuse": False}
     (_, full), *_ = spec_resolve(tenant=tenant, spec=spec).points()
     render_case(ROOT / "templates" / "cavity", case, full)
     env = {**os.environ, "WM_PROJECT_DIR": "/usr/share/openfoam"}

@@ -167,6 +167,7 @@ def _main() -> None:
     spec = {
         "name": "slurm overhead",
         "template": "cavity",
+        "reuse": False,  # measured runs are computed, never reused
         "backend": "slurm-bench",
         "parameters": PARAMETERS,
     }

@@ -87,6 +87,14 @@ def _apply_capacity(backend: Backend, data: dict[str, Any], *, creating: bool) -
         )
 
 
+def _apply_admission(backend: Backend, data: dict[str, Any]) -> None:
+    """The admission policy and its fair-share half-life (checked by the serializer)."""
+    if "admission_policy" in data:
+        backend.admission_policy = data["admission_policy"]
+    if "fair_share_half_life" in data:
+        backend.fair_share_half_life = float(data["fair_share_half_life"])
+
+
 @transaction.atomic
 def backend_create(*, data: dict[str, Any]) -> Backend:
     name, kind = data["name"], data["kind"]
@@ -100,6 +108,7 @@ def backend_create(*, data: dict[str, Any]) -> Backend:
     backend.secrets = encrypt_json(secrets)
     backend.cores, backend.memory_gb, backend.max_nodes = 1, 1.0, data.get("max_nodes", 1)
     _apply_capacity(backend, data, creating=True)
+    _apply_admission(backend, data)
     backend.save()
     if "tenants" in data:
         backend.tenants.set(_tenants(data["tenants"]))
@@ -126,6 +135,7 @@ def backend_update(*, backend: Backend, data: dict[str, Any]) -> Backend:
     if "enabled" in data:
         backend.enabled = data["enabled"]
     _apply_capacity(backend, data, creating=False)
+    _apply_admission(backend, data)
     backend.save()
     if "tenants" in data:
         backend.tenants.set(_tenants(data["tenants"]))

@@ -12,6 +12,15 @@ class BackendKind(models.TextChoices):
     OPENSTACK = "openstack", "OpenStack"
 
 
+class AdmissionPolicyName(models.TextChoices):
+    """The admission policies an admin picks per backend (scheduler.policies)."""
+
+    DEFAULT = "", "The portal's default (WINDTUNNEL_ADMISSION_POLICY)"
+    FIFO = "fifo", "First in, first out"
+    PRIORITY = "priority", "Study priority within a tenant, with backfill"
+    FAIR_SHARE = "fair_share", "Fair share across tenants, study priority, backfill"
+
+
 class ImageKind(models.TextChoices):
     CONTAINER = "container", "OCI container image"
     VM = "vm", "VM image"

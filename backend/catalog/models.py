@@ -1,6 +1,6 @@
 from django.db import models
 
-from catalog.choices import BackendKind, ImageKind, ImageStatus
+from catalog.choices import AdmissionPolicyName, BackendKind, ImageKind, ImageStatus
 from core.models import TimeStamped
 
 
@@ -66,6 +66,17 @@ class Backend(TimeStamped):
     )
     cloud_limits_at = models.DateTimeField(null=True, blank=True)
     cloud_error = models.TextField(blank=True, help_text="the last failure reading the cloud")
+    admission_policy = models.CharField(
+        max_length=20,
+        choices=AdmissionPolicyName.choices,
+        default=AdmissionPolicyName.DEFAULT,
+        blank=True,
+        help_text="how queued runs are admitted here (docs/scheduling.md)",
+    )
+    fair_share_half_life = models.FloatField(
+        default=3600.0,
+        help_text="fair_share: seconds over which past use counts half (0: only what is held)",
+    )
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"

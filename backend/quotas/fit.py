@@ -37,6 +37,24 @@ class Usage:
             runs=self.runs + 1,
         )
 
+    def plus_usage(self, other: Usage) -> Usage:
+        """What is in use when `other` (what some runs hold) is added."""
+        return Usage(
+            cores=self.cores + other.cores,
+            memory_gb=self.memory_gb + other.memory_gb,
+            nodes=self.nodes + other.nodes,
+            runs=self.runs + other.runs,
+        )
+
+    def minus(self, other: Usage) -> Usage:
+        """What is left in use when `other` (what some runs held) is given back."""
+        return Usage(
+            cores=self.cores - other.cores,
+            memory_gb=self.memory_gb - other.memory_gb,
+            nodes=self.nodes - other.nodes,
+            runs=self.runs - other.runs,
+        )
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Shape:

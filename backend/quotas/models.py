@@ -27,6 +27,12 @@ class Quota(TimeStamped):
     core_hours_budget = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(0.0)]
     )
+    share_weight = models.FloatField(
+        default=1.0,
+        validators=[MinValueValidator(0.01)],
+        help_text="fair_share: the tenant's weight (its share is weight ÷ the weights of the "
+        "tenants with work on a backend)",
+    )
 
     def clean(self) -> None:
         if self.memory_gb <= 0:

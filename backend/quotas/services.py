@@ -24,6 +24,7 @@ QUOTA_BOUNDS: dict[str, tuple[float, float]] = {
     "max_queued_runs": (1, 1_000_000),
     "storage_gb": (0, 10_000_000),
     "core_hours_budget": (0, 1_000_000_000),
+    "share_weight": (0.01, 10_000),
 }
 INTEGER_FIELDS = ("cores", "max_nodes", "max_runs", "max_queued_runs")
 NULLABLE_FIELDS = ("core_hours_budget",)  # null: no budget

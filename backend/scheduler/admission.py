@@ -13,8 +13,10 @@ building was most of a worker's CPU per run). Starting what was admitted is the 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
-from datetime import timedelta
+from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db import connection, transaction
@@ -28,10 +30,20 @@ from compute.capacity import BackendCapacity, capacity_of
 from core import jobs
 from core.jobs import Job
 from core.metrics import ADMISSION_DURATION, RUNS_ADMITTED
-from quotas.fit import Shape, Usage, backend_problem, run_fit_problem
+from quotas.fit import (
+    NOTHING,
+    Shape,
+    Usage,
+    backend_problem,
+    cloud_problem,
+    quota_problem,
+    run_fit_problem,
+)
 from quotas.models import Quota
+from scheduler.backfill import Fits, Held, Reservation, reserve
+from scheduler.fairshare import Recent, Standing, standing
 from scheduler.models import QueueReasons
-from scheduler.policies import policy_in_use
+from scheduler.policies import POLICIES, AdmissionPolicy, Candidate, policy_named
 from studies.choices import HOLDING_STATES, RunState, StudyState, WaitReason
 from studies.models import Run, Study
 from studies.transitions import runs_admit
@@ -51,11 +63,10 @@ WAIT_PREFIXES = {
 def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
     """Admit the tenant's queued runs that fit; return their ids. Safe to run concurrently.
 
-    A backend is shared by tenants: capacity that frees up is held for the oldest queued
-    run of another tenant that waits for it (a wide run is never starved by a stream of
-    later small ones); a later run takes only what that run does not need. The tenants
-    holding such a reservation are scheduled next."""
-    policy = policy_in_use()
+    A backend is shared by tenants: capacity that frees up is held for another tenant's
+    waiting run (the oldest under fifo and priority, the one of the tenant furthest below
+    its fair share under fair_share): a later run takes only what that run does not need.
+    The tenants holding such a reservation are scheduled next."""
     with transaction.atomic(), connection.cursor() as cur:
         cur.execute(_QUOTA_SQL, [tenant_id])
         row = cur.fetchone()
@@ -63,71 +74,123 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
             return []
         quota = Quota(tenant_id=tenant_id, cores=row[0], memory_gb=row[1], max_runs=row[2])
         quota.max_nodes = row[3]
+        tenant_name = row[5]
         cur.execute(_PENDING_KEYS_SQL, [tenant_id, list(ACTIVE_STUDY_STATES)])
         keys = cur.fetchall()
         backend_ids = sorted({b for b, _ in keys})
         if not backend_ids:
             return []
         cur.execute(_BACKENDS_SQL, [backend_ids])  # locked in id order: no deadlocks
-        backends = {r[0]: capacity_of(_backend(r)) for r in cur.fetchall()}
+        rows = cur.fetchall()
+        backends = {r[0]: capacity_of(_backend(r)) for r in rows}
+        policies = {r[0]: policy_named(r[8]) for r in rows}
         usage, backend_usage = _usages(cur, tenant_id=tenant_id, backend_ids=list(backends))
         images = _images_not_ready(cur, {i for _, i in keys if i is not None})
-        reserved = _reservations(cur, tenant_id=tenant_id, backends=backends)
-        held_for: set[int] = set()  # tenants whose older runs the capacity is held for
+        fair_ids = [b for b in backends if policies[b].fair_share]
+        reserved = _reservations(
+            cur, tenant_id=tenant_id, backends=[b for b in backends if b not in fair_ids]
+        )
+        fair = _fair_shares(
+            cur,
+            tenant_id=tenant_id,
+            backends={r[0]: (backends[r[0]], float(r[9])) for r in rows if r[0] in fair_ids},
+        )
+        held = _HeldRuns(cur, tenant_id=tenant_id, backend_ids=list(backends))
+        held_for: set[int] = set()  # tenants whose runs the capacity is held for
         admitted: list[Any] = []
         full_backends: dict[int, tuple[str, str]] = {}
         quota_problem: str | None = None
+        quota_reserved: Reservation | None = None  # a run over the quota, backfilled around
+        backend_reserved: dict[int, Reservation] = {}
         now = timezone.now()
-        for run in policy.queue(cur, tenant_id=tenant_id):
+        for run in _queue(cur, tenant_id=tenant_id, policies=policies):
             if run.image_id in images:
                 continue  # its image is still building: not admitted, holds nothing
             if run.retry_at is not None and run.retry_at > now:
                 continue  # its backend could not take it a moment ago: it waits its turn
-            if run.backend_id in full_backends:
-                if len(full_backends) == len(backends):
+            bid = run.backend_id
+            if bid in full_backends and bid not in backend_reserved:
+                if len(full_backends) == len(backends) and not backend_reserved:
                     break
                 continue
-            backend = backends[run.backend_id]
+            backend, policy = backends[bid], policies[bid]
             shape = Shape(cores=run.processes, memory_gb=run.memory_gb, nodes=run.nodes)
+            need = NOTHING.plus(shape, holds_nodes=backend.holds_nodes)
             problem = run_fit_problem(
                 shape=shape,
                 quota=quota,
                 backend=backend,
                 usage=usage,
-                backend_usage=backend_usage[run.backend_id],
+                backend_usage=backend_usage[bid],
             )
             if problem is not None:
-                if policy.blocks(problem):
+                if problem.limit == "quota":
+                    if quota_reserved is not None:
+                        continue  # behind the reserved run: it waits, as that one does
                     quota_problem = str(problem)
-                    break  # e.g. strict FIFO: later runs of the tenant wait behind this one
-                full_backends[run.backend_id] = (
-                    WAIT_REASONS[problem.limit],
-                    f"{WAIT_PREFIXES[problem.limit]}: {problem}",
-                )
-                continue
-            older = reserved.get(run.backend_id)
-            if older is not None and older.queued_at < run.queued_at:
-                # this run may only take what the older run of another tenant does not need
-                held = backend_problem(
-                    shape=shape,
-                    backend=backend,
-                    usage=backend_usage[run.backend_id].plus(
-                        older.shape, holds_nodes=backend.holds_nodes
-                    ),
-                )
-                if held:
-                    held_for.add(older.tenant_id)
-                    full_backends[run.backend_id] = (
-                        WaitReason.BACKEND,
-                        f"backend capacity: {backend.name}: what frees up is held for an older "
-                        f"queued run ({older.shape.describe(holds_nodes=backend.holds_nodes)}); "
-                        "this run follows it",
+                    if policy.blocks(problem) or not policy.backfills:
+                        break  # e.g. strict FIFO: later runs of the tenant wait behind this one
+                    quota_reserved = reserve(
+                        need=need,
+                        in_use=usage,
+                        held=held.of_tenant(),
+                        fits=_quota_fits(quota),
+                        now=now,
                     )
+                    if quota_reserved is None:
+                        break  # its start depends on a run with no wall limit
+                    quota_problem += f"; {quota_reserved.describe(now=now)}"
                     continue
-            usage = usage.plus(shape, holds_nodes=backend.holds_nodes)
-            backend_usage[run.backend_id] = backend_usage[run.backend_id].plus(
-                shape, holds_nodes=backend.holds_nodes
+                if bid not in full_backends:
+                    full_backends[bid] = (
+                        WAIT_REASONS[problem.limit],
+                        f"{WAIT_PREFIXES[problem.limit]}: {problem}",
+                    )
+                    if policy.backfills:
+                        found = reserve(
+                            need=need,
+                            in_use=backend_usage[bid],
+                            held=held.of_backend(bid),
+                            fits=_backend_fits(backend),
+                            now=now,
+                        )
+                        if found is not None:
+                            backend_reserved[bid] = found
+                            reason, detail = full_backends[bid]
+                            full_backends[bid] = (reason, f"{detail}; {found.describe(now=now)}")
+                continue
+            # it fits now: it may still have to leave room for a run with a reserved start
+            if quota_reserved is not None and not quota_reserved.admits(
+                need=need, wall_limit=run.wall_limit, now=now
+            ):
+                continue
+            if bid in backend_reserved and not backend_reserved[bid].admits(
+                need=need, wall_limit=run.wall_limit, now=now
+            ):
+                continue
+            other = _held_for_other(
+                run=run,
+                shape=shape,
+                backend=backend,
+                backend_usage=backend_usage[bid],
+                older=reserved.get(bid),
+                fair=fair.get(bid),
+                tenant=(tenant_id, tenant_name),
             )
+            if other is not None:
+                other_tenant, detail = other
+                held_for.add(other_tenant)
+                if bid not in full_backends:
+                    full_backends[bid] = (WaitReason.BACKEND, detail)
+                continue
+            for reservation in (quota_reserved, backend_reserved.get(bid)):
+                if reservation is not None:
+                    reservation.count(need=need, wall_limit=run.wall_limit, now=now)
+            usage = usage.plus(shape, holds_nodes=backend.holds_nodes)
+            backend_usage[bid] = backend_usage[bid].plus(shape, holds_nodes=backend.holds_nodes)
+            if bid in fair:
+                fair[bid].take(tenant_id, need)
+            held.started(bid, need, run.wall_limit, now)
             admitted.append(run.run_id)
         runs_admit(run_ids=admitted, publish=publish)
         reasons = _reasons_fingerprint(quota_problem, full_backends, images)
@@ -140,8 +203,8 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
                 images=images,
             )
             cur.execute(_REASONS_SAVE_SQL, [tenant_id, reasons])
-        for other in sorted(held_for):  # their turn: the capacity may be theirs now
-            jobs.enqueue(Job.SCHEDULE_TENANT, other)
+        for other_tenant in sorted(held_for):  # their turn: the capacity may be theirs now
+            jobs.enqueue(Job.SCHEDULE_TENANT, other_tenant)
     RUNS_ADMITTED.inc(len(admitted))
     return admitted
 
@@ -189,15 +252,12 @@ ORDER BY b.id, r.queued_at, r.study_id, r.index
 """
 
 
-def _reservations(
-    cur: Any, *, tenant_id: int, backends: dict[int, BackendCapacity]
-) -> dict[int, _Reservation]:
+def _reservations(cur: Any, *, tenant_id: int, backends: list[int]) -> dict[int, _Reservation]:
     """Per backend, the oldest queued run of another tenant that waits for its capacity (its
     own tenant's quota lets it run): what frees up there is held for it."""
-    cur.execute(
-        _RESERVED_SQL,
-        {"backends": list(backends), "tenant": tenant_id},
-    )
+    if not backends:
+        return {}
+    cur.execute(_RESERVED_SQL, {"backends": backends, "tenant": tenant_id})
     out = {}
     for bid, other, queued_at, processes, memory_gb, nodes in cur.fetchall():
         out[bid] = _Reservation(
@@ -207,7 +267,7 @@ def _reservations(
 
 
 _QUOTA_SQL = (
-    "SELECT q.cores, q.memory_gb, q.max_runs, q.max_nodes, t.is_active"
+    "SELECT q.cores, q.memory_gb, q.max_runs, q.max_nodes, t.is_active, t.name"
     f" FROM {Quota._meta.db_table} q JOIN {Tenant._meta.db_table} t ON t.id = q.tenant_id"
     " WHERE q.tenant_id = %s FOR UPDATE OF q"
 )
@@ -220,7 +280,8 @@ _PENDING_KEYS_SQL = (
     " WHERE s.tenant_id = %s AND s.state = ANY(%s)"
 )
 _BACKENDS_SQL = (
-    f"SELECT id, name, kind, cores, memory_gb, max_nodes, enabled, cloud_limits"
+    "SELECT id, name, kind, cores, memory_gb, max_nodes, enabled, cloud_limits,"
+    " admission_policy, fair_share_half_life"
     f" FROM {Backend._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
 )
 _USAGE_SQL = f"""
@@ -242,7 +303,7 @@ GROUP BY r.backend_id
 
 def _backend(row: tuple[Any, ...]) -> Backend:
     """A locked backend row as a Backend (unsaved: what admission reads of it)."""
-    backend_id, name, kind, cores, memory_gb, max_nodes, enabled, limits = row
+    backend_id, name, kind, cores, memory_gb, max_nodes, enabled, limits = row[:8]
     if isinstance(limits, str):  # Django reads jsonb as text
         limits = json.loads(limits)
     backend = Backend(name=name, kind=kind, cores=cores, memory_gb=memory_gb)
@@ -379,3 +440,261 @@ def _record_wait_reasons(
             + [list(full_backends)]
             + ([image_ids] if image_ids else []),
         )
+
+
+def _queue(
+    cur: Any, *, tenant_id: int, policies: dict[int, AdmissionPolicy]
+) -> Iterator[Candidate]:
+    """The tenant's queued runs in admission's order: one queue per policy in use on its
+    backends, merged on the policies' common order key (priority, then queued at, study,
+    index; under fifo every run counts as normal)."""
+    groups: dict[str, list[int]] = {}
+    for bid, policy in policies.items():
+        groups.setdefault(policy.name, []).append(bid)
+    if len(groups) == 1:
+        ((name, ids),) = groups.items()
+        yield from POLICIES[name].queue(cur, tenant_id=tenant_id, backend_ids=ids)
+        return
+    # each queue is read lazily on its own cursor (they interleave)
+    streams = []
+    for name, ids in sorted(groups.items()):
+        policy = POLICIES[name]
+        stream_cur = connection.cursor()
+        streams.append(
+            (policy.order_key(c), c)
+            for c in policy.queue(stream_cur, tenant_id=tenant_id, backend_ids=ids)
+        )
+    for _, candidate in heapq.merge(*streams, key=lambda pair: pair[0]):
+        yield candidate
+
+
+def _quota_fits(quota: Quota) -> Fits:
+    def fits(in_use: Usage, need: Usage) -> bool:
+        shape = Shape(cores=need.cores, memory_gb=need.memory_gb, nodes=need.nodes)
+        return quota_problem(shape=shape, quota=quota, usage=in_use, holds_nodes=True) is None
+
+    return fits
+
+
+def _backend_fits(backend: BackendCapacity) -> Fits:
+    def fits(in_use: Usage, need: Usage) -> bool:
+        shape = Shape(cores=need.cores, memory_gb=need.memory_gb, nodes=max(need.nodes, 1))
+        return (
+            backend_problem(shape=shape, backend=backend, usage=in_use) is None
+            and cloud_problem(shape=shape, backend=backend, usage=in_use) is None
+        )
+
+    return fits
+
+
+# what holds resources, with its expected end (start + its study's max_wall_seconds; NULL:
+# no limit): read once per pass, and only when a run does not fit under a backfill policy
+_HELD_SQL = f"""
+SELECT r.tenant_id, r.backend_id, r.processes, r.memory_gb,
+       CASE WHEN b.kind = ANY(%(kinds)s) THEN r.nodes ELSE 0 END,
+       COALESCE(r.started_at, r.admitted_at, now())
+         + make_interval(secs => (s.convergence->>'max_wall_seconds')::float)
+FROM {Run._meta.db_table} r
+JOIN {Study._meta.db_table} s ON s.id = r.study_id
+JOIN {Backend._meta.db_table} b ON b.id = r.backend_id
+WHERE r.state = ANY(%(holding)s) AND r.released_at IS NULL
+  AND (r.tenant_id = %(tenant)s OR r.backend_id = ANY(%(backends)s))
+"""
+
+
+class _HeldRuns:
+    """The runs holding resources that backfill plans with: the tenant's and the backends'."""
+
+    def __init__(self, cur: Any, *, tenant_id: int, backend_ids: list[int]) -> None:
+        self._cur, self._tenant, self._backends = cur, tenant_id, backend_ids
+        self._rows: list[tuple[int, int, Held]] | None = None
+
+    def _load(self) -> list[tuple[int, int, Held]]:
+        if self._rows is None:
+            self._cur.execute(
+                _HELD_SQL,
+                {
+                    "kinds": node_holding_kinds(),
+                    "holding": [str(s) for s in HOLDING_STATES],
+                    "tenant": self._tenant,
+                    "backends": self._backends,
+                },
+            )
+            self._rows = [
+                (
+                    tenant,
+                    bid,
+                    Held(
+                        holds=Usage(cores=cores, memory_gb=float(memory), nodes=nodes, runs=1),
+                        ends_at=ends_at,
+                    ),
+                )
+                for tenant, bid, cores, memory, nodes, ends_at in self._cur.fetchall()
+            ]
+        return self._rows
+
+    def of_tenant(self) -> list[Held]:
+        return [h for tenant, _, h in self._load() if tenant == self._tenant]
+
+    def of_backend(self, backend_id: int) -> list[Held]:
+        return [h for _, bid, h in self._load() if bid == backend_id]
+
+    def started(
+        self, backend_id: int, need: Usage, wall_limit: float | None, now: datetime
+    ) -> None:
+        """A run admitted in this pass holds resources from now on."""
+        if self._rows is not None:
+            ends = now + timedelta(seconds=wall_limit) if wall_limit is not None else None
+            self._rows.append((self._tenant, backend_id, Held(holds=need, ends_at=ends)))
+
+
+class _FairShare:
+    """One fair_share backend as this pass sees it: what each tenant with work there holds
+    and used recently, their weights, and the head of each other tenant's waiting runs."""
+
+    def __init__(
+        self,
+        *,
+        backend: BackendCapacity,
+        holds: dict[int, Usage],
+        recent: dict[int, Recent],
+        weights: dict[int, float],
+        heads: dict[int, _Reservation],
+    ) -> None:
+        self.backend, self.holds, self.recent, self.weights, self.heads = (
+            backend,
+            holds,
+            recent,
+            weights,
+            heads,
+        )
+
+    def standing(self, tenant_id: int) -> Standing:
+        return standing(
+            holds=self.holds.get(tenant_id, NOTHING),
+            recent=self.recent.get(tenant_id, Recent()),
+            backend=self.backend,
+            weight=self.weights.get(tenant_id, 1.0),
+            weights=sum(self.weights.values()),
+        )
+
+    def take(self, tenant_id: int, need: Usage) -> None:
+        self.holds[tenant_id] = self.holds.get(tenant_id, NOTHING).plus_usage(need)
+
+
+_FAIR_HOLDS_SQL = f"""
+SELECT r.tenant_id, count(*), coalesce(sum(r.processes), 0), coalesce(sum(r.memory_gb), 0),
+       coalesce(sum(r.nodes), 0)
+FROM {Run._meta.db_table} r
+WHERE r.backend_id = %(backend)s AND r.state = ANY(%(holding)s) AND r.released_at IS NULL
+GROUP BY r.tenant_id
+"""
+# the decayed average (scheduler.fairshare.decay_factor, in SQL): each run's resources times
+# 2^(-age at its end / H) - 2^(-age at its start / H), over the runs started in the last 10
+# half-lives (older ones weigh under 0.1 %), from index run_started
+_FAIR_RECENT_SQL = f"""
+SELECT r.tenant_id,
+       sum(r.processes * f.w), sum(r.memory_gb * f.w), sum(r.nodes * f.w)
+FROM {Run._meta.db_table} r
+CROSS JOIN LATERAL (SELECT
+    power(2.0, -greatest(extract(epoch FROM now() - coalesce(r.released_at, r.finished_at, now())), 0) / %(half)s)
+  - power(2.0, -greatest(extract(epoch FROM now() - r.started_at), 0) / %(half)s) AS w) f
+WHERE r.started_at IS NOT NULL AND r.started_at > now() - make_interval(secs => %(window)s)
+  AND r.backend_id = %(backend)s
+GROUP BY r.tenant_id
+"""
+_FAIR_WEIGHTS_SQL = (
+    f"SELECT tenant_id, share_weight FROM {Quota._meta.db_table} WHERE tenant_id = ANY(%s)"
+)
+_FAIR_HEADS_SQL = _RESERVED_SQL.replace("SELECT DISTINCT ON (b.id)", "SELECT")
+
+
+def _fair_shares(
+    cur: Any, *, tenant_id: int, backends: dict[int, tuple[BackendCapacity, float]]
+) -> dict[int, _FairShare]:
+    """What fair share decides with on each fair_share backend (a few small aggregates)."""
+    if not backends:
+        return {}
+    holding = [str(s) for s in HOLDING_STATES]
+    cur.execute(_FAIR_HEADS_SQL, {"backends": list(backends), "tenant": tenant_id})
+    heads: dict[int, dict[int, _Reservation]] = {b: {} for b in backends}
+    for bid, other, queued_at, processes, memory_gb, nodes in cur.fetchall():
+        heads[bid][other] = _Reservation(
+            other, queued_at, Shape(cores=processes, memory_gb=memory_gb, nodes=nodes)
+        )
+    out = {}
+    for bid, (capacity, half_life) in backends.items():
+        cur.execute(_FAIR_HOLDS_SQL, {"backend": bid, "holding": holding})
+        holds = {
+            t: Usage(cores=c, memory_gb=float(m), nodes=n if capacity.holds_nodes else 0, runs=k)
+            for t, k, c, m, n in cur.fetchall()
+        }
+        recent: dict[int, Recent] = {}
+        if half_life > 0:
+            cur.execute(
+                _FAIR_RECENT_SQL, {"backend": bid, "half": half_life, "window": 10 * half_life}
+            )
+            recent = {
+                t: Recent(cores=float(c or 0), memory_gb=float(m or 0), nodes=float(n or 0))
+                for t, c, m, n in cur.fetchall()
+            }
+        tenants = {tenant_id, *holds, *heads[bid]}
+        cur.execute(_FAIR_WEIGHTS_SQL, [sorted(tenants)])
+        weights = {t: 1.0 for t in tenants} | {t: float(w) for t, w in cur.fetchall()}
+        out[bid] = _FairShare(
+            backend=capacity, holds=holds, recent=recent, weights=weights, heads=heads[bid]
+        )
+    return out
+
+
+def _held_for_other(
+    *,
+    run: Candidate,
+    shape: Shape,
+    backend: BackendCapacity,
+    backend_usage: Usage,
+    older: _Reservation | None,
+    fair: _FairShare | None,
+    tenant: tuple[int, str],
+) -> tuple[int, str] | None:
+    """Whether what this run would take is held for another tenant's waiting run: (that
+    tenant, why) or None. fifo and priority: the oldest such run, if older than this one;
+    fair_share: the run of the tenant furthest below its fair share, if further than this
+    run's tenant (the same distance: the older run)."""
+    if fair is not None:
+        mine = fair.standing(tenant[0])
+        ahead = []
+        for other, head in fair.heads.items():
+            theirs = fair.standing(other)
+            if theirs.ratio < mine.ratio - 1e-9 or (
+                abs(theirs.ratio - mine.ratio) <= 1e-9 and head.queued_at < run.queued_at
+            ):
+                ahead.append((theirs.ratio, head.queued_at, other))
+        if not ahead:
+            return None
+        other = min(ahead)[2]
+        head = fair.heads[other]
+        if not backend_problem(
+            shape=shape,
+            backend=backend,
+            usage=backend_usage.plus(head.shape, holds_nodes=backend.holds_nodes),
+        ):
+            return None
+        return other, (
+            f"backend capacity: {backend.name}: fair share: {mine.describe(tenant[1])}; "
+            "what frees up goes first to a tenant further below its share"
+        )
+    if older is None or older.queued_at >= run.queued_at:
+        return None
+    # this run may only take what the older run of another tenant does not need
+    if not backend_problem(
+        shape=shape,
+        backend=backend,
+        usage=backend_usage.plus(older.shape, holds_nodes=backend.holds_nodes),
+    ):
+        return None
+    return older.tenant_id, (
+        f"backend capacity: {backend.name}: what frees up is held for an older "
+        f"queued run ({older.shape.describe(holds_nodes=backend.holds_nodes)}); "
+        "this run follows it"
+    )

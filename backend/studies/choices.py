@@ -1,6 +1,15 @@
 from django.db import models
 
 
+class Priority(models.IntegerChoices):
+    """A study's priority within its tenant's queue (admission policies `priority` and
+    `fair_share`; `fifo` ignores it)."""
+
+    LOW = 0, "low"
+    NORMAL = 1, "normal"
+    HIGH = 2, "high"
+
+
 class RunState(models.TextChoices):
     PENDING = "pending", "Queued"
     ADMITTED = "admitted", "Admitted"

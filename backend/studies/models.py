@@ -8,6 +8,7 @@ from studies.choices import (
     ACTIVE_STATES,
     AdaptiveEnd,
     EndReason,
+    Priority,
     RunState,
     StudyState,
     Trust,
@@ -73,6 +74,11 @@ class Study(PublicIdModel):
     reuse = models.BooleanField(
         default=True, help_text="runs identical to an earlier completed run are reused"
     )
+    priority = models.PositiveSmallIntegerField(
+        choices=Priority.choices,
+        default=Priority.NORMAL,
+        help_text="its place in the tenant's queue under the priority and fair_share policies",
+    )
     identity_inputs = models.JSONField(
         default=dict,
         blank=True,
@@ -128,6 +134,9 @@ class Run(PublicIdModel):
     attempt = models.PositiveIntegerField(default=0, help_text="fence: the current attempt number")
     processes = models.PositiveIntegerField(default=1)
     nodes = models.PositiveIntegerField(default=1)
+    priority = models.PositiveSmallIntegerField(
+        choices=Priority.choices, default=Priority.NORMAL, help_text="a copy of its study's"
+    )
     memory_gb = models.FloatField(default=1.0)
     wait_reason = models.CharField(
         max_length=20, choices=WaitReason.choices, default=WaitReason.QUEUED, blank=True
@@ -218,6 +227,14 @@ class Run(PublicIdModel):
             # head without sorting, however many runs wait (scheduler.policies, queue positions)
             models.Index(
                 fields=["tenant", "state", "queued_at", "study", "index"], name="run_queue"
+            ),
+            # the queued runs of studies that are not of normal priority, in the order the
+            # priority policies read them (scheduler.policies): a study of normal priority
+            # (the default) pays nothing for it at submission
+            models.Index(
+                fields=["tenant", "priority", "queued_at", "study", "index"],
+                name="run_queue_prioritised",
+                condition=models.Q(state=RunState.PENDING) & ~models.Q(priority=Priority.NORMAL),
             ),
             models.Index(fields=["backend", "state"], name="run_backend_state"),
             # the runs that wait for a full backend, per tenant, oldest first: admission holds

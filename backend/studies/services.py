@@ -30,6 +30,7 @@ from studies.choices import (
     ENDED_STUDY_STATES,
     HOLDING_STATES,
     AdaptiveEnd,
+    Priority,
     RunState,
     StudyState,
     WaitReason,
@@ -66,6 +67,7 @@ def _apply(study: Study, resolved: ResolvedSpec, spec: dict[str, Any]) -> None:
     study.convergence = resolved.convergence
     study.image = resolved.image.image if resolved.image else None
     study.reuse = spec.get("reuse", True) is not False
+    study.priority = PRIORITIES[spec.get("priority") or "normal"]
 
 
 @transaction.atomic
@@ -97,6 +99,8 @@ def study_update(*, study: Study, spec: dict[str, Any]) -> Study:
     study.save()
     return study
 
+
+PRIORITIES = {p.label: p.value for p in Priority}  # the spec's words → the stored values
 
 Point = tuple[int, dict[str, Any], dict[str, Any]]  # a run's index, parameters and context
 
@@ -148,6 +152,7 @@ def runs_insert(*, study: Study, resolved: ResolvedSpec, points: Iterable[Point]
         queued_at=timezone.now(),
         state=RunState.PENDING,
         wait_reason=WaitReason.QUEUED,
+        priority=study.priority,
     )
     count = runs_copy(
         template=template, points=points, identity_base=identity_base(study.identity_inputs)

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from administration.backends import backend_check, backend_create, backend_delete, backend_update
 from administration.selectors import admin_url, elastic_nodes_with_runs
-from catalog.choices import BackendKind
+from catalog.choices import AdmissionPolicyName, BackendKind
 from catalog.models import Backend
 from compute.backends import elastic_files, elastic_report
 from core.crypto import decrypt_json
@@ -42,6 +42,8 @@ class BackendAdminOutSerializer(serializers.ModelSerializer):
             "memory_gb",
             "max_nodes",
             "enabled",
+            "admission_policy",
+            "fair_share_half_life",
             "tenants",
             "has_key",
             "secrets_set",
@@ -78,6 +80,18 @@ class BackendAdminInSerializer(serializers.Serializer):
     memory_gb = serializers.FloatField(min_value=0.01, required=False)
     max_nodes = serializers.IntegerField(min_value=1, required=False)
     enabled = serializers.BooleanField(required=False)
+    admission_policy = serializers.ChoiceField(
+        choices=AdmissionPolicyName.choices,
+        required=False,
+        allow_blank=True,
+        help_text="fifo, priority or fair_share (docs/scheduling.md); blank: the portal's default",
+    )
+    fair_share_half_life = serializers.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=365 * 86400.0,
+        help_text="fair_share: seconds after which past use counts half (0: only what is held)",
+    )
     tenants = serializers.ListField(child=serializers.CharField(), required=False)
 
 

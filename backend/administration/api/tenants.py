@@ -57,6 +57,11 @@ class QuotaInSerializer(serializers.Serializer):
         help_text="core-hours per calendar month (UTC); null: no budget",
         **_bound("core_hours_budget", False),
     )
+    share_weight = serializers.FloatField(
+        required=False,
+        help_text="fair_share backends: the tenant's weight (docs/scheduling.md)",
+        **_bound("share_weight", False),
+    )
 
     def to_internal_value(self, data):
         if isinstance(data, dict):  # a typo in a field name is an error, not ignored
@@ -79,6 +84,7 @@ class QuotaFieldsSerializer(serializers.ModelSerializer):
             "max_queued_runs",
             "storage_gb",
             "core_hours_budget",
+            "share_weight",
         ]
 
 

@@ -8,8 +8,6 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from catalog.models import Backend
-from core import jobs
-from core.jobs import Job
 from scheduler.admission import admit, tenants_with_queued_runs
 from studies.choices import HOLDING_STATES, RunState
 from studies.models import Run
@@ -155,23 +153,6 @@ def test_a_run_larger_than_the_quota_is_refused_at_submission(make_tenant, catal
             spec={**SPEC, "resources": {"processes": 4}},
             submit=True,
         )
-
-
-@pytest.fixture
-def scheduled(monkeypatch):
-    """The tenants whose scheduling was enqueued (kept from any running worker: the test
-    schedules by hand)."""
-    calls: list[int] = []
-    real = jobs.enqueue
-
-    def record(job, *args, **kwargs):
-        if job == Job.SCHEDULE_TENANT:
-            calls.append(args[0])
-        else:
-            real(job, *args, **kwargs)
-
-    monkeypatch.setattr(jobs, "enqueue", record)
-    return calls
 
 
 @pytest.mark.django_db(transaction=True)

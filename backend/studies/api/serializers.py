@@ -133,6 +133,12 @@ class StudySerializer(serializers.ModelSerializer):
         source="event_seq", read_only=True, help_text="seq of the study's live stream at read time"
     )
     spec = SpecField(read_only=True, help_text="the spec as the user wrote it")
+    priority = serializers.ChoiceField(
+        choices=["low", "normal", "high"],
+        source="get_priority_display",
+        read_only=True,
+        help_text="its place in the tenant's queue (priority and fair_share backends)",
+    )
 
     class Meta:
         model = Study
@@ -156,6 +162,7 @@ class StudySerializer(serializers.ModelSerializer):
             "finished_at",
             "cloned_from",
             "convergence",
+            "priority",
             "last_seq",
         ]
 

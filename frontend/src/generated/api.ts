@@ -1371,6 +1371,14 @@ export interface components {
             /** @description held by admitted, provisioning and running runs */
             usage: components["schemas"]["Resource"];
         };
+        /**
+         * @description * `` - The portal's default (WINDTUNNEL_ADMISSION_POLICY)
+         *     * `fifo` - First in, first out
+         *     * `priority` - Study priority within a tenant, with backfill
+         *     * `fair_share` - Fair share across tenants, study priority, backfill
+         * @enum {string}
+         */
+        AdmissionPolicyEnum: "fifo" | "priority" | "fair_share";
         /** @description What every report is answered (200). */
         AgentAnswer: {
             /** @description Seconds between telemetry batches from now on: short while someone watches the run live, long while nobody does. */
@@ -1455,8 +1463,22 @@ export interface components {
             name: string;
         };
         BackendAdminInRequest: {
+            /**
+             * @description fifo, priority or fair_share (docs/scheduling.md); blank: the portal's default
+             *
+             *     * `` - The portal's default (WINDTUNNEL_ADMISSION_POLICY)
+             *     * `fifo` - First in, first out
+             *     * `priority` - Study priority within a tenant, with backfill
+             *     * `fair_share` - Fair share across tenants, study priority, backfill
+             */
+            admission_policy?: components["schemas"]["AdmissionPolicyEnum"] | components["schemas"]["BlankEnum"];
             cores?: number;
             enabled?: boolean;
+            /**
+             * Format: double
+             * @description fair_share: seconds after which past use counts half (0: only what is held)
+             */
+            fair_share_half_life?: number;
             kind: components["schemas"]["BackendKindEnum"];
             max_nodes?: number;
             /** Format: double */
@@ -1473,11 +1495,25 @@ export interface components {
         BackendAdminOut: {
             /** @description its Django admin change form */
             readonly admin_url: string;
+            /**
+             * @description how queued runs are admitted here (docs/scheduling.md)
+             *
+             *     * `` - The portal's default (WINDTUNNEL_ADMISSION_POLICY)
+             *     * `fifo` - First in, first out
+             *     * `priority` - Study priority within a tenant, with backfill
+             *     * `fair_share` - Fair share across tenants, study priority, backfill
+             */
+            admission_policy?: components["schemas"]["AdmissionPolicyEnum"] | components["schemas"]["BlankEnum"];
             /** @description cores the portal may use at once */
             cores: number;
             /** Format: date-time */
             readonly created_at: string;
             enabled?: boolean;
+            /**
+             * Format: double
+             * @description fair_share: seconds over which past use counts half (0: only what is held)
+             */
+            fair_share_half_life?: number;
             readonly has_key: boolean;
             kind: components["schemas"]["BackendKindEnum"];
             max_nodes?: number;
@@ -2109,8 +2145,22 @@ export interface components {
             min: number;
         };
         PatchedBackendAdminPatchRequest: {
+            /**
+             * @description fifo, priority or fair_share (docs/scheduling.md); blank: the portal's default
+             *
+             *     * `` - The portal's default (WINDTUNNEL_ADMISSION_POLICY)
+             *     * `fifo` - First in, first out
+             *     * `priority` - Study priority within a tenant, with backfill
+             *     * `fair_share` - Fair share across tenants, study priority, backfill
+             */
+            admission_policy?: components["schemas"]["AdmissionPolicyEnum"] | components["schemas"]["BlankEnum"];
             cores?: number;
             enabled?: boolean;
+            /**
+             * Format: double
+             * @description fair_share: seconds after which past use counts half (0: only what is held)
+             */
+            fair_share_half_life?: number;
             max_nodes?: number;
             /** Format: double */
             memory_gb?: number;
@@ -2147,6 +2197,11 @@ export interface components {
             max_runs?: number;
             /** Format: double */
             memory_gb?: number;
+            /**
+             * Format: double
+             * @description fair_share backends: the tenant's weight (docs/scheduling.md)
+             */
+            share_weight?: number;
             /** Format: double */
             storage_gb?: number;
         };
@@ -2421,6 +2476,13 @@ export interface components {
                 [key: string]: unknown;
             }[];
         };
+        /**
+         * @description * `low` - low
+         *     * `normal` - normal
+         *     * `high` - high
+         * @enum {string}
+         */
+        PriorityEnum: "low" | "normal" | "high";
         Progress: {
             /** @description runs queued, admitted, starting or running */
             active: number;
@@ -2552,6 +2614,11 @@ export interface components {
             max_runs?: number;
             /** Format: double */
             memory_gb?: number;
+            /**
+             * Format: double
+             * @description fair_share: the tenant's weight (its share is weight ÷ the weights of the tenants with work on a backend)
+             */
+            share_weight?: number;
             /** Format: double */
             storage_gb?: number;
         };
@@ -2568,6 +2635,11 @@ export interface components {
             max_runs?: number;
             /** Format: double */
             memory_gb?: number;
+            /**
+             * Format: double
+             * @description fair_share backends: the tenant's weight (docs/scheduling.md)
+             */
+            share_weight?: number;
             /** Format: double */
             storage_gb?: number;
         };
@@ -2929,6 +3001,14 @@ export interface components {
             objectives?: unknown;
             /** @description Required. 150 characters or fewer. Letters, digits and @/./+/-/_ only. */
             readonly owner: string;
+            /**
+             * @description its place in the tenant's queue (priority and fair_share backends)
+             *
+             *     * `low` - low
+             *     * `normal` - normal
+             *     * `high` - high
+             */
+            readonly priority: components["schemas"]["PriorityEnum"];
             readonly progress: components["schemas"]["Progress"];
             readonly resources: {
                 [key: string]: unknown;
@@ -3026,6 +3106,12 @@ export interface components {
             prepare?: [
                 components["schemas"]["PrepareUtility"]
             ][];
+            /**
+             * @description The study's place in your tenant's queue on backends whose admission policy is priority or fair_share (docs/scheduling.md): high studies' runs are admitted before normal ones, normal before low; first in, first out within each. fifo backends ignore it.
+             * @default normal
+             * @enum {string}
+             */
+            priority?: "low" | "normal" | "high";
             resources?: components["schemas"]["RunResources"];
             /**
              * @description Reuse identical runs (default true): a run whose identity (its rendered case, solver, commands, image, processes and decomposition) matches an earlier completed run of your tenant is not computed again but shares that run's results and costs no quota. false computes every run (timing or reproducibility checks).
