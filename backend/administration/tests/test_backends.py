@@ -192,6 +192,26 @@ def test_patch_merges_settings_and_secrets_and_delete_is_refused_with_history(
     assert staff.get(f"{URL}cluster/").status_code == 404
 
 
+def test_the_admission_policy_is_chosen_per_backend_and_a_wrong_one_names_the_choices(
+    staff, db
+):
+    assert staff.post(URL, _ssh_body(), format="json").status_code == 201
+    assert staff.get(f"{URL}cluster/").json()["admission_policy"] == ""  # the portal default
+    r = staff.patch(
+        f"{URL}cluster/",
+        {"admission_policy": "fair_share", "fair_share_half_life": 600},
+        format="json",
+    )
+    assert r.status_code == 200, r.content
+    assert (r.json()["admission_policy"], r.json()["fair_share_half_life"]) == ("fair_share", 600)
+    r = staff.patch(f"{URL}cluster/", {"admission_policy": "lottery"}, format="json")
+    assert r.status_code == 400 and r.json()["field"] == "admission_policy", r.content
+    assert "lottery" in r.json()["message"]
+    r = staff.patch(f"{URL}cluster/", {"fair_share_half_life": -1}, format="json")
+    assert r.status_code == 400 and r.json()["field"] == "fair_share_half_life", r.content
+    assert staff.get(f"{URL}cluster/").json()["admission_policy"] == "fair_share"
+
+
 def test_check_reports_an_unreachable_cluster_as_an_error(staff, db):
     body = _ssh_body()
     body["settings"] = {**body["settings"], "host": "127.0.0.1", "port": 1, "retries": 0}

@@ -230,6 +230,7 @@ def test_every_quota_field_can_be_changed_and_the_answer_says_when_it_applies(op
         "max_queued_runs": 5000,
         "storage_gb": 750,
         "core_hours_budget": 10_000,
+        "share_weight": 2.5,
     }
     r = ops.patch(f"{TENANTS}q/quota/", change, format="json")
     assert r.status_code == 200, r.content
@@ -251,6 +252,7 @@ def test_every_quota_field_can_be_changed_and_the_answer_says_when_it_applies(op
         ({"memory_gb": 0}, "memory_gb", "greater than or equal to 0.1"),
         ({"storage_gb": -5}, "storage_gb", "greater than or equal to 0"),
         ({"core_hours_budget": -1}, "core_hours_budget", "greater than or equal to 0"),
+        ({"share_weight": 0}, "share_weight", "greater than or equal to 0.01"),
         ({"cores": None}, "cores", "may not be null"),
         ({"cores": "many"}, "cores", "valid integer"),
         ({"max_runs": 10, "max_queued_runs": 5}, "max_queued_runs", "at least max_runs"),
