@@ -16,8 +16,8 @@ import hashlib
 import heapq
 import json
 from collections.abc import Iterator
-from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from datetime import timedelta
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery
@@ -31,17 +31,19 @@ from core import jobs
 from core.jobs import Job
 from core.metrics import ADMISSION_DURATION, RUNS_ADMITTED
 from quotas.fit import (
-    NOTHING,
     Shape,
     Usage,
-    backend_problem,
-    cloud_problem,
-    quota_problem,
-    run_fit_problem,
 )
 from quotas.models import Quota
-from scheduler.backfill import Fits, Held, Reservation, reserve
-from scheduler.fairshare import Recent, Standing, standing
+from scheduler.backfill import Held
+from scheduler.decide import (
+    FairShareView,
+    HeldList,
+    PassState,
+    Waiting,
+    admission_decide,
+)
+from scheduler.fairshare import Recent
 from scheduler.models import QueueReasons
 from scheduler.policies import POLICIES, AdmissionPolicy, Candidate, policy_named
 from studies.choices import HOLDING_STATES, RunState, StudyState, WaitReason
@@ -51,12 +53,6 @@ from studies.usage import node_holding_kinds
 from tenancy.models import Tenant
 
 ACTIVE_STUDY_STATES = (StudyState.SUBMITTED, StudyState.RUNNING)  # those with queued runs
-WAIT_REASONS = {"quota": WaitReason.QUOTA, "backend": WaitReason.BACKEND, "cloud": WaitReason.CLOUD}
-WAIT_PREFIXES = {
-    "quota": "tenant quota",
-    "backend": "backend capacity",
-    "cloud": "cloud project limit",
-}
 
 
 @ADMISSION_DURATION.time()  # every pass, also one that finds nothing to admit
@@ -96,102 +92,25 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
             backends={r[0]: (backends[r[0]], float(r[9])) for r in rows if r[0] in fair_ids},
         )
         held = _HeldRuns(cur, tenant_id=tenant_id, backend_ids=list(backends))
-        held_for: set[int] = set()  # tenants whose runs the capacity is held for
-        admitted: list[Any] = []
-        full_backends: dict[int, tuple[str, str]] = {}
-        quota_problem: str | None = None
-        quota_reserved: Reservation | None = None  # a run over the quota, backfilled around
-        backend_reserved: dict[int, Reservation] = {}
-        now = timezone.now()
-        for run in _queue(cur, tenant_id=tenant_id, policies=policies):
-            if run.image_id in images:
-                continue  # its image is still building: not admitted, holds nothing
-            if run.retry_at is not None and run.retry_at > now:
-                continue  # its backend could not take it a moment ago: it waits its turn
-            bid = run.backend_id
-            if bid in full_backends and bid not in backend_reserved:
-                if len(full_backends) == len(backends) and not backend_reserved:
-                    break
-                continue
-            backend, policy = backends[bid], policies[bid]
-            shape = Shape(cores=run.processes, memory_gb=run.memory_gb, nodes=run.nodes)
-            need = NOTHING.plus(shape, holds_nodes=backend.holds_nodes)
-            problem = run_fit_problem(
-                shape=shape,
+        decision = admission_decide(
+            PassState(
+                tenant_id=tenant_id,
+                tenant_name=tenant_name,
                 quota=quota,
-                backend=backend,
+                backends=backends,
+                policies=policies,
                 usage=usage,
-                backend_usage=backend_usage[bid],
-            )
-            if problem is not None:
-                if problem.limit == "quota":
-                    if quota_reserved is not None:
-                        continue  # behind the reserved run: it waits, as that one does
-                    quota_problem = str(problem)
-                    if policy.blocks(problem) or not policy.backfills:
-                        break  # e.g. strict FIFO: later runs of the tenant wait behind this one
-                    quota_reserved = reserve(
-                        need=need,
-                        in_use=usage,
-                        held=held.of_tenant(),
-                        fits=_quota_fits(quota),
-                        now=now,
-                    )
-                    if quota_reserved is None:
-                        break  # its start depends on a run with no wall limit
-                    quota_problem += f"; {quota_reserved.describe(now=now)}"
-                    continue
-                if bid not in full_backends:
-                    full_backends[bid] = (
-                        WAIT_REASONS[problem.limit],
-                        f"{WAIT_PREFIXES[problem.limit]}: {problem}",
-                    )
-                    if policy.backfills:
-                        found = reserve(
-                            need=need,
-                            in_use=backend_usage[bid],
-                            held=held.of_backend(bid),
-                            fits=_backend_fits(backend),
-                            now=now,
-                        )
-                        if found is not None:
-                            backend_reserved[bid] = found
-                            reason, detail = full_backends[bid]
-                            full_backends[bid] = (reason, f"{detail}; {found.describe(now=now)}")
-                continue
-            # it fits now: it may still have to leave room for a run with a reserved start
-            if quota_reserved is not None and not quota_reserved.admits(
-                need=need, wall_limit=run.wall_limit, now=now
-            ):
-                continue
-            if bid in backend_reserved and not backend_reserved[bid].admits(
-                need=need, wall_limit=run.wall_limit, now=now
-            ):
-                continue
-            other = _held_for_other(
-                run=run,
-                shape=shape,
-                backend=backend,
-                backend_usage=backend_usage[bid],
-                older=reserved.get(bid),
-                fair=fair.get(bid),
-                tenant=(tenant_id, tenant_name),
-            )
-            if other is not None:
-                other_tenant, detail = other
-                held_for.add(other_tenant)
-                if bid not in full_backends:
-                    full_backends[bid] = (WaitReason.BACKEND, detail)
-                continue
-            for reservation in (quota_reserved, backend_reserved.get(bid)):
-                if reservation is not None:
-                    reservation.count(need=need, wall_limit=run.wall_limit, now=now)
-            usage = usage.plus(shape, holds_nodes=backend.holds_nodes)
-            backend_usage[bid] = backend_usage[bid].plus(shape, holds_nodes=backend.holds_nodes)
-            if bid in fair:
-                fair[bid].take(tenant_id, need)
-            held.started(bid, need, run.wall_limit, now)
-            admitted.append(run.run_id)
+                backend_usage=backend_usage,
+                images=images,
+                reserved=reserved,
+                fair=fair,
+                held=held,
+                now=timezone.now(),
+            ),
+            _queue(cur, tenant_id=tenant_id, policies=policies),
+        )
+        admitted, held_for = decision.admitted, decision.held_for
+        quota_problem, full_backends = decision.quota_problem, decision.full_backends
         runs_admit(run_ids=admitted, publish=publish)
         reasons = _reasons_fingerprint(quota_problem, full_backends, images)
         if not _reasons_current(cur, tenant_id=tenant_id, fingerprint=reasons):
@@ -226,12 +145,6 @@ def tenants_with_queued_runs() -> list[int]:
     )
 
 
-class _Reservation(NamedTuple):
-    tenant_id: int
-    queued_at: Any
-    shape: Shape
-
-
 # per backend, the oldest run of another active tenant waiting for it: a probe per backend
 # and tenant into the index of waiting runs (run_waits_for_backend), never a scan of a queue.
 # The index's condition is spelled out as constants: a plan for bound values could not use it
@@ -252,7 +165,7 @@ ORDER BY b.id, r.queued_at, r.study_id, r.index
 """
 
 
-def _reservations(cur: Any, *, tenant_id: int, backends: list[int]) -> dict[int, _Reservation]:
+def _reservations(cur: Any, *, tenant_id: int, backends: list[int]) -> dict[int, Waiting]:
     """Per backend, the oldest queued run of another tenant that waits for its capacity (its
     own tenant's quota lets it run): what frees up there is held for it."""
     if not backends:
@@ -260,7 +173,7 @@ def _reservations(cur: Any, *, tenant_id: int, backends: list[int]) -> dict[int,
     cur.execute(_RESERVED_SQL, {"backends": backends, "tenant": tenant_id})
     out = {}
     for bid, other, queued_at, processes, memory_gb, nodes in cur.fetchall():
-        out[bid] = _Reservation(
+        out[bid] = Waiting(
             other, queued_at, Shape(cores=processes, memory_gb=memory_gb, nodes=nodes)
         )
     return out
@@ -468,25 +381,6 @@ def _queue(
         yield candidate
 
 
-def _quota_fits(quota: Quota) -> Fits:
-    def fits(in_use: Usage, need: Usage) -> bool:
-        shape = Shape(cores=need.cores, memory_gb=need.memory_gb, nodes=need.nodes)
-        return quota_problem(shape=shape, quota=quota, usage=in_use, holds_nodes=True) is None
-
-    return fits
-
-
-def _backend_fits(backend: BackendCapacity) -> Fits:
-    def fits(in_use: Usage, need: Usage) -> bool:
-        shape = Shape(cores=need.cores, memory_gb=need.memory_gb, nodes=max(need.nodes, 1))
-        return (
-            backend_problem(shape=shape, backend=backend, usage=in_use) is None
-            and cloud_problem(shape=shape, backend=backend, usage=in_use) is None
-        )
-
-    return fits
-
-
 # what holds resources, with its expected end (start + its study's max_wall_seconds; NULL:
 # no limit): read once per pass, and only when a run does not fit under a backfill policy
 _HELD_SQL = f"""
@@ -502,84 +396,47 @@ WHERE r.state = ANY(%(holding)s) AND r.released_at IS NULL
 """
 
 
-class _HeldRuns:
-    """The runs holding resources that backfill plans with: the tenant's and the backends'."""
+class _HeldRuns(HeldList):
+    """The runs holding resources that backfill plans with (the tenant's and its backends'),
+    read on first use."""
 
     def __init__(self, cur: Any, *, tenant_id: int, backend_ids: list[int]) -> None:
-        self._cur, self._tenant, self._backends = cur, tenant_id, backend_ids
-        self._rows: list[tuple[int, int, Held]] | None = None
+        super().__init__(tenant_id, [])
+        self._cur, self._backends, self._loaded = cur, backend_ids, False
 
-    def _load(self) -> list[tuple[int, int, Held]]:
-        if self._rows is None:
-            self._cur.execute(
-                _HELD_SQL,
-                {
-                    "kinds": node_holding_kinds(),
-                    "holding": [str(s) for s in HOLDING_STATES],
-                    "tenant": self._tenant,
-                    "backends": self._backends,
-                },
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        self._cur.execute(
+            _HELD_SQL,
+            {
+                "kinds": node_holding_kinds(),
+                "holding": [str(s) for s in HOLDING_STATES],
+                "tenant": self.tenant_id,
+                "backends": self._backends,
+            },
+        )
+        rows = [
+            (
+                tenant,
+                bid,
+                Held(
+                    holds=Usage(cores=cores, memory_gb=float(memory), nodes=nodes, runs=1),
+                    ends_at=ends_at,
+                ),
             )
-            self._rows = [
-                (
-                    tenant,
-                    bid,
-                    Held(
-                        holds=Usage(cores=cores, memory_gb=float(memory), nodes=nodes, runs=1),
-                        ends_at=ends_at,
-                    ),
-                )
-                for tenant, bid, cores, memory, nodes, ends_at in self._cur.fetchall()
-            ]
-        return self._rows
+            for tenant, bid, cores, memory, nodes, ends_at in self._cur.fetchall()
+        ]
+        self.rows = rows + self.rows  # and the runs this pass admitted before the read
 
     def of_tenant(self) -> list[Held]:
-        return [h for tenant, _, h in self._load() if tenant == self._tenant]
+        self._load()
+        return super().of_tenant()
 
     def of_backend(self, backend_id: int) -> list[Held]:
-        return [h for _, bid, h in self._load() if bid == backend_id]
-
-    def started(
-        self, backend_id: int, need: Usage, wall_limit: float | None, now: datetime
-    ) -> None:
-        """A run admitted in this pass holds resources from now on."""
-        if self._rows is not None:
-            ends = now + timedelta(seconds=wall_limit) if wall_limit is not None else None
-            self._rows.append((self._tenant, backend_id, Held(holds=need, ends_at=ends)))
-
-
-class _FairShare:
-    """One fair_share backend as this pass sees it: what each tenant with work there holds
-    and used recently, their weights, and the head of each other tenant's waiting runs."""
-
-    def __init__(
-        self,
-        *,
-        backend: BackendCapacity,
-        holds: dict[int, Usage],
-        recent: dict[int, Recent],
-        weights: dict[int, float],
-        heads: dict[int, _Reservation],
-    ) -> None:
-        self.backend, self.holds, self.recent, self.weights, self.heads = (
-            backend,
-            holds,
-            recent,
-            weights,
-            heads,
-        )
-
-    def standing(self, tenant_id: int) -> Standing:
-        return standing(
-            holds=self.holds.get(tenant_id, NOTHING),
-            recent=self.recent.get(tenant_id, Recent()),
-            backend=self.backend,
-            weight=self.weights.get(tenant_id, 1.0),
-            weights=sum(self.weights.values()),
-        )
-
-    def take(self, tenant_id: int, need: Usage) -> None:
-        self.holds[tenant_id] = self.holds.get(tenant_id, NOTHING).plus_usage(need)
+        self._load()
+        return super().of_backend(backend_id)
 
 
 _FAIR_HOLDS_SQL = f"""
@@ -611,15 +468,15 @@ _FAIR_HEADS_SQL = _RESERVED_SQL.replace("SELECT DISTINCT ON (b.id)", "SELECT")
 
 def _fair_shares(
     cur: Any, *, tenant_id: int, backends: dict[int, tuple[BackendCapacity, float]]
-) -> dict[int, _FairShare]:
+) -> dict[int, FairShareView]:
     """What fair share decides with on each fair_share backend (a few small aggregates)."""
     if not backends:
         return {}
     holding = [str(s) for s in HOLDING_STATES]
     cur.execute(_FAIR_HEADS_SQL, {"backends": list(backends), "tenant": tenant_id})
-    heads: dict[int, dict[int, _Reservation]] = {b: {} for b in backends}
+    heads: dict[int, dict[int, Waiting]] = {b: {} for b in backends}
     for bid, other, queued_at, processes, memory_gb, nodes in cur.fetchall():
-        heads[bid][other] = _Reservation(
+        heads[bid][other] = Waiting(
             other, queued_at, Shape(cores=processes, memory_gb=memory_gb, nodes=nodes)
         )
     out = {}
@@ -641,60 +498,7 @@ def _fair_shares(
         tenants = {tenant_id, *holds, *heads[bid]}
         cur.execute(_FAIR_WEIGHTS_SQL, [sorted(tenants)])
         weights = {t: 1.0 for t in tenants} | {t: float(w) for t, w in cur.fetchall()}
-        out[bid] = _FairShare(
+        out[bid] = FairShareView(
             backend=capacity, holds=holds, recent=recent, weights=weights, heads=heads[bid]
         )
     return out
-
-
-def _held_for_other(
-    *,
-    run: Candidate,
-    shape: Shape,
-    backend: BackendCapacity,
-    backend_usage: Usage,
-    older: _Reservation | None,
-    fair: _FairShare | None,
-    tenant: tuple[int, str],
-) -> tuple[int, str] | None:
-    """Whether what this run would take is held for another tenant's waiting run: (that
-    tenant, why) or None. fifo and priority: the oldest such run, if older than this one;
-    fair_share: the run of the tenant furthest below its fair share, if further than this
-    run's tenant (the same distance: the older run)."""
-    if fair is not None:
-        mine = fair.standing(tenant[0])
-        ahead = []
-        for other, head in fair.heads.items():
-            theirs = fair.standing(other)
-            if theirs.ratio < mine.ratio - 1e-9 or (
-                abs(theirs.ratio - mine.ratio) <= 1e-9 and head.queued_at < run.queued_at
-            ):
-                ahead.append((theirs.ratio, head.queued_at, other))
-        if not ahead:
-            return None
-        other = min(ahead)[2]
-        head = fair.heads[other]
-        if not backend_problem(
-            shape=shape,
-            backend=backend,
-            usage=backend_usage.plus(head.shape, holds_nodes=backend.holds_nodes),
-        ):
-            return None
-        return other, (
-            f"backend capacity: {backend.name}: fair share: {mine.describe(tenant[1])}; "
-            "what frees up goes first to a tenant further below its share"
-        )
-    if older is None or older.queued_at >= run.queued_at:
-        return None
-    # this run may only take what the older run of another tenant does not need
-    if not backend_problem(
-        shape=shape,
-        backend=backend,
-        usage=backend_usage.plus(older.shape, holds_nodes=backend.holds_nodes),
-    ):
-        return None
-    return older.tenant_id, (
-        f"backend capacity: {backend.name}: what frees up is held for an older "
-        f"queued run ({older.shape.describe(holds_nodes=backend.holds_nodes)}); "
-        "this run follows it"
-    )

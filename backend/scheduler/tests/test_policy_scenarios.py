@@ -245,7 +245,7 @@ def test_six_concurrent_schedulers_under_fair_share_never_pass_a_quota_or_the_ba
     for t in tenants:
         _submit(t, t.name, 12)
     stop = threading.Event()
-    peaks: dict[str, list[int]] = {t.name: [] for t in tenants} | {"backend": []}
+    peaks: dict[str, list[int]] = {name: [] for name in [t.name for t in tenants] + ["backend"]}
     errors: list[BaseException] = []
     backend_id = Backend.objects.get(name="shared").pk
 

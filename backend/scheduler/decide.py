@@ -1,0 +1,315 @@
+"""One admission pass's decisions, pure: given what is in use and the tenant's queue in its
+policy's order, which runs start, which wait and why, and which other tenants' runs the
+capacity is held for.
+
+`scheduler.admission.admit` reads the inputs from PostgreSQL under its locks and writes the
+outcome; the simulator (bench/sim) models them and calls the same function, so what it
+measures is this code, not a copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple, Protocol
+
+from compute.capacity import BackendCapacity
+from quotas.fit import (
+    NOTHING,
+    Shape,
+    Usage,
+    backend_problem,
+    cloud_problem,
+    quota_problem,
+    run_fit_problem,
+)
+from quotas.models import Quota
+from scheduler.backfill import Fits, Held, Reservation, reserve
+from scheduler.fairshare import Recent, Standing, standing
+from scheduler.policies import AdmissionPolicy, Candidate
+from studies.choices import WaitReason
+
+WAIT_REASONS = {"quota": WaitReason.QUOTA, "backend": WaitReason.BACKEND, "cloud": WaitReason.CLOUD}
+WAIT_PREFIXES = {
+    "quota": "tenant quota",
+    "backend": "backend capacity",
+    "cloud": "cloud project limit",
+}
+
+
+class Waiting(NamedTuple):
+    """Another tenant's run waiting for a backend's capacity."""
+
+    tenant_id: int
+    queued_at: Any
+    shape: Shape
+
+
+class HeldSource(Protocol):
+    """The runs holding resources, as backfill plans with them (read lazily: only a run that
+    does not fit under a backfill policy asks)."""
+
+    def of_tenant(self) -> list[Held]: ...
+
+    def of_backend(self, backend_id: int) -> list[Held]: ...
+
+    def started(
+        self, backend_id: int, need: Usage, wall_limit: float | None, now: datetime
+    ) -> None: ...
+
+
+class HeldList:
+    """A HeldSource over rows already read: (tenant, backend, Held)."""
+
+    def __init__(self, tenant_id: int, rows: Iterable[tuple[int, int, Held]]) -> None:
+        self.tenant_id, self.rows = tenant_id, list(rows)
+
+    def of_tenant(self) -> list[Held]:
+        return [h for tenant, _, h in self.rows if tenant == self.tenant_id]
+
+    def of_backend(self, backend_id: int) -> list[Held]:
+        return [h for _, bid, h in self.rows if bid == backend_id]
+
+    def started(
+        self, backend_id: int, need: Usage, wall_limit: float | None, now: datetime
+    ) -> None:
+        ends = now + timedelta(seconds=wall_limit) if wall_limit is not None else None
+        self.rows.append((self.tenant_id, backend_id, Held(holds=need, ends_at=ends)))
+
+
+class FairShareView:
+    """One fair_share backend as a pass sees it: what each tenant with work there holds and
+    used recently, their weights, and the head of each other tenant's waiting runs."""
+
+    def __init__(
+        self,
+        *,
+        backend: BackendCapacity,
+        holds: dict[int, Usage],
+        recent: dict[int, Recent],
+        weights: dict[int, float],
+        heads: dict[int, Waiting],
+    ) -> None:
+        self.backend, self.holds, self.recent = backend, holds, recent
+        self.weights, self.heads = weights, heads
+
+    def standing(self, tenant_id: int) -> Standing:
+        return standing(
+            holds=self.holds.get(tenant_id, NOTHING),
+            recent=self.recent.get(tenant_id, Recent()),
+            backend=self.backend,
+            weight=self.weights.get(tenant_id, 1.0),
+            weights=sum(self.weights.values()),
+        )
+
+    def take(self, tenant_id: int, need: Usage) -> None:
+        self.holds[tenant_id] = self.holds.get(tenant_id, NOTHING).plus_usage(need)
+
+
+@dataclasses.dataclass(kw_only=True)
+class PassState:
+    """What a pass decides with. `usage` (the tenant's) and `backend_usage` (every tenant's,
+    per backend) grow as the pass admits."""
+
+    tenant_id: int
+    tenant_name: str
+    quota: Quota
+    backends: dict[int, BackendCapacity]
+    policies: dict[int, AdmissionPolicy]
+    usage: Usage
+    backend_usage: dict[int, Usage]
+    images: Mapping[int, str]  # images not ready yet → why their runs wait
+    reserved: dict[int, Waiting]  # fifo and priority backends: another tenant's oldest waiting
+    fair: dict[int, FairShareView]  # fair_share backends
+    held: HeldSource
+    now: datetime
+
+
+@dataclasses.dataclass(kw_only=True)
+class PassDecision:
+    admitted: list[Any]
+    held_for: set[int]  # other tenants whose runs the capacity is held for: schedule them
+    full_backends: dict[int, tuple[str, str]]  # backend → (wait reason, detail)
+    quota_problem: str | None  # why runs over the tenant's quota wait
+
+
+def admission_decide(state: PassState, queue: Iterable[Candidate]) -> PassDecision:
+    """Walk the tenant's queue (its policy's order) and admit each run that fits, unless a run
+    with a reserved start (backfill) or another tenant's waiting run needs what it would take.
+    Stops early when nothing more can start."""
+    s = state
+    usage, backend_usage, now = s.usage, s.backend_usage, s.now
+    held_for: set[int] = set()
+    admitted: list[Any] = []
+    full_backends: dict[int, tuple[str, str]] = {}
+    quota_problem_text: str | None = None
+    quota_reserved: Reservation | None = None  # a run over the quota, backfilled around
+    backend_reserved: dict[int, Reservation] = {}
+    for run in queue:
+        if run.image_id in s.images:
+            continue  # its image is still building: not admitted, holds nothing
+        if run.retry_at is not None and run.retry_at > now:
+            continue  # its backend could not take it a moment ago: it waits its turn
+        bid = run.backend_id
+        if bid in full_backends and bid not in backend_reserved:
+            if len(full_backends) == len(s.backends) and not backend_reserved:
+                break
+            continue
+        backend, policy = s.backends[bid], s.policies[bid]
+        shape = Shape(cores=run.processes, memory_gb=run.memory_gb, nodes=run.nodes)
+        need = NOTHING.plus(shape, holds_nodes=backend.holds_nodes)
+        problem = run_fit_problem(
+            shape=shape,
+            quota=s.quota,
+            backend=backend,
+            usage=usage,
+            backend_usage=backend_usage[bid],
+        )
+        if problem is not None:
+            if problem.limit == "quota":
+                if quota_reserved is not None:
+                    continue  # behind the reserved run: it waits, as that one does
+                quota_problem_text = str(problem)
+                if policy.blocks(problem) or not policy.backfills:
+                    break  # e.g. strict FIFO: later runs of the tenant wait behind this one
+                quota_reserved = reserve(
+                    need=need,
+                    in_use=usage,
+                    held=s.held.of_tenant(),
+                    fits=quota_fits(s.quota),
+                    now=now,
+                )
+                if quota_reserved is None:
+                    break  # its start depends on a run with no wall limit
+                quota_problem_text += f"; {quota_reserved.describe(now=now)}"
+                continue
+            if bid not in full_backends:
+                detail = f"{WAIT_PREFIXES[problem.limit]}: {problem}"
+                if policy.backfills:
+                    found = reserve(
+                        need=need,
+                        in_use=backend_usage[bid],
+                        held=s.held.of_backend(bid),
+                        fits=backend_fits(backend),
+                        now=now,
+                    )
+                    if found is not None:
+                        backend_reserved[bid] = found
+                        detail += f"; {found.describe(now=now)}"
+                full_backends[bid] = (WAIT_REASONS[problem.limit], detail)
+            continue
+        # it fits now: it may still have to leave room for a run with a reserved start
+        if quota_reserved is not None and not quota_reserved.admits(
+            need=need, wall_limit=run.wall_limit, now=now
+        ):
+            continue
+        if bid in backend_reserved and not backend_reserved[bid].admits(
+            need=need, wall_limit=run.wall_limit, now=now
+        ):
+            continue
+        other = held_for_other(
+            run=run,
+            shape=shape,
+            backend=backend,
+            backend_usage=backend_usage[bid],
+            older=s.reserved.get(bid),
+            fair=s.fair.get(bid),
+            tenant=(s.tenant_id, s.tenant_name),
+        )
+        if other is not None:
+            held_for.add(other[0])
+            if bid not in full_backends:
+                full_backends[bid] = (WaitReason.BACKEND, other[1])
+            continue
+        for reservation in (quota_reserved, backend_reserved.get(bid)):
+            if reservation is not None:
+                reservation.count(need=need, wall_limit=run.wall_limit, now=now)
+        usage = usage.plus(shape, holds_nodes=backend.holds_nodes)
+        backend_usage[bid] = backend_usage[bid].plus(shape, holds_nodes=backend.holds_nodes)
+        if bid in s.fair:
+            s.fair[bid].take(s.tenant_id, need)
+        s.held.started(bid, need, run.wall_limit, now)
+        admitted.append(run.run_id)
+    s.usage = usage
+    return PassDecision(
+        admitted=admitted,
+        held_for=held_for,
+        full_backends=full_backends,
+        quota_problem=quota_problem_text,
+    )
+
+
+def quota_fits(quota: Quota) -> Fits:
+    """Backfill's check against the tenant's quota."""
+
+    def fits(in_use: Usage, need: Usage) -> bool:
+        shape = Shape(cores=need.cores, memory_gb=need.memory_gb, nodes=need.nodes)
+        return quota_problem(shape=shape, quota=quota, usage=in_use, holds_nodes=True) is None
+
+    return fits
+
+
+def backend_fits(backend: BackendCapacity) -> Fits:
+    """Backfill's check against a backend's capacity and its cloud project's limits."""
+
+    def fits(in_use: Usage, need: Usage) -> bool:
+        shape = Shape(cores=need.cores, memory_gb=need.memory_gb, nodes=max(need.nodes, 1))
+        return (
+            backend_problem(shape=shape, backend=backend, usage=in_use) is None
+            and cloud_problem(shape=shape, backend=backend, usage=in_use) is None
+        )
+
+    return fits
+
+
+def held_for_other(
+    *,
+    run: Candidate,
+    shape: Shape,
+    backend: BackendCapacity,
+    backend_usage: Usage,
+    older: Waiting | None,
+    fair: FairShareView | None,
+    tenant: tuple[int, str],
+) -> tuple[int, str] | None:
+    """Whether what this run would take is held for another tenant's waiting run: (that
+    tenant, why) or None. fifo and priority: the oldest such run, if older than this one;
+    fair_share: the run of the tenant furthest below its fair share, if further than this
+    run's tenant (the same distance: the older run)."""
+    if fair is not None:
+        mine = fair.standing(tenant[0])
+        ahead = []
+        for other, head in fair.heads.items():
+            theirs = fair.standing(other)
+            if theirs.ratio < mine.ratio - 1e-9 or (
+                abs(theirs.ratio - mine.ratio) <= 1e-9 and head.queued_at < run.queued_at
+            ):
+                ahead.append((theirs.ratio, head.queued_at, other))
+        if not ahead:
+            return None
+        first = fair.heads[min(ahead)[2]]
+        if not backend_problem(
+            shape=shape,
+            backend=backend,
+            usage=backend_usage.plus(first.shape, holds_nodes=backend.holds_nodes),
+        ):
+            return None
+        return first.tenant_id, (
+            f"backend capacity: {backend.name}: fair share: {mine.describe(tenant[1])}; "
+            "what frees up goes first to a tenant further below its share"
+        )
+    if older is None or older.queued_at >= run.queued_at:
+        return None
+    # this run may only take what the older run of another tenant does not need
+    if not backend_problem(
+        shape=shape,
+        backend=backend,
+        usage=backend_usage.plus(older.shape, holds_nodes=backend.holds_nodes),
+    ):
+        return None
+    return older.tenant_id, (
+        f"backend capacity: {backend.name}: what frees up is held for an older "
+        f"queued run ({older.shape.describe(holds_nodes=backend.holds_nodes)}); "
+        "this run follows it"
+    )
