@@ -18,8 +18,10 @@ worker the run should go to, or None when no worker has room for it now:
 
 `Fleet` indexes the workers once per change of the worker set (ids in order, the hash
 ring); changing a worker's free cores, load or cache keeps the ring. `assign` places a
-queue of runs in order over a fleet, charging each placed run to its worker, as a lease
-does. Policies are registered by name in `POLICIES`; `policy_named` builds one.
+queue of runs in order over a fleet, charging each placed run to its worker; `lease` is
+what a pool's pull protocol makes of it: a worker asking for runs takes those the plan
+gives it and leaves the others to theirs. Policies are registered by name in `POLICIES`;
+`policy_named` builds one.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ __all__ = [
     "UnknownPolicy",
     "WorkerView",
     "assign",
+    "lease",
     "policy_named",
 ]
 
@@ -215,15 +218,20 @@ class Fleet:
 
 
 class Placement(Protocol):
-    """A placement policy: the worker `run` should go to, or None when none has room."""
+    """A placement policy: the worker `run` should go to, or None when none has room.
+
+    `in_turn`: runs go out strictly in the order placed (round robin): a worker asking
+    takes the runs placed on it only up to the first run placed on another worker."""
 
     name: ClassVar[str]
+    in_turn: ClassVar[bool]
 
     def place(self, run: RunView, fleet: Fleet, state: PlacementState) -> str | None: ...
 
 
 class RoundRobin:
     name: ClassVar[str] = "round_robin"
+    in_turn: ClassVar[bool] = True
 
     def place(self, run: RunView, fleet: Fleet, state: PlacementState) -> str | None:
         ids = fleet.ids
@@ -238,6 +246,7 @@ class RoundRobin:
 
 class RandomPlacement:
     name: ClassVar[str] = "random"
+    in_turn: ClassVar[bool] = False
     TRIES = 8  # draws among all workers before drawing among those with room
 
     def place(self, run: RunView, fleet: Fleet, state: PlacementState) -> str | None:
@@ -254,6 +263,7 @@ class RandomPlacement:
 
 class LeastLoaded:
     name: ClassVar[str] = "least_loaded"
+    in_turn: ClassVar[bool] = False
 
     def place(self, run: RunView, fleet: Fleet, state: PlacementState) -> str | None:
         best = fleet.least_loaded(run)
@@ -266,6 +276,7 @@ class ImageAware:
     image under the threshold, else the least loaded."""
 
     name: ClassVar[str] = "image_aware"
+    in_turn: ClassVar[bool] = False
 
     def __init__(self, *, threshold: float = DEFAULT_THRESHOLD) -> None:
         if not 0.0 <= threshold <= 1.0:
@@ -332,3 +343,36 @@ def assign(
             out[run.id] = wid
             fleet.charge(wid, run.processes)
     return out
+
+
+def lease(
+    asker: str,
+    runs: Sequence[RunView],
+    fleet: Fleet,
+    policy: Placement,
+    state: PlacementState,
+    *,
+    limit: int | None = None,
+) -> list[str]:
+    """What the worker `asker` takes when it asks for runs: the queue (`runs`, oldest
+    first) is placed in order over the fleet as `assign` does, and the asker takes the runs
+    placed on it (at most `limit`); runs placed on other workers are left for them to take
+    when they ask. A policy that places `in_turn` (round robin) gives the asker only the runs
+    placed on it before the first run placed on another worker, and the cursor is left
+    where it stood after the asker's last run: the next worker's turn."""
+    taken: list[str] = []
+    cursor = state.cursor
+    for run in runs:
+        wid = policy.place(run, fleet, state)
+        if wid is None:
+            continue
+        fleet.charge(wid, run.processes)
+        if wid == asker:
+            taken.append(run.id)
+            cursor = state.cursor
+            if limit is not None and len(taken) >= limit:
+                break
+        elif policy.in_turn:
+            break
+    state.cursor = cursor
+    return taken

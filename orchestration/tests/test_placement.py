@@ -20,6 +20,7 @@ from orchestration.placement import (
     UnknownPolicy,
     WorkerView,
     assign,
+    lease,
     policy_named,
 )
 
@@ -109,6 +110,7 @@ def test_image_aware_sends_an_image_to_its_owner_on_the_ring():
     ia = policy_named("image_aware")
     r = run("r", image="openfoam-12")
     owner = HashRing(["w1", "w2", "w3"]).owner(r.image_digest)
+    assert owner is not None
     assert ia.place(r, fleet, PlacementState()) == owner
     # every run of that image goes there while its load stays at or under the threshold
     # (4 cores, 0.8: 3 busy is 0.75, a fourth would be 1.0 only after it is placed)
@@ -121,6 +123,7 @@ def test_image_aware_sends_an_image_to_its_owner_on_the_ring():
 def test_image_aware_spills_to_the_least_loaded_worker_above_the_threshold():
     r = run("r", image="openfoam-12")
     owner = HashRing(["w1", "w2", "w3"]).owner(r.image_digest)
+    assert owner is not None
     others = sorted({"w1", "w2", "w3"} - {owner})
     # the owner has room (1 core) but its load 0.875 is above 0.8: the least loaded of the
     # others takes the run (others[1] at 0.5 rather than others[0] at 0.75)
@@ -143,6 +146,7 @@ def test_image_aware_spill_prefers_the_worker_that_holds_most_of_the_image():
     )
     r = run("r", image="icofoam-image", layers=layers)
     owner = HashRing(["w1", "w2", "w3", "w4"]).owner(r.image_digest)
+    assert owner is not None
     rest = sorted({"w1", "w2", "w3", "w4"} - {owner})
     fleet = Fleet(
         [
@@ -220,3 +224,28 @@ def test_the_default_threshold():
     assert DEFAULT_THRESHOLD == 0.8
     with pytest.raises(ValueError, match="threshold"):
         policy_named("image_aware", threshold=1.5)
+
+
+def test_a_worker_asking_takes_the_runs_placed_on_it_and_leaves_the_others():
+    # least_loaded over a (idle) and b (half busy): r0 → a (0 → 0.25), r1 → a (0.25 < 0.5),
+    # r2 → a (0.5 tie, a by id), r3 → b (0.5 < 0.75): the asker b takes only r3
+    def fleet() -> Fleet:
+        return Fleet([worker("a", free=4), worker("b", free=2)])
+
+    queue = [run(f"r{i}") for i in range(4)]
+    ll = policy_named("least_loaded")
+    assert assign(queue, fleet(), ll, PlacementState()) == {
+        "r0": "a",
+        "r1": "a",
+        "r2": "a",
+        "r3": "b",
+    }
+    assert lease("b", queue, fleet(), ll, PlacementState()) == ["r3"]
+    assert lease("a", queue, fleet(), ll, PlacementState(), limit=2) == ["r0", "r1"]
+    # round robin: a takes r0; the cursor stays after a, so b's plan gives b r1, then c r2
+    three = Fleet([worker("a"), worker("b"), worker("c")])
+    state = PlacementState()
+    rr = policy_named("round_robin")
+    assert lease("a", queue[:3], three, rr, state) == ["r0"] and state.cursor == 1
+    rest = Fleet([worker("a", free=3), worker("b"), worker("c")])
+    assert lease("b", queue[1:3], rest, rr, state) == ["r1"] and state.cursor == 2

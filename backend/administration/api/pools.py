@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from administration.pools import LIMITS, pool_create, pool_delete, pool_update
 from core.exceptions import NotFound
+from orchestration.placement import POLICIES
 from pools.choices import LIVE_WORKER_STATES
 from pools.models import Pool, PoolDecision, PoolWorker
 from studies.choices import STARTED_STATES
@@ -50,6 +51,7 @@ class PoolWorkerSerializer(serializers.ModelSerializer):
             "end_reason",
             "runs_done",
             "runs",
+            "cache",
             "uptime_s",
             "utilisation",
         ]
@@ -94,6 +96,7 @@ class PoolOutSerializer(serializers.ModelSerializer):
             "idle_timeout",
             "boot_timeout",
             "enabled",
+            "placement",
             "draining",
             "boot_failures",
             "next_boot_at",
@@ -133,6 +136,11 @@ class PoolInSerializer(serializers.Serializer):
         required=False, min_value=LIMITS["boot_timeout"][0], max_value=LIMITS["boot_timeout"][1]
     )
     enabled = serializers.BooleanField(required=False)
+    placement = serializers.CharField(
+        required=False,
+        max_length=64,
+        help_text=f"which worker gets which run: {', '.join(POLICIES)} (docs/pools.md)",
+    )
 
 
 class PoolPatchSerializer(serializers.Serializer):
@@ -149,6 +157,11 @@ class PoolPatchSerializer(serializers.Serializer):
         required=False, min_value=LIMITS["boot_timeout"][0], max_value=LIMITS["boot_timeout"][1]
     )
     enabled = serializers.BooleanField(required=False)
+    placement = serializers.CharField(
+        required=False,
+        max_length=64,
+        help_text=f"which worker gets which run: {', '.join(POLICIES)} (docs/pools.md)",
+    )
 
 
 def _pools():
