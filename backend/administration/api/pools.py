@@ -33,6 +33,11 @@ class PoolWorkerSerializer(serializers.ModelSerializer):
     runs = serializers.SerializerMethodField(help_text="ids of the runs it holds")
     uptime_s = serializers.SerializerMethodField()
     utilisation = serializers.SerializerMethodField(help_text="time holding runs ÷ uptime, 0–1")
+    cache = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="image and layer digests its local cache holds, as its pilot reports them",
+    )
 
     class Meta:
         model = PoolWorker
