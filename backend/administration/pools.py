@@ -22,6 +22,7 @@ from core import jobs
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from core.jobs import Job
 from orchestration.errors import SettingsError
+from orchestration.placement import POLICIES
 from pools.choices import LIVE_WORKER_STATES
 from pools.models import Pool
 
@@ -48,6 +49,15 @@ def _image(ref: Any, backend: Backend) -> Image:
     if not image_reference(image=image, backend=backend):
         raise _invalid(f"image {ref!r} is not ready on backend {backend.name}", "image")
     return image
+
+
+def _check_placement(data: dict[str, Any]) -> None:
+    if "placement" in data and data["placement"] not in POLICIES:
+        raise _invalid(
+            f"placement {str(data['placement'])[:40]!r} is not a placement policy: use one of "
+            f"{', '.join(POLICIES)}",
+            "placement",
+        )
 
 
 def _check_bounds(data: dict[str, Any], pool: Pool | None) -> None:
@@ -94,6 +104,7 @@ def pool_create(*, data: dict[str, Any]) -> Pool:
     if data.get("nodes", 1) != 1:
         raise _invalid("nodes: a pool worker is one server (1 node per worker)", "nodes")
     _check_bounds(data, None)
+    _check_placement(data)
     driver = _driver(backend)
     image = _image(data["image"], backend)
     try:
@@ -114,7 +125,14 @@ def pool_create(*, data: dict[str, Any]) -> Pool:
         memory_gb=memory_gb,
         **{
             k: data[k]
-            for k in ("min_workers", "max_workers", "idle_timeout", "boot_timeout", "enabled")
+            for k in (
+                "min_workers",
+                "max_workers",
+                "idle_timeout",
+                "boot_timeout",
+                "enabled",
+                "placement",
+            )
             if k in data
         },
     )
@@ -128,6 +146,7 @@ def pool_update(*, pool: Pool, data: dict[str, Any]) -> Pool:
     if pool.draining:
         raise Conflict(f"pool {pool.name} is being deleted", code=ErrorCode.STATE)
     _check_bounds(data, pool)
+    _check_placement(data)
     if data.get("max_workers", pool.max_workers) > pool.max_workers:
         _check_project(
             _driver(pool.backend),
@@ -135,7 +154,14 @@ def pool_update(*, pool: Pool, data: dict[str, Any]) -> Pool:
             cores=pool.cores,
             memory_gb=pool.memory_gb,
         )
-    for field in ("min_workers", "max_workers", "idle_timeout", "boot_timeout", "enabled"):
+    for field in (
+        "min_workers",
+        "max_workers",
+        "idle_timeout",
+        "boot_timeout",
+        "enabled",
+        "placement",
+    ):
         if field in data:
             setattr(pool, field, data[field])
     pool.save()

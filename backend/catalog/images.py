@@ -31,8 +31,10 @@ from orchestration.composer import (
     ManifestError,
     ResolveError,
     compose,
+    layer_digests,
     load_catalog,
 )
+from orchestration.placement import DIGEST_RE
 
 log = logging.getLogger(__name__)
 
@@ -333,6 +335,20 @@ def image_ensure_present(*, image: Image) -> None:
         log.warning("image %s (%s) is gone from local storage: rebuilding", image.pk, image.digest)
         image_start_build(image)
         image.refresh_from_db()
+
+
+def image_layers(*, image: Image) -> tuple[str, ...]:
+    """The digests of the image's package layers, in install order (the composer's
+    `layer_digests` of its closure)."""
+    return layer_digests(kind=image.kind, packages=image.closure or [])
+
+
+def image_digests(*, image: Image | None) -> tuple[str, ...]:
+    """What a machine booted from (or holding) this image has in its cache: the image's
+    digest and its layers' (warm-pool placement, docs/pools.md)."""
+    if image is None:
+        return ()
+    return tuple(d for d in (image.digest, *image_layers(image=image)) if DIGEST_RE.match(d))
 
 
 def image_reference(*, image: Image | None, backend: Backend) -> str | None:

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from catalog.images import image_reference
+from catalog.images import image_digests, image_reference
 from compute.drivers import DriverError, PoolHost, WorkerSpec, driver_for
 from core.metrics import POOL_DECISIONS
 from dispatch.pilots import worker_token
@@ -258,6 +258,7 @@ def _boot(pool: Pool, driver: Any) -> int:
         cores=pool.cores,
         heartbeat_interval=settings.WINDTUNNEL["HEARTBEAT_INTERVAL"],
         grace=settings.POOL_PILOT_GRACE,
+        cache=image_digests(image=pool.image),
     )
     try:
         server_id, name = driver.boot_worker(spec)

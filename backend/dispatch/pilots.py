@@ -7,6 +7,13 @@ attempt's handle ("worker:<server>/<worker>"), so the run keeps its attempt fenc
 reports with the attempt's token, and anything the pilot says of a run names the attempt. The
 worker's own fence is its state: a worker lost, failed or deleted is answered 409 on every
 call, and its pilot stops its runs and exits.
+
+Which of the waiting runs the asking worker gets is the pool's placement policy's answer
+(orchestration/placement.py; this module only reads the rows into its views and writes the
+result): the queue is placed in order over the pool's workers and the asker takes the runs
+placed on it. A worker's room is what its pilot said at its last lease; one that has not
+asked for `POOL_PLACEMENT_HOLD` seconds (full, or silent) counts as full, so nothing waits
+on it longer than that.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import random
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -22,8 +31,18 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
+from catalog.images import image_digests, image_layers
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from dispatch.start import run_spec
+from orchestration.placement import (
+    DIGEST_RE,
+    Fleet,
+    PlacementState,
+    RunView,
+    WorkerView,
+    lease,
+    policy_named,
+)
 from pools.choices import REGISTERED_STATES, WorkerState
 from pools.models import Pool, PoolWorker
 from pools.selectors import pool_of, run_shapes
@@ -34,8 +53,9 @@ from studies.transitions import runs_claim, runs_record_handles
 
 log = logging.getLogger(__name__)
 
-LEASE_BATCH = 16  # admitted runs looked at per lease
+LEASE_BATCH = 16  # runs leased at most per lease
 POLL_INTERVAL = 1.0  # s between a free pilot's lease calls
+CACHE_MAX = 256  # digests a worker may report its cache holds
 
 
 class WorkerAuth(ApplicationError):
@@ -71,10 +91,28 @@ def _answer(**extra: Any) -> dict[str, Any]:
     return {"stop": False, **extra}
 
 
-def worker_register(*, worker: PoolWorker, cores: int | None) -> dict[str, Any]:
+def worker_cache(digests: list[str] | None) -> list[str] | None:
+    """What a pilot says its cache holds, checked: at most CACHE_MAX `sha256:<64 hex>`
+    digests (repeats dropped); None when it said nothing."""
+    if digests is None:
+        return None
+    if len(digests) > CACHE_MAX:
+        raise ApplicationError(f"cache: at most {CACHE_MAX} digests", field="cache")
+    for i, d in enumerate(digests):
+        if not isinstance(d, str) or not DIGEST_RE.match(d):
+            raise ApplicationError(
+                f"cache[{i}] must be a digest 'sha256:<64 hex digits>'", field=f"cache[{i}]"
+            )
+    return list(dict.fromkeys(digests))
+
+
+def worker_register(
+    *, worker: PoolWorker, cores: int | None, cache: list[str] | None = None
+) -> dict[str, Any]:
     """The pilot is up: a booting worker becomes idle (a repeat is fine); the pool's boot
-    failures start afresh."""
+    failures start afresh. `cache`: the image and layer digests its cache holds."""
     now = timezone.now()
+    held = worker_cache(cache)
     booted = PoolWorker.objects.filter(pk=worker.pk, state=WorkerState.BOOTING).update(
         state=WorkerState.IDLE, registered_at=now, heartbeat_at=now, idle_since=now
     )
@@ -83,30 +121,45 @@ def worker_register(*, worker: PoolWorker, cores: int | None) -> dict[str, Any]:
         log.info("pool %s: worker %s registered (%s cores)", worker.pool.name, worker.pk, cores)
     elif worker.state not in REGISTERED_STATES:
         raise WorkerGone(worker.state)
+    if held is not None:
+        PoolWorker.objects.filter(pk=worker.pk).update(cache=held)
     return _answer(
         heartbeat_interval=settings.WINDTUNNEL["HEARTBEAT_INTERVAL"], poll_interval=POLL_INTERVAL
     )
 
 
 def worker_lease(*, worker: PoolWorker, free_cores: int) -> dict[str, Any]:
-    """Admitted runs of the worker's pool that fit `free_cores`, claimed for it: their run
-    specs (each with its attempt and token), oldest admitted first."""
+    """The admitted runs of the worker's pool that its placement policy gives this worker
+    (within `free_cores`), claimed for it: their run specs (each with its attempt and
+    token), oldest admitted first, and the digests of their images (its cache will hold
+    them)."""
     with transaction.atomic():
-        row = PoolWorker.objects.select_for_update().select_related("pool").get(pk=worker.pk)
+        row = (
+            PoolWorker.objects.select_for_update()
+            .select_related("pool", "pool__image")
+            .get(pk=worker.pk)
+        )
         if row.state == WorkerState.DRAINING or row.pool.draining:
             return _answer(runs=[], stop=not _held(row))
         if row.state not in (WorkerState.IDLE, WorkerState.BUSY):
             raise WorkerGone(row.state)
-        PoolWorker.objects.filter(pk=row.pk).update(heartbeat_at=timezone.now())
-        chosen = _fitting(row.pool, free_cores)
-        if not chosen:
+        now = timezone.now()
+        chosen = _placed(row, free_cores, now)
+        runs: list[Run] = []
+        if chosen:
+            runs, tokens = runs_claim(run_ids=chosen)
+            stored = runs_record_handles(
+                rows=[(str(r.pk), r.attempt, row.handle, "") for r in runs]
+            )
+            runs = [r for r in runs if str(r.pk) in stored]
+        taken = sum(r.processes for r in runs)
+        PoolWorker.objects.filter(pk=row.pk).update(
+            heartbeat_at=now, asked_at=now, free_cores=max(0, free_cores - taken)
+        )
+        if not runs:
             return _answer(runs=[])
-        runs, tokens = runs_claim(run_ids=chosen)
-        stored = runs_record_handles(rows=[(str(r.pk), r.attempt, row.handle, "") for r in runs])
-        runs = [r for r in runs if str(r.pk) in stored]
-        if runs:
-            Run.objects.filter(pk__in=[r.pk for r in runs]).update(wait_reason="", wait_detail="")
-            PoolWorker.objects.filter(pk=row.pk).update(state=WorkerState.BUSY, idle_since=None)
+        Run.objects.filter(pk__in=[r.pk for r in runs]).update(wait_reason="", wait_detail="")
+        PoolWorker.objects.filter(pk=row.pk).update(state=WorkerState.BUSY, idle_since=None)
     specs = []
     for run in runs:
         spec = run_spec(run=run, study=run.study, token=tokens[run.pk])
@@ -114,24 +167,52 @@ def worker_lease(*, worker: PoolWorker, free_cores: int) -> dict[str, Any]:
         log.info(
             "pool %s: run %s attempt %s leased by %s", row.pool.name, run.pk, run.attempt, row.pk
         )
-    return _answer(runs=specs)
+    return _answer(runs=specs, cache=list(image_digests(image=row.pool.image)))
 
 
-def _fitting(pool: Pool, free_cores: int) -> list[Any]:
-    """Ids of the pool's admitted runs that fit `free_cores`, oldest admitted first."""
+def _placed(asker: PoolWorker, free_cores: int, now: Any) -> list[Any]:
+    """Ids of the pool's admitted runs (the oldest LEASE_BATCH * 4) that its placement
+    policy gives `asker`, which has `free_cores` free: at most LEASE_BATCH."""
+    pool = asker.pool
     waiting = Run.objects.filter(backend_id=pool.backend_id, state=RunState.ADMITTED).order_by(
         "admitted_at", "queued_at", "index"
     )[: LEASE_BATCH * 4]
-    pools = [pool]
-    chosen: list[Any] = []
-    left = free_cores
-    for shape in run_shapes(waiting):
-        if len(chosen) >= LEASE_BATCH:
-            break
-        if pool_of(shape, pools) is pool and shape.processes <= left:
-            chosen.append(shape.id)
-            left -= shape.processes
-    return chosen
+    shapes = [s for s in run_shapes(waiting) if pool_of(s, [pool]) is pool]
+    if not shapes:
+        return []
+    digest, layers = pool.image.digest, image_layers(image=pool.image)
+    queue = [
+        RunView(id=str(s.id), processes=s.processes, image_digest=digest, layer_digests=layers)
+        for s in shapes
+    ]
+    fresh = now - timedelta(seconds=settings.POOL_PLACEMENT_HOLD)
+    views = []
+    for wid, cores, free, asked_at, cache in pool.workers.filter(
+        state__in=(WorkerState.IDLE, WorkerState.BUSY)
+    ).values_list("id", "cores", "free_cores", "asked_at", "cache"):
+        if wid == asker.pk:
+            free = free_cores
+        elif asked_at is None or asked_at < fresh:
+            free = 0  # full or silent since the hold: it takes nothing now
+        free = max(0, min(free, cores))
+        views.append(
+            WorkerView(
+                id=str(wid),
+                free_cores=free,
+                total_cores=cores,
+                load=(cores - free) / cores if cores else 1.0,
+                cached=frozenset(cache or ()),
+            )
+        )
+    policy = policy_named(pool.placement, threshold=settings.POOL_PLACEMENT_THRESHOLD)
+    state = PlacementState(
+        cursor=pool.placement_cursor, rng=random.Random(f"{pool.pk}:{queue[0].id}")
+    )
+    taken = lease(str(asker.pk), queue, Fleet(views), policy, state, limit=LEASE_BATCH)
+    if taken and state.cursor != pool.placement_cursor:
+        Pool.objects.filter(pk=pool.pk).update(placement_cursor=state.cursor)
+    by_id = {str(s.id): s.id for s in shapes}
+    return [by_id[x] for x in taken]
 
 
 def _held(worker: PoolWorker) -> list[tuple[str, int]]:
@@ -144,13 +225,18 @@ def _held(worker: PoolWorker) -> list[tuple[str, int]]:
     ]
 
 
-def worker_heartbeat(*, worker: PoolWorker, runs: list[tuple[str, int]]) -> dict[str, Any]:
-    """A sign of life, and what the pilot holds: the answer names the attempts it must stop
-    (cancelled, ended, no longer its own) and whether to stop (draining and empty)."""
+def worker_heartbeat(
+    *, worker: PoolWorker, runs: list[tuple[str, int]], cache: list[str] | None = None
+) -> dict[str, Any]:
+    """A sign of life, and what the pilot holds (the attempts; `cache`: the image and layer
+    digests its cache holds): the answer names the attempts it must stop (cancelled, ended,
+    no longer its own) and whether to stop (draining and empty)."""
     now = timezone.now()
-    alive = PoolWorker.objects.filter(pk=worker.pk, state__in=REGISTERED_STATES).update(
-        heartbeat_at=now
-    )
+    held_cache = worker_cache(cache)
+    changes: dict[str, Any] = {"heartbeat_at": now}
+    if held_cache is not None:
+        changes["cache"] = held_cache
+    alive = PoolWorker.objects.filter(pk=worker.pk, state__in=REGISTERED_STATES).update(**changes)
     if not alive:
         raise WorkerGone(worker.state)
     held = set(_held(worker))

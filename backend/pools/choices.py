@@ -1,5 +1,7 @@
 from django.db import models
 
+from orchestration.placement import POLICIES
+
 
 class WorkerState(models.TextChoices):
     BOOTING = "booting", "Booting"  # server created, its pilot has not registered yet
@@ -27,3 +29,8 @@ class ScaleAction(models.TextChoices):
     LOST = "lost", "Worker lost"
     BOOT_FAILED = "boot_failed", "Boot failed"
     DRAIN = "drain", "Draining"
+
+
+# placement policies (orchestration/placement.py, docs/pools.md): which worker gets which run
+PLACEMENT_CHOICES = [(name, name.replace("_", " ")) for name in POLICIES]
+DEFAULT_PLACEMENT = "least_loaded"

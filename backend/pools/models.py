@@ -9,7 +9,13 @@ import uuid
 from django.db import models
 
 from core.models import TimeStamped
-from pools.choices import LIVE_WORKER_STATES, ScaleAction, WorkerState
+from pools.choices import (
+    DEFAULT_PLACEMENT,
+    LIVE_WORKER_STATES,
+    PLACEMENT_CHOICES,
+    ScaleAction,
+    WorkerState,
+)
 
 
 class Pool(TimeStamped):
@@ -33,6 +39,15 @@ class Pool(TimeStamped):
     draining = models.BooleanField(default=False, help_text="being deleted: boots nothing")
     boot_failures = models.PositiveIntegerField(default=0, help_text="failed boots in a row")
     next_boot_at = models.DateTimeField(null=True, blank=True, help_text="backoff after failures")
+    placement = models.CharField(
+        max_length=32,
+        choices=PLACEMENT_CHOICES,
+        default=DEFAULT_PLACEMENT,
+        help_text="which worker gets which run (orchestration/placement.py)",
+    )
+    placement_cursor = models.PositiveBigIntegerField(
+        default=0, help_text="round_robin: the worker (in id order) the next run goes to"
+    )
 
     class Meta:
         ordering = ["name"]
@@ -61,6 +76,15 @@ class PoolWorker(models.Model):
     end_reason = models.CharField(max_length=500, blank=True)
     busy_seconds = models.FloatField(default=0.0, help_text="time spent holding runs")
     runs_done = models.PositiveIntegerField(default=0)
+    asked_at = models.DateTimeField(null=True, blank=True, help_text="its pilot's last lease")
+    free_cores = models.PositiveIntegerField(
+        default=0, help_text="free cores at its last lease, less what it leased then"
+    )
+    cache = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="image and layer digests its local cache holds, as its pilot reports them",
+    )
 
     class Meta:
         ordering = ["created_at"]

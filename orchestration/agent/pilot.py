@@ -9,6 +9,11 @@ stop altogether (drained, lost). Every call carries the worker's bearer token; a
 the portal no longer counts this worker: it stops its runs and exits. When the portal cannot
 be reached for `grace` seconds it does the same (the portal has requeued its runs by then).
 
+Its register and heartbeat say what the worker's local cache holds (placement sends runs of
+an image to a worker that holds it): the digests of its boot image and layers (`cache` in
+pilot.json) and those of the images of runs it has run, which a lease answer names and the
+pilot keeps in a small record (`cache.json` beside the runs, the newest CACHE_MAX).
+
 Stdlib only, no Django. The messages are `$defs` Pilot* of the agent messages' JSON Schema
 (backend/ingest/schemas/agent-messages.json).
 """
@@ -30,6 +35,7 @@ from typing import Any
 __all__ = ["Pilot", "PilotGone", "main"]
 
 STOP_GRACE = 10.0  # s between SIGTERM and SIGKILL of a run's agent
+CACHE_MAX = 256  # digests reported at most (the portal's bound)
 
 
 class PilotGone(Exception):
@@ -85,6 +91,37 @@ class Pilot:
 
     def unreachable_too_long(self) -> bool:
         return time.monotonic() - self.last_ok > float(self.config.get("grace", 120.0))
+
+    # -- the cache -------------------------------------------------------------------------
+
+    def cache_record(self) -> Path:
+        return Path(self.config["work_root"]) / "cache.json"
+
+    def cache_held(self) -> list[str]:
+        """Digests the worker's cache holds: the boot image's, then those of runs it ran
+        (newest last), at most CACHE_MAX (the boot image's kept)."""
+        boot = [str(d) for d in self.config.get("cache") or []]
+        try:
+            ran = json.loads(self.cache_record().read_text()).get("digests", [])
+        except (OSError, ValueError, AttributeError):
+            ran = []
+        held = list(dict.fromkeys([*boot, *(str(d) for d in ran)]))
+        return held[: len(boot)] + held[len(boot) :][-max(0, CACHE_MAX - len(boot)) :]
+
+    def cache_add(self, digests: list[str]) -> None:
+        """Record digests of images of runs this worker ran (a lease answer's `cache`)."""
+        if not digests:
+            return
+        try:
+            ran = json.loads(self.cache_record().read_text()).get("digests", [])
+        except (OSError, ValueError, AttributeError):
+            ran = []
+        ran = [d for d in ran if d not in digests] + list(dict.fromkeys(digests))
+        path = self.cache_record()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"digests": ran[-CACHE_MAX:]}))
+        tmp.replace(path)
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -147,7 +184,9 @@ class Pilot:
     # -- the loop ------------------------------------------------------------------------
 
     def run(self) -> int:
-        answer = self._retrying("register", {"cores": int(self.config["cores"])})
+        answer = self._retrying(
+            "register", {"cores": int(self.config["cores"]), "cache": self.cache_held()}
+        )
         if answer is None:
             return 3
         heartbeat_every = float(answer.get("heartbeat_interval", 5.0))
@@ -173,7 +212,8 @@ class Pilot:
                             "runs": [
                                 {"run_id": x.run_id, "attempt": x.attempt}
                                 for x in self.leases.values()
-                            ]
+                            ],
+                            "cache": self.cache_held(),
                         },
                     )
                     stop = {(x["run_id"], x["attempt"]) for x in beat.get("cancel", [])}
@@ -186,6 +226,7 @@ class Pilot:
                 if now >= next_poll and self.free_cores() > 0:
                     next_poll = now + poll_every
                     lease_answer = self.call("lease", {"free_cores": self.free_cores()})
+                    self.cache_add(list(lease_answer.get("cache") or []))
                     for spec in lease_answer.get("runs", []):
                         self.start(spec)
                     if lease_answer.get("runs"):

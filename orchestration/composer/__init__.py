@@ -37,6 +37,7 @@ from orchestration.composer.recipe import (
     BaseSpec,
     Composition,
     compose,
+    layer_digests,
 )
 from orchestration.composer.resolve import Resolution, ResolveError, resolve
 
@@ -59,6 +60,7 @@ __all__ = [
     "ResolveError",
     "compose",
     "default_cache_dir",
+    "layer_digests",
     "load_catalog",
     "load_manifest",
     "parse_requirement",

@@ -38,6 +38,7 @@ __all__ = [
     "LABEL_PREFIX",
     "RECIPE_VERSION",
     "compose",
+    "layer_digests",
 ]
 
 RECIPE_VERSION = 2  # bump when the recipe generator changes what it produces
@@ -52,6 +53,20 @@ REPOSITORY = "localhost/windtunnel"
 def _sha256(data: Any) -> str:
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def layer_digests(*, kind: str, packages: Iterable[Mapping[str, str]]) -> tuple[str, ...]:
+    """The digest of each package layer of an image, in install order (the closure's): the
+    layer of package i is named by the kind and packages 0..i ({name, version}), chained as
+    `buildah --layers` stacks them, so two images that share their first packages share
+    those layers' digests. Warm-pool workers report these to say what their cache holds
+    (orchestration.placement)."""
+    out: list[str] = []
+    parent = _sha256({"kind": kind, "recipe": RECIPE_VERSION})
+    for p in packages:
+        parent = _sha256({"parent": parent, "name": p["name"], "version": p["version"]})
+        out.append(parent)
+    return tuple(out)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -108,6 +123,11 @@ class Composition:
     @property
     def packages(self) -> list[dict[str, str]]:
         return [{"name": m.name, "version": m.version} for m in self.closure]
+
+    @property
+    def layers(self) -> tuple[str, ...]:
+        """The digests of its package layers, in install order (`layer_digests`)."""
+        return layer_digests(kind=self.kind, packages=self.packages)
 
     @property
     def ref(self) -> str:

@@ -104,6 +104,7 @@ class WorkerSpec:
     cores: int
     heartbeat_interval: float = 5.0
     grace: float = 120.0  # the pilot exits when the portal is unreachable this long
+    cache: tuple[str, ...] = ()  # digests of the boot image and its layers (placement)
 
     def pilot_config(self, *, work_root: str) -> dict[str, Any]:
         """pilot.json: what the pilot reads at start."""
@@ -117,6 +118,7 @@ class WorkerSpec:
             "heartbeat_interval": self.heartbeat_interval,
             "grace": self.grace,
             "work_root": work_root,
+            "cache": list(self.cache),
         }
 
 

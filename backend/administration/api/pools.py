@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from administration.pools import LIMITS, pool_create, pool_delete, pool_update
 from core.exceptions import NotFound
+from orchestration.placement import POLICIES
 from pools.choices import LIVE_WORKER_STATES
 from pools.models import Pool, PoolDecision, PoolWorker
 from studies.choices import STARTED_STATES
@@ -32,6 +33,11 @@ class PoolWorkerSerializer(serializers.ModelSerializer):
     runs = serializers.SerializerMethodField(help_text="ids of the runs it holds")
     uptime_s = serializers.SerializerMethodField()
     utilisation = serializers.SerializerMethodField(help_text="time holding runs ÷ uptime, 0–1")
+    cache = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="image and layer digests its local cache holds, as its pilot reports them",
+    )
 
     class Meta:
         model = PoolWorker
@@ -50,6 +56,7 @@ class PoolWorkerSerializer(serializers.ModelSerializer):
             "end_reason",
             "runs_done",
             "runs",
+            "cache",
             "uptime_s",
             "utilisation",
         ]
@@ -94,6 +101,7 @@ class PoolOutSerializer(serializers.ModelSerializer):
             "idle_timeout",
             "boot_timeout",
             "enabled",
+            "placement",
             "draining",
             "boot_failures",
             "next_boot_at",
@@ -133,6 +141,11 @@ class PoolInSerializer(serializers.Serializer):
         required=False, min_value=LIMITS["boot_timeout"][0], max_value=LIMITS["boot_timeout"][1]
     )
     enabled = serializers.BooleanField(required=False)
+    placement = serializers.CharField(
+        required=False,
+        max_length=64,
+        help_text=f"which worker gets which run: {', '.join(POLICIES)} (docs/pools.md)",
+    )
 
 
 class PoolPatchSerializer(serializers.Serializer):
@@ -149,6 +162,11 @@ class PoolPatchSerializer(serializers.Serializer):
         required=False, min_value=LIMITS["boot_timeout"][0], max_value=LIMITS["boot_timeout"][1]
     )
     enabled = serializers.BooleanField(required=False)
+    placement = serializers.CharField(
+        required=False,
+        max_length=64,
+        help_text=f"which worker gets which run: {', '.join(POLICIES)} (docs/pools.md)",
+    )
 
 
 def _pools():

@@ -206,6 +206,11 @@ POOL_AUTOSCALE_SECONDS = env.float("WINDTUNNEL_POOL_AUTOSCALE_SECONDS", default=
 POOL_WORKER_TIMEOUT = env.float("WINDTUNNEL_POOL_WORKER_TIMEOUT", default=60.0)
 # a pilot that cannot reach the portal for this long stops its runs and exits
 POOL_PILOT_GRACE = env.float("WINDTUNNEL_POOL_PILOT_GRACE", default=120.0)
+# placement (docs/pools.md, Placement): a worker that has not asked for runs for this long
+# counts as full, so runs placed on it go to others; image_aware's owner takes runs of its
+# images while its load (busy cores / cores) is at most the threshold
+POOL_PLACEMENT_HOLD = env.float("WINDTUNNEL_POOL_PLACEMENT_HOLD", default=5.0)
+POOL_PLACEMENT_THRESHOLD = env.float("WINDTUNNEL_POOL_PLACEMENT_THRESHOLD", default=0.8)
 
 LOGIN_URL = "/admin/login/"
 LOGIN_REDIRECT_URL = "/api/v1/"

@@ -349,7 +349,9 @@ class PilotRegisterView(_PilotView):
         return super().post(request, worker_id)
 
     def act(self, worker, data):
-        return pilots.worker_register(worker=worker, cores=data.get("cores"))
+        return pilots.worker_register(
+            worker=worker, cores=data.get("cores"), cache=data.get("cache")
+        )
 
 
 class PilotLeaseView(_PilotView):
@@ -372,7 +374,7 @@ class PilotHeartbeatView(_PilotView):
 
     def act(self, worker, data):
         runs = [_run_ref(x, f"runs[{i}]") for i, x in enumerate(data["runs"])]
-        return pilots.worker_heartbeat(worker=worker, runs=runs)
+        return pilots.worker_heartbeat(worker=worker, runs=runs, cache=data.get("cache"))
 
 
 class PilotReleaseView(_PilotView):

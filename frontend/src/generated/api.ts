@@ -2183,6 +2183,8 @@ export interface components {
             idle_timeout?: number;
             max_workers?: number;
             min_workers?: number;
+            /** @description which worker gets which run: least_loaded, round_robin, random, image_aware (docs/pools.md) */
+            placement?: string;
         };
         /** @description Any of the quota's fields; the bounds are quotas.services.QUOTA_BOUNDS. */
         PatchedQuotaInRequest: {
@@ -2222,6 +2224,8 @@ export interface components {
         Phase: string;
         /** @description What every pilot call is answered (200); a 409 tells the pilot the portal no longer counts its worker (lost, drained, deleted): it stops its runs and exits. */
         PilotAnswer: {
+            /** @description lease: the digests of the leased runs' image and its layers, for the pilot's cache record. */
+            cache?: string[];
             /** @description heartbeat: attempts to stop (cancelled, or no longer this worker's). */
             cancel?: {
                 attempt: components["schemas"]["Attempt"];
@@ -2242,6 +2246,8 @@ export interface components {
         };
         /** @description POST /api/v1/ingest/workers/{id}/heartbeat/: the worker is alive and holds these attempts. */
         PilotHeartbeat: {
+            /** @description As in PilotRegister: what the worker's cache holds now (left as it was when absent). */
+            cache?: string[];
             /** @description The attempts whose agents the pilot runs now. */
             runs: {
                 attempt: components["schemas"]["Attempt"];
@@ -2259,6 +2265,8 @@ export interface components {
         };
         /** @description POST /api/v1/ingest/workers/{id}/register/: a pool worker's pilot is up (docs/pools.md). */
         PilotRegister: {
+            /** @description The image and layer digests the worker's local cache holds (its boot image's, and those of images of runs it has run): placement sends runs of an image to a worker that holds it (docs/pools.md, Placement). */
+            cache?: string[];
             /** @description The worker's cores, as the pilot counts them. */
             cores?: number;
         };
@@ -2273,6 +2281,14 @@ export interface components {
              */
             run_id: string;
         };
+        /**
+         * @description * `least_loaded` - least loaded
+         *     * `round_robin` - round robin
+         *     * `random` - random
+         *     * `image_aware` - image aware
+         * @enum {string}
+         */
+        PlacementEnum: "least_loaded" | "round_robin" | "random" | "image_aware";
         Plot: {
             color: string | null;
             groups: components["schemas"]["PlotGroup"][];
@@ -2362,6 +2378,8 @@ export interface components {
             min_workers?: number;
             name: string;
             nodes?: number;
+            /** @description which worker gets which run: least_loaded, round_robin, random, image_aware (docs/pools.md) */
+            placement?: string;
         };
         PoolOut: {
             backend: string;
@@ -2403,11 +2421,22 @@ export interface components {
             next_boot_at?: string | null;
             /** @description nodes per worker (1) */
             nodes?: number;
+            /**
+             * @description which worker gets which run (orchestration/placement.py)
+             *
+             *     * `least_loaded` - least loaded
+             *     * `round_robin` - round robin
+             *     * `random` - random
+             *     * `image_aware` - image aware
+             */
+            placement?: components["schemas"]["PlacementEnum"];
             /** Format: date-time */
             readonly updated_at: string;
             readonly workers: components["schemas"]["PoolWorker"][];
         };
         PoolWorker: {
+            /** @description image and layer digests its local cache holds, as its pilot reports them */
+            readonly cache: string[];
             cores?: number;
             /** Format: date-time */
             readonly created_at: string;

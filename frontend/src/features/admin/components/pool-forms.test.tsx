@@ -34,6 +34,7 @@ const pool: Pool = {
       server_name: "wt-pool-cfd-small-6f1c0000",
       created_at: "2026-01-01T00:00:00Z",
       runs: ["aaaaaaaa-0000-4000-8000-000000000000"],
+      cache: [],
       uptime_s: 60,
       utilisation: 1,
     },
