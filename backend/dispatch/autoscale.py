@@ -11,11 +11,12 @@ a run. Every decision is stored with its reason (PoolDecision) and counted on /m
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import zlib
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -176,71 +177,144 @@ def _free_cores(worker: PoolWorker) -> int:
     return max(0, worker.cores - used)
 
 
+class CloudRoom(Protocol):
+    """A cloud project's limits (None: unlimited) and what is in use: the driver's
+    cloud_limits() answer, or the simulator's model of one."""
+
+    cores: int | None
+    ram_gb: float | None
+    instances: int | None
+    cores_used: int
+    ram_gb_used: float
+    instances_used: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScaleUp:
+    """What the autoscaler decides to boot for a pool, and why (count 0: hold)."""
+
+    count: int
+    reason: str
+    wanted: int  # within max_workers, before the cloud project's limits
+
+
+def scale_up_plan(
+    *,
+    waiting: int,
+    demand_cores: int,
+    free_cores: int,
+    booting: int,
+    live: int,
+    worker_cores: int,
+    worker_memory_gb: float,
+    min_workers: int,
+    max_workers: int,
+    backing_off: int = 0,
+    limits: CloudRoom | None = None,
+) -> ScaleUp | None:
+    """Boot workers while admitted runs wait for the pool: enough for the cores they need
+    beyond what ready workers have free and booting workers will have, up to `max_workers`,
+    within the cloud project's room; at least `min_workers`. None: nothing to boot.
+    `backing_off`: failed boots in a row while the pool waits out its backoff. Pure: the
+    autoscaler and the simulator (bench/sim) decide with it."""
+    supply = free_cores + booting * worker_cores
+    need = math.ceil(max(0, demand_cores - supply) / max(worker_cores, 1))
+    want = max(need, min_workers - live)
+    if want <= 0:
+        return None
+    what = (
+        f"{waiting} run(s) wait ({demand_cores} cores), {supply} cores free or booting"
+        if need
+        else f"{live} worker(s) < min {min_workers}"
+    )
+    room = max_workers - live
+    if room <= 0:
+        return ScaleUp(count=0, wanted=want, reason=f"{what}; at max {max_workers}")
+    if backing_off:
+        return ScaleUp(
+            count=0, wanted=want, reason=f"{what}; backing off after {backing_off} failed boot(s)"
+        )
+    count = min(want, room)
+    capped = count
+    if limits is not None:
+        if limits.cores is not None:
+            capped = min(capped, (limits.cores - limits.cores_used) // max(worker_cores, 1))
+        if limits.instances is not None:
+            capped = min(capped, limits.instances - limits.instances_used)
+        if limits.ram_gb is not None:
+            capped = min(
+                capped, int((limits.ram_gb - limits.ram_gb_used) // max(worker_memory_gb, 1e-9))
+            )
+    capped = max(capped, 0)
+    if capped <= 0:
+        return ScaleUp(
+            count=0,
+            wanted=count,
+            reason=f"{what}; the cloud project's limits leave no room for another worker",
+        )
+    note = f" (cloud project limits allow {capped} of {count})" if capped < count else ""
+    return ScaleUp(
+        count=capped, wanted=count, reason=f"{what}: boot {{booted}}{note}, max {max_workers}"
+    )
+
+
+def scale_down_plan(
+    *,
+    idle_since: dict[Any, datetime],
+    live: int,
+    min_workers: int,
+    idle_timeout: float,
+    now: datetime,
+) -> list[Any]:
+    """The idle workers to delete: idle past the timeout, longest idle first, down to
+    `min_workers` (`idle_since`: the idle workers only; the caller re-checks each under its
+    row lock, never deleting one that holds a run)."""
+    cutoff = now - timedelta(seconds=idle_timeout)
+    idle = sorted((since, key) for key, since in idle_since.items() if since < cutoff)
+    return [key for _, key in idle[: max(0, live - min_workers)]]
+
+
 def _scale_up(pool: Pool, driver: Any, waiting: list[Any]) -> int:
     live = _live(pool)
     booting = [w for w in live if w.state == WorkerState.BOOTING]
     ready = [w for w in live if w.state in (WorkerState.IDLE, WorkerState.BUSY)]
     demand = sum(Run.objects.filter(pk__in=waiting).values_list("processes", flat=True))
-    supply = sum(_free_cores(w) for w in ready) + len(booting) * pool.cores
-    need = math.ceil(max(0, demand - supply) / max(pool.cores, 1))
-    want = max(need, pool.min_workers - len(live))
-    if want <= 0:
+    backing_off = pool.next_boot_at is not None and pool.next_boot_at > timezone.now()
+    common: dict[str, Any] = {
+        "waiting": len(waiting),
+        "demand_cores": demand,
+        "free_cores": sum(_free_cores(w) for w in ready),
+        "booting": len(booting),
+        "live": len(live),
+        "worker_cores": pool.cores,
+        "worker_memory_gb": pool.memory_gb,
+        "min_workers": pool.min_workers,
+        "max_workers": pool.max_workers,
+        "backing_off": pool.boot_failures if backing_off else 0,
+    }
+    plan = scale_up_plan(**common)
+    if plan is not None and plan.count > 0:  # the cloud's limits are read only to boot
+        plan = scale_up_plan(**common, limits=driver.cloud_limits())
+    if plan is None:
         return 0
-    room = pool.max_workers - len(live)
-    what = (
-        f"{len(waiting)} run(s) wait ({demand} cores), {supply} cores free or booting"
-        if need
-        else f"{len(live)} worker(s) < min {pool.min_workers}"
-    )
-    if room <= 0:
+    if plan.count <= 0:
         decide(
             pool,
             ScaleAction.HOLD,
             count=0,
             queue=len(waiting),
             size=len(live),
-            reason=f"{what}; at max {pool.max_workers}",
+            reason=plan.reason.replace("another worker", f"a {pool.flavor}"),
         )
         return 0
-    if pool.next_boot_at and pool.next_boot_at > timezone.now():
-        decide(
-            pool,
-            ScaleAction.HOLD,
-            count=0,
-            queue=len(waiting),
-            size=len(live),
-            reason=f"{what}; backing off after {pool.boot_failures} failed boot(s)",
-        )
-        return 0
-    count = min(want, room)
-    limits = driver.cloud_limits()
-    capped = count
-    if limits.cores is not None:
-        capped = min(capped, (limits.cores - limits.cores_used) // max(pool.cores, 1))
-    if limits.instances is not None:
-        capped = min(capped, limits.instances - limits.instances_used)
-    if limits.ram_gb is not None:
-        capped = min(capped, int((limits.ram_gb - limits.ram_gb_used) // max(pool.memory_gb, 1e-9)))
-    capped = max(capped, 0)
-    if capped <= 0:
-        decide(
-            pool,
-            ScaleAction.HOLD,
-            count=0,
-            queue=len(waiting),
-            size=len(live),
-            reason=f"{what}; the cloud project's limits leave no room for a {pool.flavor}",
-        )
-        return 0
-    booted = sum(_boot(pool, driver) for _ in range(capped))
-    note = f" (cloud project limits allow {capped} of {count})" if capped < count else ""
+    booted = sum(_boot(pool, driver) for _ in range(plan.count))
     decide(
         pool,
         ScaleAction.UP,
         count=booted,
         queue=len(waiting),
         size=len(live),
-        reason=f"{what}: boot {booted}{note}, max {pool.max_workers}",
+        reason=plan.reason.format(booted=booted),
     )
     return booted
 
@@ -287,15 +361,18 @@ def _boot(pool: Pool, driver: Any) -> int:
 
 def _scale_down(pool: Pool, driver: Any) -> int:
     live = _live(pool)
-    cutoff = timezone.now() - timedelta(seconds=pool.idle_timeout)
-    idle = sorted(
-        (w for w in live if w.state == WorkerState.IDLE and w.idle_since and w.idle_since < cutoff),
-        key=lambda w: w.idle_since or cutoff,
+    chosen = scale_down_plan(
+        idle_since={
+            w.pk: w.idle_since for w in live if w.state == WorkerState.IDLE and w.idle_since
+        },
+        live=len(live),
+        min_workers=pool.min_workers,
+        idle_timeout=pool.idle_timeout,
+        now=timezone.now(),
     )
+    by_id = {w.pk: w for w in live}
     deleted = 0
-    for worker in idle:
-        if len(live) - deleted <= pool.min_workers:
-            break
+    for worker in (by_id[pk] for pk in chosen):
         with transaction.atomic():
             row = (
                 PoolWorker.objects.select_for_update()
