@@ -231,6 +231,13 @@ def admission_decide(state: PassState, queue: Iterable[Candidate]) -> PassDecisi
             s.fair[bid].take(s.tenant_id, need)
         s.held.started(bid, need, run.wall_limit, now)
         admitted.append(run.run_id)
+    # fair share: another tenant whose waiting run fits what this pass left free gets its
+    # pass now (it may have been held for this tenant, which has stopped taking)
+    for bid, view in s.fair.items():
+        for other, head in view.heads.items():
+            if backend_problem(shape=head.shape, backend=s.backends[bid], usage=backend_usage[bid]):
+                continue
+            held_for.add(other)
     s.usage = usage
     return PassDecision(
         admitted=admitted,
@@ -274,9 +281,9 @@ def held_for_other(
     tenant: tuple[int, str],
 ) -> tuple[int, str] | None:
     """Whether what this run would take is held for another tenant's waiting run: (that
-    tenant, why) or None. fifo and priority: the oldest such run, if older than this one;
-    fair_share: the run of the tenant furthest below its fair share, if further than this
-    run's tenant (the same distance: the older run)."""
+    tenant, why) or None. fifo and priority: the oldest such run, if older than this one and
+    the capacity cannot take both; fair_share: the run of the tenant furthest below its fair
+    share, if further than this run's tenant (the same distance: the older run)."""
     if fair is not None:
         mine = fair.standing(tenant[0])
         ahead = []
@@ -288,13 +295,9 @@ def held_for_other(
                 ahead.append((theirs.ratio, head.queued_at, other))
         if not ahead:
             return None
+        # progressive filling, one run at a time: the tenant furthest below its share goes
+        # first, even where there would be room for both (its pass is scheduled next)
         first = fair.heads[min(ahead)[2]]
-        if not backend_problem(
-            shape=shape,
-            backend=backend,
-            usage=backend_usage.plus(first.shape, holds_nodes=backend.holds_nodes),
-        ):
-            return None
         return first.tenant_id, (
             f"backend capacity: {backend.name}: fair share: {mine.describe(tenant[1])}; "
             "what frees up goes first to a tenant further below its share"
