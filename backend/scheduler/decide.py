@@ -10,7 +10,8 @@ measures is this code, not a copy.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
@@ -144,21 +145,30 @@ def admission_decide(state: PassState, queue: Iterable[Candidate]) -> PassDecisi
     admitted: list[Any] = []
     full_backends: dict[int, tuple[str, str]] = {}
     quota_problem_text: str | None = None
-    quota_reserved: Reservation | None = None  # a run over the quota, backfilled around
-    backend_reserved: dict[int, Reservation] = {}
+    quota_blocked: Blocked | None = None  # a run over the quota, backfilled around
+    backend_blocked: dict[int, Blocked] = {}  # per backend, a run that did not fit there
     for run in queue:
         if run.image_id in s.images:
             continue  # its image is still building: not admitted, holds nothing
         if run.retry_at is not None and run.retry_at > now:
             continue  # its backend could not take it a moment ago: it waits its turn
         bid = run.backend_id
-        if bid in full_backends and bid not in backend_reserved:
-            if len(full_backends) == len(s.backends) and not backend_reserved:
+        if bid in full_backends and bid not in backend_blocked:
+            if len(full_backends) == len(s.backends) and not backend_blocked:
                 break
             continue
         backend, policy = s.backends[bid], s.policies[bid]
         shape = Shape(cores=run.processes, memory_gb=run.memory_gb, nodes=run.nodes)
         need = NOTHING.plus(shape, holds_nodes=backend.holds_nodes)
+        # a later run tried around a blocked one spends that one's budget
+        for blocked in (quota_blocked, backend_blocked.get(bid)):
+            if blocked is not None:
+                blocked.budget -= 1
+        if quota_blocked is not None and quota_blocked.budget < 0:
+            break  # enough tried around the run over the quota: the rest wait behind it
+        if bid in backend_blocked and backend_blocked[bid].budget < 0:
+            del backend_blocked[bid]  # the backend's other runs wait behind its blocked one
+            continue
         problem = run_fit_problem(
             shape=shape,
             quota=s.quota,
@@ -168,46 +178,45 @@ def admission_decide(state: PassState, queue: Iterable[Candidate]) -> PassDecisi
         )
         if problem is not None:
             if problem.limit == "quota":
-                if quota_reserved is not None:
+                if quota_blocked is not None:
                     continue  # behind the reserved run: it waits, as that one does
                 quota_problem_text = str(problem)
-                if policy.blocks(problem) or not policy.backfills:
+                if policy.blocks(problem) or not policy.backfills or not _room(usage, s.quota):
                     break  # e.g. strict FIFO: later runs of the tenant wait behind this one
-                quota_reserved = reserve(
-                    need=need,
-                    in_use=usage,
-                    held=s.held.of_tenant(),
-                    fits=quota_fits(s.quota),
-                    now=now,
+                quota_blocked = Blocked(
+                    need=need, held=s.held.of_tenant, fits=quota_fits(s.quota), now=now
                 )
-                if quota_reserved is None:
-                    break  # its start depends on a run with no wall limit
-                quota_problem_text += f"; {quota_reserved.describe(now=now)}"
                 continue
             if bid not in full_backends:
-                detail = f"{WAIT_PREFIXES[problem.limit]}: {problem}"
-                if policy.backfills:
-                    found = reserve(
+                full_backends[bid] = (
+                    WAIT_REASONS[problem.limit],
+                    f"{WAIT_PREFIXES[problem.limit]}: {problem}",
+                )
+                if policy.backfills and _backend_room(backend_usage[bid], backend):
+                    backend_blocked[bid] = Blocked(
                         need=need,
-                        in_use=backend_usage[bid],
-                        held=s.held.of_backend(bid),
+                        held=functools.partial(s.held.of_backend, bid),
                         fits=backend_fits(backend),
                         now=now,
                     )
-                    if found is not None:
-                        backend_reserved[bid] = found
-                        detail += f"; {found.describe(now=now)}"
-                full_backends[bid] = (WAIT_REASONS[problem.limit], detail)
             continue
         # it fits now: it may still have to leave room for a run with a reserved start
-        if quota_reserved is not None and not quota_reserved.admits(
-            need=need, wall_limit=run.wall_limit, now=now
-        ):
-            continue
-        if bid in backend_reserved and not backend_reserved[bid].admits(
-            need=need, wall_limit=run.wall_limit, now=now
-        ):
-            continue
+        if quota_blocked is not None:
+            if not quota_blocked.admits(need=need, wall_limit=run.wall_limit, in_use=usage):
+                if quota_blocked.reservation is None:
+                    break  # the blocked run's start is unknown: nothing passes it
+                continue
+            if quota_problem_text and "reserved" not in quota_problem_text:
+                quota_problem_text += f"; {quota_blocked.describe()}"
+        if bid in backend_blocked:
+            blocked = backend_blocked[bid]
+            if not blocked.admits(need=need, wall_limit=run.wall_limit, in_use=backend_usage[bid]):
+                if blocked.reservation is None:
+                    del backend_blocked[bid]  # its start is unknown: the backend's runs wait
+                continue
+            reason, detail = full_backends[bid]
+            if "reserved" not in detail:
+                full_backends[bid] = (reason, f"{detail}; {blocked.describe()}")
         other = held_for_other(
             run=run,
             shape=shape,
@@ -222,9 +231,9 @@ def admission_decide(state: PassState, queue: Iterable[Candidate]) -> PassDecisi
             if bid not in full_backends:
                 full_backends[bid] = (WaitReason.BACKEND, other[1])
             continue
-        for reservation in (quota_reserved, backend_reserved.get(bid)):
-            if reservation is not None:
-                reservation.count(need=need, wall_limit=run.wall_limit, now=now)
+        for blocked in (quota_blocked, backend_blocked.get(bid)):
+            if blocked is not None and blocked.reservation is not None:
+                blocked.reservation.count(need=need, wall_limit=run.wall_limit, now=now)
         usage = usage.plus(shape, holds_nodes=backend.holds_nodes)
         backend_usage[bid] = backend_usage[bid].plus(shape, holds_nodes=backend.holds_nodes)
         if bid in s.fair:
@@ -234,10 +243,10 @@ def admission_decide(state: PassState, queue: Iterable[Candidate]) -> PassDecisi
     # fair share: another tenant whose waiting run fits what this pass left free gets its
     # pass now (it may have been held for this tenant, which has stopped taking)
     for bid, view in s.fair.items():
-        for other, head in view.heads.items():
+        for other_id, head in view.heads.items():
             if backend_problem(shape=head.shape, backend=s.backends[bid], usage=backend_usage[bid]):
                 continue
-            held_for.add(other)
+            held_for.add(other_id)
     s.usage = usage
     return PassDecision(
         admitted=admitted,
@@ -245,6 +254,49 @@ def admission_decide(state: PassState, queue: Iterable[Candidate]) -> PassDecisi
         full_backends=full_backends,
         quota_problem=quota_problem_text,
     )
+
+
+# later runs a pass tries around one blocked run (Slurm's bf_max_job_test): past it, the
+# rest of the queue waits behind the blocked run, so a pass costs what it may admit
+BACKFILL_DEPTH = 200
+
+
+class Blocked:
+    """A run that did not fit, under a backfill policy. Its reservation is worked out when a
+    later run first fits now (a pass that meets a full backend reads nothing more)."""
+
+    def __init__(
+        self, *, need: Usage, held: Callable[[], list[Held]], fits: Fits, now: datetime
+    ) -> None:
+        self.need, self._held, self.fits, self.now = need, held, fits, now
+        self.reservation: Reservation | None = None
+        self._tried = False
+        self.budget = BACKFILL_DEPTH
+
+    def admits(self, *, need: Usage, wall_limit: float | None, in_use: Usage) -> bool:
+        """Whether a run that fits now may pass the blocked run (False, with no reservation:
+        the blocked run's start depends on a run with no wall limit)."""
+        if not self._tried:
+            self._tried = True
+            self.reservation = reserve(
+                need=self.need, in_use=in_use, held=self._held(), fits=self.fits, now=self.now
+            )
+        if self.reservation is None:
+            return False
+        return self.reservation.admits(need=need, wall_limit=wall_limit, now=self.now)
+
+    def describe(self) -> str:
+        return self.reservation.describe(now=self.now) if self.reservation else ""
+
+
+def _room(usage: Usage, quota: Quota) -> bool:
+    """Whether the tenant's quota has room for any run at all now."""
+    return usage.cores < quota.cores and usage.runs < quota.max_runs
+
+
+def _backend_room(usage: Usage, backend: BackendCapacity) -> bool:
+    """Whether the backend has room for any run at all now."""
+    return usage.cores < backend.cores and usage.memory_gb < backend.memory_gb
 
 
 def quota_fits(quota: Quota) -> Fits:

@@ -90,6 +90,7 @@ class Scenario:
     autoscale_every_s: float = 5.0
     quota_cores: int = 10**9
     half_life_s: float = 0.0
+    until_s: float | None = None  # stop the clock here (None: when the work is done)
     seed: int = 1
 
 
@@ -203,6 +204,8 @@ class Simulation:
     def run(self) -> Result:
         while self._events:
             at, _, kind, payload = heapq.heappop(self._events)
+            if self.sc.until_s is not None and at > self.sc.until_s:
+                break
             self._account(at)
             self.now = at
             changed = self._handle(kind, payload)
