@@ -55,6 +55,32 @@ def setup_django() -> None:
 
     call_command("migrate", verbosity=0)
     call_command("sync_catalog", verbosity=0)
+    clear_leftovers()
+
+
+def clear_leftovers() -> None:
+    """Runs an earlier benchmark left unfinished (its portal is gone; a later benchmark's
+    worker would otherwise dispatch its queued runs, or wait for capacity its silent runs
+    hold) are cancelled here, and their agents on this machine stopped."""
+    from django.utils import timezone
+
+    from catalog.models import Backend
+    from compute.drivers import driver_for
+    from studies.choices import ENDED_STUDY_STATES, TERMINAL_STATES, StudyState
+    from studies.models import Run, Study
+
+    left = Run.objects.exclude(state__in=TERMINAL_STATES)
+    for backend, handle in left.exclude(handle="").values_list("backend", "handle"):
+        with contextlib.suppress(Exception):  # best effort: the run ends below regardless
+            driver_for(Backend.objects.get(pk=backend)).cancel(handle, grace=0)
+    ended = left.update(
+        state="cancelled", finished_at=timezone.now(), message="left by an earlier benchmark"
+    )
+    Study.objects.exclude(state__in=(*ENDED_STUDY_STATES, StudyState.DRAFT)).update(
+        state=StudyState.CANCELLED
+    )
+    if ended:
+        progress(f"{ended} run(s) an earlier benchmark left unfinished: cancelled")
 
 
 def fresh_stack():

@@ -45,8 +45,10 @@ class Stack:
         self.web: subprocess.Popen | None = None
         self.worker: subprocess.Popen | None = None
         self.beat: subprocess.Popen | None = None
+        self.extra_workers: list[subprocess.Popen] = []
 
-    def start_web(self) -> None:
+    def start_web(self, *, workers: int | None = None) -> None:
+        """uvicorn on a free port; `workers` processes (else WINDTUNNEL_WEB_WORKERS, 1)."""
         self.web = subprocess.Popen(
             [
                 sys.executable,
@@ -60,7 +62,7 @@ class Stack:
                 "--log-level",
                 "warning",
                 "--workers",
-                os.environ.get("WINDTUNNEL_WEB_WORKERS", "1"),
+                str(workers or os.environ.get("WINDTUNNEL_WEB_WORKERS", "1")),
             ],
             env=self.env,
             cwd=ROOT,
@@ -108,6 +110,39 @@ class Stack:
             start_new_session=True,  # its embedded beat is a child: signal them together
         )
 
+    def add_worker(self) -> None:
+        """One more Celery worker process (no beat, a node name of its own) beside the first:
+        bench/cdi.py measures how the portal's capacity holds up with 1, 2, 4 of them."""
+        n = len(self.extra_workers) + 2
+        self.extra_workers.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "config",
+                    "worker",
+                    "-n",
+                    f"worker{n}@%h",
+                    "--pool",
+                    "threads",
+                    "--concurrency",
+                    "4",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                    "--loglevel",
+                    "INFO",
+                ],
+                env=self.env,
+                cwd=ROOT,
+                stdout=open(self.logs / f"worker{n}.log", "ab"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+
     def start_beat(self) -> None:
         """The beat scheduler as a process of its own (with start_worker(beat=False))."""
         self.beat = subprocess.Popen(
@@ -142,6 +177,9 @@ class Stack:
 
     def stop(self) -> None:
         self.stop_beat()
+        for worker in self.extra_workers:
+            _stop_group(worker, signal.SIGTERM)
+        self.extra_workers.clear()
         self.stop_worker()
         if self.web and self.web.poll() is None:
             self.web.terminate()

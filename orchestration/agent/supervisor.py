@@ -30,7 +30,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job sta
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Outcome", "Stale", "StepResult", "Supervisor", "log"]
+__all__ = ["Outcome", "Stale", "StepResult", "Supervisor", "has_mesh", "log"]
 
 PHASES = {
     "prepare": "meshing",
@@ -297,7 +297,11 @@ class Supervisor:
         """After a completed run, in the same sandbox as its steps: the flow-field artifact
         (orchestration/agent/fields.py, run by the system's python3 in isolated mode) and
         foamToVTK's files for ParaView. Best effort: returns a note for the final message
-        ('' when both went well); neither changes how the run ended."""
+        ('' when both went well); neither changes how the run ended. A case with no mesh
+        (a solver that needs none, a stand-in) has nothing for either: they are not run."""
+        if not has_mesh(self.spec.case_path):
+            log("post-processing skipped: the case has no mesh (constant/polyMesh)")
+            return ""
         notes = []
         python = find_program("python3", "/usr/bin:/bin:/usr/local/bin")
         if python is None:
@@ -461,3 +465,14 @@ class Supervisor:
     def poll_dat(self) -> None:
         if self._follow_dat or os.path.isdir(os.path.join(self.spec.case_path, "postProcessing")):
             self.reporter.add_columns(self.dat.poll_columns())
+
+
+def has_mesh(case: str) -> bool:
+    """Whether the case holds a mesh the post-processing can read: constant/polyMesh/points
+    (plain or gzipped) in the case, or in its first processor directory (a decomposed run
+    that was not reconstructed)."""
+    for root in (case, os.path.join(case, "processor0")):
+        mesh = os.path.join(root, "constant", "polyMesh")
+        if any(os.path.isfile(os.path.join(mesh, n)) for n in ("points", "points.gz")):
+            return True
+    return False

@@ -316,6 +316,44 @@ def test_missing_executable_fails_the_step_with_code_127(
     assert "no-such-solver-xyz" in final["message"]
 
 
+def test_a_case_without_a_mesh_completes_without_post_processing(
+    portal: FakePortal, tmp_path: Path
+) -> None:
+    """A solver that needs no mesh (a stand-in, a 0-D model) leaves nothing for the flow-field
+    converter or foamToVTK: neither runs, and the run's message blames neither."""
+    case = tmp_path / "case"
+    (case / "system").mkdir(parents=True)
+    solver = "print('Time = 1'); print('smoothSolver:  Solving for Ux, Initial residual = 0.5, Final residual = 0.01, No Iterations 1')"
+    spec = make_spec(
+        portal=portal,
+        case_dir=case,
+        work_dir=tmp_path / "run",
+        steps=[Step(name="zeroD", argv=("python3", "-c", solver), role="solve")],
+    )
+    driver = LocalDriver()
+    driver.prepare(spec)
+    assert _finish(driver, driver.start(spec)) == 0
+    final = portal.of("state/")[-1].body
+    assert final["state"] == "completed", final
+    assert "flow fields" not in final["message"] and "VTK" not in final["message"]
+    work_case = tmp_path / "run" / "case"
+    assert not (work_case / "log.windtunnelFields").exists()
+    assert not (work_case / "log.foamToVTK").exists()
+    assert "post-processing skipped" in (tmp_path / "run" / "agent.log").read_text()
+
+
+def test_a_meshed_case_is_post_processed(portal: FakePortal, cavity: Path, tmp_path: Path) -> None:
+    work = tmp_path / "run"
+    spec = make_spec(portal=portal, case_dir=cavity, work_dir=work, steps=serial_steps())
+    driver = LocalDriver()
+    driver.prepare(spec)
+    assert _finish(driver, driver.start(spec)) == 0
+    assert portal.states()[-1] == "completed"
+    assert (work / "case" / "log.windtunnelFields").exists()
+    assert (work / "case" / "log.foamToVTK").exists()
+    assert "post-processing skipped" not in (work / "agent.log").read_text()
+
+
 @pytest.mark.parametrize("allowed", [False, True])
 def test_a_solver_sees_no_portal_secrets_and_no_system_operations_unless_allowed(
     portal: FakePortal, cavity: Path, tmp_path: Path, monkeypatch, allowed: bool

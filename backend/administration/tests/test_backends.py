@@ -192,9 +192,7 @@ def test_patch_merges_settings_and_secrets_and_delete_is_refused_with_history(
     assert staff.get(f"{URL}cluster/").status_code == 404
 
 
-def test_the_admission_policy_is_chosen_per_backend_and_a_wrong_one_names_the_choices(
-    staff, db
-):
+def test_the_admission_policy_is_chosen_per_backend_and_a_wrong_one_names_the_choices(staff, db):
     assert staff.post(URL, _ssh_body(), format="json").status_code == 201
     assert staff.get(f"{URL}cluster/").json()["admission_policy"] == ""  # the portal default
     r = staff.patch(

@@ -2,10 +2,16 @@
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from dispatch.autoscale import scale_down_plan, scale_up_plan
 
-POOL = {"worker_cores": 4, "worker_memory_gb": 8.0, "min_workers": 0, "max_workers": 5}
+POOL: dict[str, Any] = {
+    "worker_cores": 4,
+    "worker_memory_gb": 8.0,
+    "min_workers": 0,
+    "max_workers": 5,
+}
 
 
 @dataclasses.dataclass
