@@ -10,7 +10,8 @@ aoa ∈ [−4, 14] × speed ∈ [10, 40]:
 2. On those stored results, with the portal's surrogate code (orchestration/surrogate.py,
    the same calls studies/batches.py makes): a uniform 5 × 5 grid (a sub-grid of the
    reference: every third point) against adaptive sampling (goal map: a Latin hypercube of
-   9, then batches of 4 where the surrogate is least certain), its points chosen among the
+   6, then batches of 2, the runs this machine runs at once, where the map is expected to be
+   most wrong), its points chosen among the
    reference grid's (so each has a real solver result; this restricts adaptive, not the grid).
    The error of each is the RMS over all 169 reference points of its prediction's error,
    per objective over that objective's spread on the reference (Cl and Cd weigh alike),
@@ -126,9 +127,9 @@ def linspace(low: float, high: float, n: int) -> list[float]:
 GRID_N = sized(13, 5)  # the reference grid, points a side
 UNIFORM_N = sized(5, 3)  # the uniform grid compared, points a side (a sub-grid)
 ITERATIONS = sized(100, 30)
-SEEDS = sized(5, 1)
-INITIAL = sized(9, 4)
-BATCH = sized(4, 2)
+SEEDS = sized(16, 1)  # initial designs: the median over 16 (5 moved it by a batch either way)
+INITIAL = sized(6, 4)
+BATCH = 2  # what runs at once on this machine's 2 cores
 BOX = {"aoa": (-4.0, 14.0), "speed": (10.0, 40.0)}
 OBJECTIVES = ("Cl", "Cd")
 
@@ -341,7 +342,8 @@ def main() -> None:
     context = (
         f"airfoil Cl+Cd over aoa[-4,14]×speed[10,40], {grid_runs} runs, vs a "
         f"{UNIFORM_N}×{UNIFORM_N} grid, reference {GRID_N}×{GRID_N} real runs of "
-        f"{ITERATIONS} iterations, median of {SEEDS} seeds"
+        f"{ITERATIONS} iterations, adaptive: an initial {INITIAL} then batches of {BATCH}, "
+        f"median of {SEEDS} seeds"
     )
     extra = {
         "grid_error": target,

@@ -2,12 +2,16 @@
 
 Pure and Django-free (docs/study-spec.md, "Adaptive sampling"). Inputs are normalised to the
 unit box; each objective gets its own scikit-learn GaussianProcessRegressor with a Matern
-(ν = 2.5, one length scale per parameter) plus WhiteKernel, and normalize_y. Two goals:
+(ν = 1.5, one length scale per parameter: once differentiable, so a kink such as an
+airfoil's stall is not smoothed away) plus WhiteKernel, and normalize_y. Two goals:
 
-- `map`: the next batch goes where the surrogate is least certain: the candidate with the
-  largest standard deviation (relative to the objective's spread, summed over objectives),
-  then the next one with that point "believed" (kriging believer: added at its predicted mean,
-  which shrinks the deviation around it without refitting the hyperparameters), and so on.
+- `map`: the next batch goes where the map is expected to be most wrong: the candidate with
+  the largest expected improvement for global fit (Lam 2008: the squared difference between
+  the surrogate's mean there and the value observed at the nearest run, plus its variance;
+  relative to the objective's spread, summed over objectives), then the next one with that
+  point "believed" (kriging believer: added at its predicted mean, which shrinks the
+  deviation around it without refitting the hyperparameters), and so on. Variance alone
+  looks only at where runs are, not at what they found, and spends runs on flat regions.
 - `optimise`: expected improvement over the best value so far, batched the same way.
 
 Candidates are a Latin hypercube (scipy.stats.qmc) of the box, or a finite set the caller gives.
@@ -78,7 +82,7 @@ def _kernel(dim: int) -> Any:
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
     return ConstantKernel(1.0, (1e-3, 1e3)) * Matern(
-        length_scale=np.full(dim, 0.3), length_scale_bounds=(1e-2, 1e2), nu=2.5
+        length_scale=np.full(dim, 0.3), length_scale_bounds=(1e-2, 1e2), nu=1.5
     ) + WhiteKernel(1e-4, (1e-9, 1e-1))
 
 
@@ -158,8 +162,9 @@ def expected_improvement(
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Choice:
-    """The next batch, and the score that chose it: the largest relative deviation left
-    (map) or the largest expected improvement relative to the objective's spread (optimise)."""
+    """The next batch, and the score a tolerance is held to: for map the largest standard
+    deviation left among the candidates (relative to each objective's spread, summed over
+    objectives), for optimise the largest expected improvement relative to the spread."""
 
     points: list[dict[str, float | int]]
     score: float
@@ -204,13 +209,15 @@ def next_batch(
     current = dict(models)
     chosen: list[np.ndarray] = []
     score = 0.0
+    if goal == "map" and alive.any():
+        score = float(np.max(_uncertainty(current, pool)[alive]))
     for i in range(size):
         if not alive.any():
             break
         scores = _scores(current, pool, goal=goal, direction=direction)
         scores[~alive] = -np.inf
         best = int(np.argmax(scores))
-        if i == 0:
+        if i == 0 and goal != "map":
             score = float(scores[best])
         chosen.append(pool[best])
         alive[best] = False
@@ -220,14 +227,36 @@ def next_batch(
     return Choice(points=points, score=score)
 
 
+def _uncertainty(models: Mapping[str, Model], pool: np.ndarray) -> np.ndarray:
+    """Each candidate's standard deviation relative to each objective's spread, summed."""
+    total = np.zeros(len(pool))
+    for m in models.values():
+        _, std = m.predict_unit(pool)
+        total += std / m.spread
+    return total
+
+
+def global_fit_improvement(model: Model, pool: np.ndarray) -> np.ndarray:
+    """Expected improvement for global fit at each candidate (Lam 2008), relative to the
+    objective's spread: ((mean − y at the nearest run)² + variance) / spread². Large where
+    the surrogate is unsure, and where it predicts something far from what the nearest run
+    found (the function changes there): both are where a map is wrong."""
+    from scipy.spatial import cKDTree
+
+    mean, std = model.predict_unit(pool)
+    _, nearest = cKDTree(model.x).query(pool)
+    gap = mean - model.y[nearest]
+    out: np.ndarray = (gap**2 + std**2) / model.spread**2
+    return out
+
+
 def _scores(
     models: Mapping[str, Model], pool: np.ndarray, *, goal: str, direction: str
 ) -> np.ndarray:
     if goal == "map":
         total = np.zeros(len(pool))
         for m in models.values():
-            _, std = m.predict_unit(pool)
-            total += std / m.spread
+            total += global_fit_improvement(m, pool)
         return total
     (m,) = models.values()
     mean, std = m.predict_unit(pool)

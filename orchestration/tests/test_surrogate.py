@@ -128,3 +128,24 @@ def test_a_finite_candidate_set_is_never_left_and_runs_out():
     model = surrogate.fit(BOX, sampled, [bumpy(p) for p in sampled])
     choice = surrogate.next_batch({"f": model}, size=10, candidates=candidates, exclude=sampled)
     assert sorted(map(str, choice.points)) == sorted(map(str, candidates[2:]))
+
+
+def test_map_sends_the_next_runs_where_the_objective_changes_not_to_flat_corners():
+    """Expected improvement for global fit: with runs spread evenly, a map whose objective is
+    flat on one half of the box and steep on the other places its next runs on the steep
+    half (the largest deviation alone would split them between the halves)."""
+
+    def ramp(p) -> float:
+        return 0.0 if p["a"] < 0 else 4.0 * p["a"] ** 2
+
+    sampled = [
+        {"a": float(a), "b": float(b)} for a in np.linspace(-2, 2, 4) for b in np.linspace(0, 10, 4)
+    ]
+    model = surrogate.fit(BOX, sampled, [ramp(p) for p in sampled])
+    choice = surrogate.next_batch({"f": model}, size=6, goal="map", exclude=sampled, seed=3)
+    steep = [p for p in choice.points if p["a"] > 0]
+    assert len(steep) >= 5, choice.points
+    improvement = surrogate.global_fit_improvement(
+        model, surrogate.to_unit(BOX, [{"a": -1.5, "b": 5.0}, {"a": 1.5, "b": 5.0}])
+    )
+    assert improvement[1] > 3 * improvement[0]

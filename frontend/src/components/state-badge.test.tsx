@@ -52,4 +52,15 @@ describe("StudyStateBadge", () => {
     expect(screen.getByText("Failed")).toBeInTheDocument();
     expect(screen.getByText("Partly failed")).toBeInTheDocument();
   });
+
+  it("calls a study whose only missing runs were cancelled partly cancelled, not failed", () => {
+    renderWithApp(
+      <StudyStateBadge
+        state="completed_with_failures"
+        progress={{ completed: 4, failed: 0, cancelled: 1 }}
+      />,
+    );
+    expect(screen.getByText("Partly cancelled")).toBeInTheDocument();
+    expect(screen.queryByText("Partly failed")).not.toBeInTheDocument();
+  });
 });

@@ -24,12 +24,15 @@ export function StudyStateBadge({
 }: {
   state: StudyState | undefined;
   size?: string;
-  /** the study's runs by outcome: a study none of whose runs succeeded is "Failed" */
+  /** the study's runs by outcome: a study none of whose runs succeeded is "Failed"; one
+   * whose runs that did not complete were all cancelled (none failed) is "Partly cancelled" */
   progress?: { completed: number; failed: number; cancelled: number };
 }) {
   let s = STUDY[state ?? "draft"] ?? { label: state, color: "gray" };
   if (state === "completed_with_failures" && progress && progress.completed === 0)
     s = progress.failed > 0 ? { label: "Failed", color: "red" } : STUDY.cancelled;
+  else if (state === "completed_with_failures" && progress && progress.failed === 0)
+    s = { label: "Partly cancelled", color: "orange" };
   return (
     <Badge color={s.color} variant="light" size={size} radius="sm" data-state={state}>
       {s.label}

@@ -1293,7 +1293,7 @@ export interface components {
              */
             direction?: "max" | "min";
             /**
-             * @description map: learn the objectives over the whole space (the next runs go where the surrogate is least certain); optimise: find the best value of one objective (expected improvement).
+             * @description map: learn the objectives over the whole space (the next runs go where the map is expected to be most wrong: unsure, or changing between runs); optimise: find the best value of one objective (expected improvement).
              * @default map
              * @enum {string}
              */
