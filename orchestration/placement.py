@@ -12,7 +12,8 @@ worker the run should go to, or None when no worker has room for it now:
   (virtual nodes; adding or removing a worker moves only ~1/n of the images), when it has
   room and its load is at most the threshold (0.8 by default); else, of the workers with
   room under the threshold, the one holding most of the run's image and package layers in
-  its cache (then the least loaded, then by id); else the least-loaded worker with room.
+  its cache (then the least loaded, then by id); else the least-loaded worker with room
+  (of equal loads one that holds the whole image, else by id).
   Workers report the digests their cache holds; the composer's layer digests
   (`orchestration.composer.layer_digests`) name the layers exactly.
 
@@ -152,14 +153,18 @@ class HashRing:
 class Fleet:
     """The live workers of a pool, indexed for placement. The id order and the hash ring
     are built when first asked for after the set of workers changed; `put` of a known
-    worker (new free cores, load or cache) keeps them."""
+    worker (new free cores, load or cache) keeps them. The workers in (load, id) order, and
+    for each digest its holders in that order, are built when first asked for and kept in
+    step by `put` and `remove` from then on."""
 
-    __slots__ = ("_ids", "_ring", "_workers", "vnodes")
+    __slots__ = ("_by_load", "_holders", "_ids", "_ring", "_workers", "vnodes")
 
     def __init__(self, workers: Iterable[WorkerView] = (), *, vnodes: int = DEFAULT_VNODES):
         self._workers: dict[str, WorkerView] = {w.id: w for w in workers}
         self._ids: tuple[str, ...] | None = None
         self._ring: HashRing | None = None
+        self._by_load: list[tuple[float, str]] | None = None
+        self._holders: dict[str, list[tuple[float, str]]] | None = None
         self.vnodes = vnodes
 
     def __len__(self) -> int:
@@ -176,22 +181,58 @@ class Fleet:
 
     def put(self, worker: WorkerView) -> None:
         """Add a worker, or replace what is known of one."""
-        known = worker.id in self._workers
+        old = self._workers.get(worker.id)
         self._workers[worker.id] = worker
-        if not known:
+        if old is None:
             self._ids = None
             if self._ring is not None:
                 self._ring.add(worker.id)
+        self._reindex(old, worker)
 
     def remove(self, wid: str) -> None:
-        if self._workers.pop(wid, None) is not None:
+        old = self._workers.pop(wid, None)
+        if old is not None:
             self._ids = None
             if self._ring is not None:
                 self._ring.remove(wid)
+            self._reindex(old, None)
 
     def charge(self, wid: str, cores: int) -> None:
         """The worker now holds `cores` more cores (a run was placed on it)."""
-        self._workers[wid] = self._workers[wid].charged(cores)
+        self.put(self._workers[wid].charged(cores))
+
+    def _reindex(self, old: WorkerView | None, new: WorkerView | None) -> None:
+        """Keep the orders, once built, in step with one worker's change."""
+        if old is not None and new is not None and old.load == new.load:
+            if old.cached == new.cached:
+                return
+            if self._holders is not None:  # only its cache changed
+                for d in old.cached - new.cached:
+                    _drop(self._holders, d, (old.load, old.id))
+                for d in new.cached - old.cached:
+                    bisect.insort(self._holders.setdefault(d, []), (new.load, new.id))
+            return
+        if self._by_load is not None:
+            if old is not None:
+                del self._by_load[bisect.bisect_left(self._by_load, (old.load, old.id))]
+            if new is not None:
+                bisect.insort(self._by_load, (new.load, new.id))
+        if self._holders is not None:
+            for d in old.cached if old is not None else ():
+                _drop(self._holders, d, (old.load, old.id))  # type: ignore[union-attr]
+            for d in new.cached if new is not None else ():
+                bisect.insort(self._holders.setdefault(d, []), (new.load, new.id))  # type: ignore[union-attr]
+
+    def holders(self, digest: str) -> list[tuple[float, str]]:
+        """(load, id) of the workers whose cache holds `digest`, least loaded first."""
+        if self._holders is None:
+            self._holders = {}
+            for w in self._workers.values():
+                for d in w.cached:
+                    self._holders.setdefault(d, []).append((w.load, w.id))
+            for row in self._holders.values():
+                row.sort()
+        return self._holders.get(digest, [])
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -206,15 +247,29 @@ class Fleet:
             self._ring = HashRing(self._workers, vnodes=self.vnodes)
         return self._ring
 
+    def by_load(self) -> list[tuple[float, str]]:
+        """(load, id) of every worker, least loaded first (ties by id)."""
+        if self._by_load is None:
+            self._by_load = sorted((w.load, w.id) for w in self._workers.values())
+        return self._by_load
+
     def least_loaded(self, run: RunView) -> WorkerView | None:
         """The worker with room for `run` with the lowest load, ties by id."""
-        best: WorkerView | None = None
-        for w in self._workers.values():
-            if w.free_cores >= run.processes and (
-                best is None or w.load < best.load or (w.load == best.load and w.id < best.id)
-            ):
-                best = w
-        return best
+        for _, wid in self.by_load():
+            w = self._workers[wid]
+            if w.free_cores >= run.processes:
+                return w
+        return None
+
+
+def _drop(index: dict[str, list[tuple[float, str]]], digest: str, key: tuple[float, str]) -> None:
+    row = index.get(digest)
+    if row:
+        at = bisect.bisect_left(row, key)
+        if at < len(row) and row[at] == key:
+            del row[at]
+        if not row:
+            del index[digest]
 
 
 class Placement(Protocol):
@@ -273,7 +328,8 @@ class LeastLoaded:
 class ImageAware:
     """The package-aware scheduler of the OpenLambda work: the image's owner on the hash
     ring while its load is at most `threshold`, else the worker that holds most of the
-    image under the threshold, else the least loaded."""
+    image under the threshold, else the least loaded (of equal loads one that holds the
+    whole image)."""
 
     name: ClassVar[str] = "image_aware"
     in_turn: ClassVar[bool] = False
@@ -289,23 +345,38 @@ class ImageAware:
             w = fleet[owner]
             if w.fits(run) and w.load <= self.threshold:
                 return owner
-        best: tuple[int, float, str] | None = None  # (-held, load, id) under the threshold
-        spill: WorkerView | None = None
-        for w in fleet:
+        # of the workers under the threshold with room, the one holding most of the image,
+        # then the least loaded, then by id; else (spill) the least loaded with room, of
+        # equal loads one that holds the whole image, else by id. The workers holding the
+        # whole image are indexed by load: the least loaded of them with room is found
+        # without a walk over the fleet
+        whole_holders = fleet.holders(run.image_digest)
+        for load, wid in whole_holders:
+            if load > self.threshold:
+                break
+            if fleet[wid].free_cores >= run.processes:
+                return wid
+        best: tuple[int, float, str] | None = None  # (-held, load, id), under the threshold
+        for load, wid in fleet.by_load():
+            w = fleet[wid]
             if w.free_cores < run.processes:
                 continue
-            if w.load <= self.threshold:
-                key = (-w.holds(run), w.load, w.id)
-                if best is None or key < best:
-                    best = key
-            elif best is None and (
-                spill is None
-                or (w.load, -w.holds(run), w.id) < (spill.load, -spill.holds(run), spill.id)
-            ):
-                spill = w
-        if best is not None:
-            return best[2]
-        return spill.id if spill is not None else None
+            if load <= self.threshold:
+                mine = (-w.holds(run), load, wid)  # none of these holds the whole image
+                if best is None or mine < best:
+                    best = mine
+                continue
+            if best is not None:
+                break
+            # spill: `load` is the least with room; a whole holder at it, else this one
+            at = bisect.bisect_left(whole_holders, (load, ""))
+            for hload, hid in whole_holders[at:]:
+                if hload > load:
+                    break
+                if fleet[hid].free_cores >= run.processes:
+                    return hid
+            return wid
+        return best[2] if best is not None else None
 
 
 POLICIES: Mapping[str, Callable[[], Placement]] = {

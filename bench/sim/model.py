@@ -124,6 +124,9 @@ class Run:
     start_at: float | None = None
     end_at: float | None = None
     worker: str | None = None
+    # what the deciding code is handed of it, made once (it never changes)
+    candidate: Candidate | None = None
+    waiting: Waiting | None = None
 
 
 @dataclasses.dataclass
@@ -176,6 +179,10 @@ class Simulation:
         self.by_id: dict[str, Run] = {}
         self.workers: dict[str, Worker] = {}
         self.fleet = Fleet()
+        # kept as workers change: the deciding code's inputs without a walk over the fleet
+        self.live_cores = 0  # cores of the workers booted and not yet ended
+        self.fleet_free = 0  # free cores of the ready workers (the fleet's)
+        self._recent_memo: dict[tuple[str, float], float] = {}
         self.placement = policy_named(scenario.placement)
         self.place_state = PlacementState(rng=random.Random(scenario.seed))
         self.policy = POLICIES[scenario.admission]
@@ -235,7 +242,7 @@ class Simulation:
             self._end(self.by_id[payload])
         elif kind == "ready":
             self.workers[payload].idle_since = self.now
-            self.fleet.put(self._view(self.workers[payload]))
+            self._put(self.workers[payload])
         elif kind == "autoscale":
             self._autoscale()
         return True
@@ -285,12 +292,25 @@ class Simulation:
             link_free_at=ready,
         )
         self.workers[wid] = worker
+        self.live_cores += worker.cores
         if ready_now:
             worker.idle_since = self.now
-            self.fleet.put(self._view(worker))
+            self._put(worker)
         else:
             self._push(ready, "ready", wid)
         return worker
+
+    def _put(self, w: Worker) -> None:
+        """The fleet learns the worker's state (new, or its room and cache changed)."""
+        old = self.fleet[w.id].free_cores if w.id in self.fleet else 0
+        view = self._view(w)
+        self.fleet.put(view)
+        self.fleet_free += view.free_cores - old
+
+    def _drop(self, wid: str) -> None:
+        if wid in self.fleet:
+            self.fleet_free -= self.fleet[wid].free_cores
+            self.fleet.remove(wid)
 
     def _view(self, w: Worker) -> WorkerView:
         cached = set(w.cache)
@@ -335,7 +355,7 @@ class Simulation:
         run.end_at = run.start_at + run.duration
         self.running[run.id] = run
         self._push(run.end_at, "end", run.id)
-        self.fleet.put(self._view(w))
+        self._put(w)
 
     def _end(self, run: Run) -> None:
         self.running.pop(run.id, None)
@@ -343,7 +363,7 @@ class Simulation:
         w.free += run.processes
         if w.free == w.cores:
             w.idle_since = self.now
-        self.fleet.put(self._view(w))
+        self._put(w)
         self.holds[run.tenant] = self.holds[run.tenant].minus(
             Usage(cores=run.processes, memory_gb=0.0, runs=1)
         )
@@ -364,7 +384,15 @@ class Simulation:
         )
 
     def _recent(self, tenant: str) -> float:
-        """The tenant's recent use now: ended runs' (decayed) and running runs' so far."""
+        """The tenant's recent use now: ended runs' (decayed) and running runs' so far;
+        worked out once an instant (no run starts or ends while the instant's passes run)."""
+        key = (tenant, self.now)
+        if key not in self._recent_memo:
+            self._recent_memo = {k: v for k, v in self._recent_memo.items() if k[1] == self.now}
+            self._recent_memo[key] = self._recent_now(tenant)
+        return self._recent_memo[key]
+
+    def _recent_now(self, tenant: str) -> float:
         h = self.sc.half_life_s
         if h <= 0:
             return 0.0
@@ -395,10 +423,15 @@ class Simulation:
     def _capacity(self) -> BackendCapacity:
         cores = self.sc.workers * self.sc.worker_cores
         if not self.sc.autoscale:
-            cores = sum(w.cores for w in self.workers.values() if w.ended_at is None)
+            cores = self.live_cores
         return BackendCapacity(name="pool", kind="noop", cores=cores, memory_gb=1e12, max_nodes=1)
 
     def _candidate(self, run: Run) -> Candidate:
+        if run.candidate is None:
+            run.candidate = self._make_candidate(run)
+        return run.candidate
+
+    def _make_candidate(self, run: Run) -> Candidate:
         return Candidate(
             run_id=run.id,
             backend_id=BACKEND_ID,
@@ -490,6 +523,11 @@ class Simulation:
         return {BACKEND_ID: self._waiting_of(r)}
 
     def _waiting_of(self, r: Run) -> Waiting:
+        if r.waiting is None:
+            r.waiting = self._make_waiting(r)
+        return r.waiting
+
+    def _make_waiting(self, r: Run) -> Waiting:
         return Waiting(
             self.tenant_ids[r.tenant],
             EPOCH + timedelta(seconds=r.submit_at),
@@ -527,16 +565,14 @@ class Simulation:
             for r in self.admitted
         ]
         placed: set[str] = set()
-        free = sum(w.free_cores for w in self.fleet)
         for view in views:
-            if free <= 0:
+            if self.fleet_free <= 0:
                 break  # no worker has a free core: the rest wait
             wid = self.placement.place(view, self.fleet, self.place_state)
             if wid is None:
                 continue
-            self._start(self.by_id[view.id], wid)
+            self._start(self.by_id[view.id], wid)  # the fleet learns its new room
             placed.add(view.id)
-            free -= view.processes
         self.decisions += len(placed)
         self.admitted = [r for r in self.admitted if r.id not in placed]
 
@@ -573,7 +609,8 @@ class Simulation:
                 now=now,
             ):
                 self.workers[wid].ended_at = self.now
-                self.fleet.remove(wid)
+                self.live_cores -= self.workers[wid].cores
+                self._drop(wid)
         self.cpu += time.process_time() - t0
 
     # --- the figures -------------------------------------------------------------------------

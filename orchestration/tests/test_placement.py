@@ -249,3 +249,71 @@ def test_a_worker_asking_takes_the_runs_placed_on_it_and_leaves_the_others():
     assert lease("a", queue[:3], three, rr, state) == ["r0"] and state.cursor == 1
     rest = Fleet([worker("a", free=3), worker("b"), worker("c")])
     assert lease("b", queue[1:3], rest, rr, state) == ["r1"] and state.cursor == 2
+
+
+def _image_aware_by_scan(run: RunView, fleet: Fleet, threshold: float) -> str | None:
+    """image_aware as its definition reads, over every worker: the reference the indexed
+    implementation must agree with."""
+    owner = fleet.ring.owner(run.image_digest)
+    if owner is not None and fleet[owner].fits(run) and fleet[owner].load <= threshold:
+        return owner
+    room = [w for w in fleet if w.fits(run)]
+    under = [w for w in room if w.load <= threshold]
+    if under:
+        return min(under, key=lambda w: (-w.holds(run), w.load, w.id)).id
+    if room:
+        whole = len(run.layer_digests) + 1
+        return min(room, key=lambda w: (w.load, w.holds(run) != whole, w.id)).id
+    return None
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_image_aware_agrees_with_a_scan_of_every_worker_as_workers_change(seed: int) -> None:
+    """The indexes (workers by load, digests' holders) kept up to date through charges,
+    changed caches, new and removed workers give the decisions a scan of every worker
+    gives, ties and spills included."""
+    rng = random.Random(seed)
+    layers = [digest(f"layer-{i}") for i in range(6)]
+    images = [
+        RunView(
+            id="",
+            processes=1,
+            image_digest=digest(f"image-{i}"),
+            layer_digests=tuple(rng.sample(layers, rng.randint(1, 3))),
+        )
+        for i in range(4)
+    ]
+
+    def random_worker(wid: str) -> WorkerView:
+        cores = rng.choice([2, 4, 8])
+        free = rng.randint(0, cores)
+        cached = set(rng.sample(layers, rng.randint(0, 4)))
+        for image in images:
+            if set(image.layer_digests) <= cached and rng.random() < 0.7:
+                cached.add(image.image_digest)
+        return worker(f"w{wid}", free=free, cores=cores, cached=tuple(cached))
+
+    fleet = Fleet(random_worker(str(i)) for i in range(rng.randint(3, 30)))
+    policy = policy_named("image_aware", threshold=rng.choice([0.5, 0.75, DEFAULT_THRESHOLD]))
+    decided = 0
+    for step in range(300):
+        image = rng.choice(images)
+        run = RunView(
+            id=f"r{step}",
+            processes=rng.choice([1, 1, 2, 4]),
+            image_digest=image.image_digest,
+            layer_digests=image.layer_digests,
+        )
+        expected = _image_aware_by_scan(run, fleet, policy.threshold)  # type: ignore[attr-defined]
+        assert policy.place(run, fleet, PlacementState()) == expected
+        if expected is not None:
+            decided += 1
+            fleet.charge(expected, run.processes)
+        move = rng.random()
+        if move < 0.1:  # a worker is back to empty, or its cache changed
+            fleet.put(random_worker(rng.choice(fleet.ids)[1:]))
+        elif move < 0.15:
+            fleet.put(random_worker(str(100 + step)))
+        elif move < 0.2 and len(fleet) > 2:
+            fleet.remove(rng.choice(fleet.ids))
+    assert decided > 50  # the scenario placed runs, not only refused them
