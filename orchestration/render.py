@@ -21,10 +21,11 @@ import functools
 import itertools
 import math
 import numbers
+import operator
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -328,9 +329,89 @@ class _Expression:
         return context.vars["result"]
 
 
+def _mul(left: Any, right: Any) -> Any:
+    _check_sequence_mul(left, right)  # as the sandbox's `*`
+    return left * right
+
+
+def _mod(left: Any, right: Any) -> Any:
+    if isinstance(left, str):  # as the sandbox's `%`
+        raise SecurityError("string formatting with % is not allowed")
+    return left % right
+
+
+# the sandbox's own meaning of each operator (intercepted ones through the same checks)
+_BINARY: dict[type[nodes.BinExpr], Callable[[Any, Any], Any]] = {
+    nodes.Add: operator.add,
+    nodes.Sub: operator.sub,
+    nodes.Mul: _mul,
+    nodes.Div: operator.truediv,
+    nodes.FloorDiv: operator.floordiv,
+    nodes.Mod: _mod,
+    nodes.Pow: lambda left, right: _safe_pow(left, right),
+}
+_UNARY: dict[type[nodes.UnaryExpr], Callable[[Any], Any]] = {
+    nodes.Neg: operator.neg,
+    nodes.Pos: operator.pos,
+}
+
+_Compiled = Callable[[Mapping[str, Any]], Any]
+
+
+def _arithmetic(node: nodes.Node) -> _Compiled | None:
+    """The expression as plain Python closures when it is only arithmetic: numbers, names,
+    + - * / // % ** and calls of FUNCTIONS by name with positional arguments, each operator
+    with the sandbox's own checks. None for anything else (attributes, items, filters,
+    tests, strings, comparisons, …): those take the sandbox. A derived value such as
+    `courant * (0.1 / cells) / lid_velocity` is evaluated for every run of a study: this is
+    ~5× cheaper than rendering a jinja context for it."""
+    if isinstance(node, nodes.Const) and type(node.value) in (int, float):
+        value = node.value
+        return lambda names: value
+    if isinstance(node, nodes.Name) and node.ctx == "load":
+        name = node.name
+
+        def load(names: Mapping[str, Any]) -> Any:
+            return names[name] if name in names else FUNCTIONS[name]
+
+        return load
+    if type(node) in _BINARY:
+        fn = _BINARY[type(node)]  # type: ignore[index]
+        left, right = _arithmetic(node.left), _arithmetic(node.right)  # type: ignore[attr-defined]
+        if left is None or right is None:
+            return None
+        return lambda names: fn(left(names), right(names))
+    if type(node) in _UNARY:
+        un = _UNARY[type(node)]  # type: ignore[index]
+        inner = _arithmetic(node.node)  # type: ignore[attr-defined]
+        return None if inner is None else (lambda names: un(inner(names)))
+    if (
+        isinstance(node, nodes.Call)
+        and isinstance(node.node, nodes.Name)
+        and node.node.name in FUNCTIONS
+        and not node.kwargs
+        and node.dyn_args is None
+        and node.dyn_kwargs is None
+    ):
+        function = node.node.name
+        args = [_arithmetic(a) for a in node.args]
+        if any(a is None for a in args):
+            return None
+        parts = tuple(a for a in args if a is not None)
+
+        def call(names: Mapping[str, Any]) -> Any:
+            # a parameter may shadow a function's name, as in the sandbox's scope
+            fn = names[function] if function in names else FUNCTIONS[function]
+            return fn(*(a(names) for a in parts))
+
+        return call
+    return None
+
+
 @functools.lru_cache(maxsize=1024)
-def _compiled(expr: str) -> _Expression:
-    return _Expression(expr)
+def _compiled(expr: str) -> _Compiled:
+    fast = _arithmetic(_parse_expression(expr))
+    return fast if fast is not None else _Expression(expr)
 
 
 def expression_names(expr: str) -> set[str]:

@@ -92,6 +92,9 @@ class Study(PublicIdModel):
     adaptive_end = models.CharField(
         max_length=20, choices=AdaptiveEnd.choices, default=AdaptiveEnd.NONE, blank=True
     )
+    # parameter names runs carry beyond the spec's: only runs of studies extended before
+    # extend refused new names (filled by migration 0018); a read never scans the runs for them
+    extra_parameter_names = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
-from django.db import connection, transaction
+from django.db import transaction
 from django.http import StreamingHttpResponse
 from rest_framework.utils.encoders import JSONEncoder
 
@@ -134,27 +134,10 @@ def _cell(value):
     return value
 
 
-def _extra_parameter_names(*, study: Study, known: list[str]) -> list[str]:
-    """Parameter names some run has beyond the spec's, in the order a pass over the runs by
-    index meets them (one statement; only runs with such a name are expanded)."""
-    with connection.cursor() as cur:
-        cur.execute(
-            f"""
-            SELECT k.key FROM {Run._meta.db_table} r,
-              jsonb_object_keys(r.parameters) WITH ORDINALITY AS k(key, ord)
-            WHERE r.study_id = %s AND (r.parameters - %s::text[]) <> '{{}}'::jsonb
-              AND NOT k.key = ANY(%s::text[])
-            GROUP BY k.key ORDER BY min(r.index), min(k.ord)
-            """,
-            [str(study.pk), known, known],
-        )
-        return [row[0] for row in cur.fetchall()]
-
-
 def study_parameter_names(study: Study) -> list[str]:
-    """The spec's parameters, then any a run has beyond them (runs added by extend)."""
+    """The spec's parameters, then any that runs of an old extension carry beyond them."""
     params = list((study.spec.get("parameters") or {}).keys())
-    return params + _extra_parameter_names(study=study, known=params)
+    return params + [n for n in study.extra_parameter_names or () if n not in params]
 
 
 def results_csv_chunks(*, study: Study) -> Iterator[str]:

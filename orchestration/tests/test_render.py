@@ -344,3 +344,55 @@ def test_derived_values_remembered_across_runs_keep_each_runs_own_types_and_valu
     # a list value cannot be a key: evaluated every time, still right
     vec = render.evaluate_derived({"first": "v[0] * 2"}, {"v": [1.5, 2]}, memo)
     assert vec == {"first": 3.0}
+
+
+ARITHMETIC = [
+    "courant * (0.1 / cells) / lid_velocity",
+    "speed * cos(radians(aoa))",
+    "-speed * sin(radians(aoa)) + 1",
+    "2 ** cells // 3 % 7",
+    "max(cells, 3, lid_velocity) - min(1, cells)",
+    "pow(2, 10) + abs(-3) + round(2.675, 2) + floor(2.5) + ceil(2.1) + pi",
+    "sqrt(cells) * log(10) / log10(100) + exp(0) + atan2(1, 2)",
+    "+cells - -1",
+]
+NAMES = {"courant": 0.5, "cells": 20, "lid_velocity": 1.25, "speed": 30.0, "aoa": 4}
+
+
+@pytest.mark.parametrize("expr", ARITHMETIC)
+def test_arithmetic_takes_the_fast_path_with_the_sandbox_s_own_result(expr: str) -> None:
+    """Derived values evaluated for every run of a study go through plain closures when
+    they are only arithmetic; the value is the sandbox's, to the last bit and type."""
+    fast = render._arithmetic(render._parse_expression(expr))
+    assert fast is not None
+    sandboxed = render._Expression(expr)(NAMES)
+    value = render.evaluate(expr, NAMES)
+    assert value == sandboxed and type(value) is type(sandboxed)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "cells.__class__",
+        "cells['x']",
+        "cells | string",
+        "'a' ~ 'b'",
+        "cells > 3",
+        "[1, 2] * 3",
+        "range(3)",
+        "lipsum()",
+        "cells if cells else 1",
+        "True + 1",
+    ],
+)
+def test_anything_but_arithmetic_is_left_to_the_sandbox(expr: str) -> None:
+    assert render._arithmetic(render._parse_expression(expr)) is None
+
+
+def test_the_fast_path_keeps_the_sandbox_s_limits_and_errors() -> None:
+    with pytest.raises(RenderError, match="too large|exponent|power"):
+        render.evaluate("9 ** (9 ** 9)", {})
+    with pytest.raises(RenderError, match="ZeroDivisionError"):
+        render.evaluate("cells / (cells - 20)", NAMES)
+    with pytest.raises(RenderError, match="not callable"):
+        render.evaluate("sin(1)", {"sin": 2.0})  # a parameter named like a function
