@@ -88,7 +88,7 @@ class RunConsumer(_StreamConsumer):
         return run_group(pk)
 
     async def watch(self, pk) -> asyncio.Task:
-        # the run's agent reports live (every 0.25 s, not 2 s) and its batches are published
+        # the run's agent reports live (every 0.1 s, not 2 s) and its batches are published
         # while someone is subscribed: marked before `subscribed` goes out
         await mark_watched(parse_uuid(pk))
         return asyncio.create_task(watch_run(parse_uuid(pk)))

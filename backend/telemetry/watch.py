@@ -1,6 +1,6 @@
 """Who is watching a run, so that its agent reports live only while someone looks.
 
-A run's agent sends its telemetry every TELEMETRY_INTERVAL (0.25 s) while a websocket client
+A run's agent sends its telemetry every TELEMETRY_INTERVAL (0.1 s) while a websocket client
 is subscribed to the run, and every TELEMETRY_IDLE_INTERVAL (2 s) while nobody is: on a
 loaded machine most runs of a big study are never watched, and each batch costs the portal a
 request. The ingest API tells the agent which interval applies in every answer

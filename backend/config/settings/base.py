@@ -231,9 +231,10 @@ WINDTUNNEL = {
     # while someone watches its run live an agent sends a new line at once when its link
     # is idle, at most one batch per TELEMETRY_INTERVAL (Nagle-style: what arrives while a
     # batch is in flight goes in the next); every TELEMETRY_IDLE_INTERVAL while nobody
-    # watches (telemetry/watch.py). 0.05 s was measured worse on 2 shared cores: the
-    # fan-out fell behind the batches (docs/benchmarks.md)
-    "TELEMETRY_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_INTERVAL", default=0.25),
+    # watches (telemetry/watch.py). On 2 cores, 20 watched runs: p95 333 ms at 0.25 s,
+    # 203 ms at 0.1 s (288 ms with a core busy elsewhere), 634 ms at 0.05 s (the fan-out
+    # falls behind the batches): docs/benchmarks.md
+    "TELEMETRY_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_INTERVAL", default=0.1),
     "TELEMETRY_IDLE_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_IDLE_INTERVAL", default=2.0),
     # after a cancel or a policy stop, the agent ends cleanly on its next report; the backend
     # kill follows after this many seconds as a safety net

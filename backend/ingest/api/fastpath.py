@@ -1,7 +1,7 @@
 """The agents' telemetry batches, served without Django's request machinery when all is well.
 
 A watched run's agent sends a batch as soon as a line comes (Nagle-style, at most one per
-TELEMETRY_INTERVAL), so 20 watched runs make 80 requests a second at the 0.25 s floor, and
+TELEMETRY_INTERVAL), so 20 watched runs make 200 requests a second at the 0.1 s floor, and
 more at a shorter one. Through
 Django's handler, its middleware and DRF, a batch cost the web process about three times the
 CPU of its own work (checking and storing it). This ASGI layer in front of Django takes a
