@@ -81,7 +81,18 @@ class Stack:
 
     def start_worker(self, *, beat: bool = True) -> None:
         """The Celery worker; with `beat`, the beat scheduler inside it (else start_beat())."""
-        self.worker = subprocess.Popen(
+        self.worker = self._celery_worker(beat=beat, log="worker.log")
+
+    def add_worker(self) -> None:
+        """One more Celery worker process (no beat, a node name of its own) beside the first:
+        bench/cdi.py measures how the portal's capacity holds up with 1, 2, 4 of them."""
+        n = len(self.extra_workers) + 2
+        self.extra_workers.append(
+            self._celery_worker(beat=False, log=f"worker{n}.log", name=f"worker{n}@%h")
+        )
+
+    def _celery_worker(self, *, beat: bool, log: str, name: str = "") -> subprocess.Popen:
+        return subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -89,58 +100,24 @@ class Stack:
                 "-A",
                 "config",
                 "worker",
-                *(["-B"] if beat else []),
+                *(["-B", "--schedule", str(self.logs / "beat-schedule")] if beat else []),
+                *(["-n", name] if name else []),
                 "--pool",
                 "threads",
                 "--concurrency",
                 "4",
-                # one worker: no cluster chatter (it costs CPU every second, even idle)
+                # no cluster chatter (it costs CPU every second, even idle)
                 "--without-gossip",
                 "--without-mingle",
                 "--without-heartbeat",
                 "--loglevel",
                 "INFO",
-                "--schedule",
-                str(self.logs / "beat-schedule"),
             ],
             env=self.env,
             cwd=ROOT,
-            stdout=open(self.logs / "worker.log", "ab"),
+            stdout=open(self.logs / log, "ab"),
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its embedded beat is a child: signal them together
-        )
-
-    def add_worker(self) -> None:
-        """One more Celery worker process (no beat, a node name of its own) beside the first:
-        bench/cdi.py measures how the portal's capacity holds up with 1, 2, 4 of them."""
-        n = len(self.extra_workers) + 2
-        self.extra_workers.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "config",
-                    "worker",
-                    "-n",
-                    f"worker{n}@%h",
-                    "--pool",
-                    "threads",
-                    "--concurrency",
-                    "4",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                    "--loglevel",
-                    "INFO",
-                ],
-                env=self.env,
-                cwd=ROOT,
-                stdout=open(self.logs / f"worker{n}.log", "ab"),
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
         )
 
     def start_beat(self) -> None:

@@ -85,12 +85,15 @@ def results_compute(
     summary = _series_summary(run=run, names=wanted)
     objectives: dict[str, Any] = {}
     errors: dict[str, str] = {}  # why an objective has no value, for the user
+    sent: list[str] | None = None  # the series the run sent, when one is missing
     for name, spec in specs.items():
         if "series" in spec:
             series = summary.get(spec["series"])
             objectives[name] = _finite_or_none(_reduce(series.ys or [], spec)) if series else None
             if series is None:
-                errors[name] = _missing_series(run, spec["series"])
+                if sent is None:  # read once, whatever the number of missing series
+                    sent = _sent_series(run)
+                errors[name] = _missing_series(spec["series"], sent)
             elif objectives[name] is None:
                 errors[name] = f"series {spec['series']} has no finite value"
     pending = {n: s for n, s in specs.items() if "expr" in s}
@@ -142,16 +145,20 @@ def results_compute(
         run.trust_detail["objective_errors"] = errors
 
 
-def _missing_series(run: Run, name: str) -> str:
-    """Why a series objective has no value: the run has no such series, and what it has
-    of its kind (residuals for a residual, function-object series for the others)."""
+def _sent_series(run: Run) -> list[str]:
+    """The names of the series the run sent, but its resource samples."""
     with connection.cursor() as cur:
         cur.execute(
             f"SELECT DISTINCT name FROM {SeriesChunk._meta.db_table}"
             " WHERE run_id = %s AND attempt = %s ORDER BY name",
             [str(run.results_run_id), run.attempt],
         )
-        sent = [n for (n,) in cur.fetchall() if not n.startswith(("cpu.", "memory."))]
+        return [n for (n,) in cur.fetchall() if not n.startswith(("cpu.", "memory."))]
+
+
+def _missing_series(name: str, sent: list[str]) -> str:
+    """Why a series objective has no value: the run has no such series, and what it has
+    of its kind (residuals for a residual, function-object series for the others)."""
     residual = name.startswith("residual.")
     names = [n for n in sent if n.startswith("residual.") == residual]
     if not sent:
