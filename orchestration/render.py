@@ -27,7 +27,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jinja2
 import jinja2.meta
@@ -426,9 +426,14 @@ def evaluate(expr: str, names: Mapping[str, Any]) -> Any:
         raise RenderError(
             f"unknown name {unknown[0]!r} in expression {expr!r}; known names: {_known(names)}"
         )
+    return _run_compiled(expr, _compiled(expr), names)
+
+
+def _run_compiled(expr: str, compiled: _Compiled, names: Mapping[str, Any]) -> Any:
+    """`compiled` (the expression `expr`) called with `names`, its failures as RenderErrors."""
     _BUDGET.left = _MAX_BUILT
     try:
-        result = _compiled(expr)(names)
+        result = compiled(names)
     except (RecursionError, MemoryError, SyntaxError) as exc:
         raise RenderError(f"expression {expr!r} is too complex ({exc})") from exc
     except jinja2.TemplateSyntaxError as exc:
@@ -471,10 +476,43 @@ def _derived_order(derived: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     return tuple(order)
 
 
+class _Step(NamedTuple):
+    """One derived value as a study evaluates it for every run: compiled once."""
+
+    name: str
+    expr: str
+    compiled: _Compiled
+    names: tuple[str, ...]  # every name the expression uses, sorted (the memo's key)
+    free: tuple[str, ...]  # those that must be in scope (not FUNCTIONS)
+
+
+@functools.lru_cache(maxsize=256)
+def _derived_plan(derived: tuple[tuple[str, str], ...]) -> tuple[_Step, ...]:
+    """The derived values in dependency order, each compiled, with the names it uses."""
+    exprs = dict(derived)
+    plan = []
+    for name in _derived_order(derived):
+        used = _expression_names(exprs[name])
+        plan.append(
+            _Step(
+                name=name,
+                expr=exprs[name],
+                compiled=_compiled(exprs[name]),
+                names=tuple(sorted(used)),
+                free=tuple(sorted(used - FUNCTIONS.keys())),
+            )
+        )
+    return tuple(plan)
+
+
+_ABSENT = object()  # a name the scope does not have (a function's), in a memo key
+_MEMO_TRIAL = 1024  # lookups before a derived value that rarely repeats stops being remembered
+
+
 def evaluate_derived(
     derived: Mapping[str, str],
     values: Mapping[str, Any],
-    memo: dict[tuple[Any, ...], Any] | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate derived expressions in dependency order; returns only the derived values.
 
@@ -483,26 +521,46 @@ def evaluate_derived(
 
     `memo`, one dict kept across the runs of a study, remembers each value by the values of
     the names its expression uses: in a sweep most derived values depend on one or two axes
-    (or on none), so 100,000 runs evaluate each distinct input once.
+    (or on none), so 100,000 runs evaluate each distinct input once. A value whose inputs
+    rarely repeat (one per run, as `1 / lid_velocity` over a linspace) stops being
+    remembered after a trial: its key would cost more than the arithmetic.
     """
     if len(derived) > MAX_DERIVED:
         raise RenderError(f"{len(derived)} derived values; at most {MAX_DERIVED}")
-    order = _derived_order(tuple(sorted(derived.items())))  # the same for every run of a study
+    plan = _derived_plan(tuple(sorted(derived.items())))  # the same for every run of a study
     scope: dict[str, Any] = dict(values)
     result: dict[str, Any] = {}
-    for name in order:
-        key = _memo_key(name, derived[name], scope) if memo is not None else None
-        if key is not None and memo is not None and key in memo:
-            scope[name] = result[name] = memo[key]
-            continue
+    for step in plan:
+        name = step.name
+        key = None
+        stats = memo.get((_ABSENT, name)) if memo is not None else None
+        if memo is not None and stats is not False:
+            inputs = tuple(scope.get(n, _ABSENT) for n in step.names)
+            key = (name, inputs, tuple(map(type, inputs)))
+            try:
+                found = memo.get(key, _ABSENT)
+            except TypeError:  # a list among the inputs: not a key
+                key, found = None, _ABSENT
+            if stats is None:
+                stats = memo[(_ABSENT, name)] = [0, 0]  # lookups, hits
+            stats[0] += 1
+            if found is not _ABSENT:
+                stats[1] += 1
+                scope[name] = result[name] = found
+                continue
+            if stats[0] >= _MEMO_TRIAL and stats[1] * 4 < stats[0]:
+                memo[(_ABSENT, name)] = False  # mostly new inputs: evaluate from now on
         try:
-            value = evaluate(derived[name], scope)
+            if any(n not in scope for n in step.free):
+                value = evaluate(step.expr, scope)  # raises, naming the unknown name
+            else:
+                value = _run_compiled(step.expr, step.compiled, scope)
         except RenderError as exc:
             raise DerivedError(name, f"derived value {name!r}: {exc}") from exc
         if isinstance(value, float) and not math.isfinite(value):
             raise DerivedError(
                 name,
-                f"derived value {name!r} = {derived[name]} is {value}, not a finite number "
+                f"derived value {name!r} = {step.expr} is {value}, not a finite number "
                 "(an overflow or an undefined result); change the expression or the values",
             )
         scope[name] = result[name] = value
@@ -511,18 +569,6 @@ def evaluate_derived(
                 memo.clear()
             memo[key] = value
     return result
-
-
-def _memo_key(name: str, expr: str, scope: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """(name, (value of each name the expression uses, with its type)…), or None when one of
-    them cannot be a key (a list)."""
-    used = sorted(_expression_names(expr) & scope.keys())
-    key = (name, *((n, type(scope[n]), scope[n]) for n in used))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
 
 
 class DerivedError(RenderError):

@@ -6,6 +6,7 @@ from django.db import models
 from core.models import PublicIdModel
 from studies.choices import (
     ACTIVE_STATES,
+    STARTED_STATES,
     AdaptiveEnd,
     EndReason,
     Priority,
@@ -259,7 +260,13 @@ class Run(PublicIdModel):
                 name="run_active_recent",
                 condition=models.Q(state__in=list(ACTIVE_STATES)),
             ),
-            models.Index(fields=["state", "heartbeat_at"], name="run_heartbeat"),
+            # the runs whose agents the reaper times: only started runs, so a submission's
+            # COPY does not index its queued runs here
+            models.Index(
+                fields=["state", "heartbeat_at"],
+                name="run_heartbeat_started",
+                condition=models.Q(state__in=list(STARTED_STATES)),
+            ),
             # the quota panel's core-hours and storage sums read only the runs that started,
             # or have an archive: never a queued run, so a submission's COPY pays nothing
             models.Index(

@@ -16,8 +16,11 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any, cast
 
+import orjson
 from asgiref.sync import sync_to_async
 from django.db import transaction
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from django.http import StreamingHttpResponse
 from rest_framework.utils.encoders import JSONEncoder
 
@@ -27,19 +30,34 @@ from studies.models import Run, Study
 PAGE = 2000  # rows fetched per round trip of the cursor, and written per chunk
 
 _FIELDS = (
-    "id",
+    "id_text",
     "index",
-    "parameters",
+    "parameters_text",
     "state",
-    "objectives",
+    "objectives_text",
     "iterations",
     "started_at",
     "finished_at",
     "end_reason",
     "attempt",
     "trust",
-    "reused_from",
+    "reused_from_text",
 )
+# read as text and decoded here: orjson is 5x faster than the json module Django's JSONField
+# uses (1.1 of 2.5 s profiled for 100,000 rows), and PostgreSQL writes a UUID's text itself
+_AS_TEXT = {
+    f"{name}_text": Cast(name, TextField())
+    for name in ("id", "parameters", "objectives", "reused_from")
+}
+
+
+def _loads(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:  # beyond orjson (an integer over 64 bits): the json module
+        return json.loads(text)
 
 
 def _wall_seconds(started: datetime | None, finished: datetime | None) -> float | None:
@@ -57,6 +75,7 @@ def study_result_rows(*, study: Study) -> Iterator[dict[str, Any]]:
         rows = (
             Run.objects.filter(study=study)
             .order_by("index")
+            .annotate(**_AS_TEXT)
             .values_list(*_FIELDS)
             .iterator(chunk_size=PAGE)
         )
@@ -77,18 +96,18 @@ def study_result_rows(*, study: Study) -> Iterator[dict[str, Any]]:
             if cancelled and state == RunState.PENDING:
                 state, end = RunState.CANCELLED.value, EndReason.CANCELLED_BY_USER.value
             yield {
-                "run": str(run_id),
+                "run": run_id,
                 "index": index,
-                "parameters": params,
+                "parameters": _loads(params),
                 "state": state,
-                "objectives": objectives or {},
+                "objectives": _loads(objectives) or {},
                 "iterations": iters,
                 "wall_seconds": _wall_seconds(started, finished),
                 "end_reason": end,
                 "attempts": att,
                 "trust": trust,
                 # the run whose results this one shows (not computed: reused), else null
-                "reused_from": str(reused_from) if reused_from else None,
+                "reused_from": reused_from or None,
             }
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from django.utils import timezone
 
-from studies.bulk import copy_text, random_uuids, runs_copy
+from studies.bulk import copy_text, random_uuids, runs_copy, time_ordered_uuids
 from studies.choices import RunState, WaitReason
 from studies.models import Run
 from studies.services import study_create
@@ -49,6 +50,22 @@ def test_the_ids_are_distinct_version_4_uuids() -> None:
     parsed = [uuid.UUID(i) for i in ids]
     assert {u.version for u in parsed} == {4}
     assert {u.variant for u in parsed} == {uuid.RFC_4122}
+
+
+def test_the_runs_ids_are_distinct_version_7_uuids_in_ascending_order() -> None:
+    before = time.time_ns() // 1_000_000
+    ids = time_ordered_uuids(5000)
+    later = time_ordered_uuids(10)
+    assert len(set(ids)) == 5000
+    assert ids == sorted(ids)
+    # a later block sorts after (unless made in the same millisecond)
+    assert ids[-1] < min(later) or ids[-1][:13] == later[0][:13]
+    parsed = [uuid.UUID(i) for i in ids]
+    assert {u.version for u in parsed} == {7}
+    assert {u.variant for u in parsed} == {uuid.RFC_4122}
+    # the first 48 bits are the time of making, in milliseconds
+    assert before <= parsed[0].int >> 80 <= time.time_ns() // 1_000_000
+    assert [i.lower() for i in ids] == [str(u) for u in parsed]
 
 
 def test_copy_text_writes_null_booleans_and_escapes() -> None:
