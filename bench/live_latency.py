@@ -21,6 +21,7 @@ import websockets
 from bench.common import ROOT, emit, fresh_stack, progress, setup_django, sized
 
 RUNS, CLIENTS, STEPS, PERIOD = sized(20, 2), sized(50, 3), sized(200, 20), 0.05
+TARGET_MS = 100.0  # issue 15: p95 at 20 runs streaming and 50 clients
 
 
 async def client(url: str, run_id: str, seen: list, done: asyncio.Event) -> None:
@@ -168,6 +169,17 @@ def main() -> None:
         return latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))]
 
     p50, p95, p99 = pct(50), pct(95), pct(99)
+    # the same once every run has streamed for a second: the start (20 agents, sandboxes and
+    # solvers starting at once on the 2 cores, and their `running` reports) apart
+    first = {}
+    for (run_id, _), t in stamps.items():
+        first[run_id] = min(first.get(run_id, t), t)
+    steady = sorted(
+        (arrived - stamps[(run_id, x)]) * 1000
+        for run_id, x, arrived in seen
+        if (run_id, x) in stamps and stamps[(run_id, x)] - first[run_id] >= 1.0
+    )
+    p95_steady = steady[min(len(steady) - 1, int(0.95 * len(steady)))] if steady else float("nan")
     # where the time goes: log line → stored (follower, batching, HTTP, PostgreSQL) and
     # stored → client (channel layer, websocket), from each chunk's commit time
     from telemetry.models import SeriesChunk
@@ -195,7 +207,8 @@ def main() -> None:
         return values[min(len(values) - 1, int(0.95 * len(values)))] if values else float("nan")
 
     progress(
-        f"{len(latencies)} point arrivals: p50 {p50:.0f} ms, p95 {p95:.0f} ms, p99 {p99:.0f} ms, mean {statistics.mean(latencies):.0f} ms;"
+        f"{len(latencies)} point arrivals: p50 {p50:.0f} ms, p95 {p95:.0f} ms, p99 {p99:.0f} ms, mean {statistics.mean(latencies):.0f} ms"
+        f" (p95 after each run's first second {p95_steady:.0f} ms);"
         f" p95 line→stored {p95_of(to_db):.0f} ms, stored→client {p95_of(to_client):.0f} ms;"
         f" {batches} batches ({batches / streaming_s:.0f}/s), web process CPU {web_cpu:.1f} s"
         f" ({cpu_per_batch_ms:.2f} ms a batch, fan-out and websockets included)"
@@ -204,9 +217,12 @@ def main() -> None:
         "live_latency_p95_ms",
         p95,
         "ms",
-        f"log line→websocket client,{RUNS} runs streaming,{CLIENTS} clients,p50 {p50:.0f} p99 {p99:.0f}",
+        f"log line→websocket client,{RUNS} runs streaming,{CLIENTS} clients,p50 {p50:.0f} p99 {p99:.0f}"
+        f",p95 after each run's first second {p95_steady:.0f}"
+        f"; {'meets' if p95 <= TARGET_MS else 'MISSES'} ≤ {TARGET_MS:g} (issue 15)",
         p50_ms=p50,
         p99_ms=p99,
+        p95_after_first_second_ms=p95_steady,
         p95_line_to_stored_ms=p95_of(to_db),
         p95_stored_to_client_ms=p95_of(to_client),
         arrivals=len(latencies),
@@ -214,7 +230,7 @@ def main() -> None:
         batches_per_s=batches / streaming_s,
         web_cpu_s=web_cpu,
         web_cpu_per_batch_ms=cpu_per_batch_ms,
-        target="<= 500",
+        target=f"<= {TARGET_MS:g}",
     )
 
 

@@ -83,6 +83,8 @@ application = ProtocolTypeRouter(
     }
 )
 
+from core.jobs import import_tasks  # noqa: E402
 from core.runtime import tune_gc  # noqa: E402
 
+import_tasks()  # the tasks a request enqueues, before the first request (not on it)
 tune_gc()  # last: everything imported at start-up is frozen out of the collector's way

@@ -10,6 +10,7 @@ app that owns the step; `core/tests/test_jobs.py` proves every name has its task
 from __future__ import annotations
 
 import enum
+import threading
 from typing import Any
 
 from celery import current_app
@@ -57,10 +58,21 @@ def send(job: Job, *args: Any, countdown: float | None = None, **kwargs: Any) ->
     task(job).apply_async(args, kwargs or None, countdown=countdown)
 
 
+_IMPORTING = threading.Lock()
+
+
+def import_tasks() -> None:
+    """Import every app's task modules (once; the web process does it at start-up)."""
+    with _IMPORTING:
+        current_app.loader.import_default_modules()
+
+
 def task(job: Job) -> Any:
     """The Celery task named `job`. Outside a worker the apps' task modules are imported on
-    first use (Celery's autodiscovery is lazy: a worker imports them when it starts)."""
+    first use (Celery's autodiscovery is lazy: a worker imports them when it starts), under
+    a lock: a thread that came while another was importing them found its task missing (a
+    500 for 11 of 20 agents reporting `running` at once to a fresh web process)."""
     tasks = current_app.tasks
     if str(job) not in tasks:
-        current_app.loader.import_default_modules()
+        import_tasks()
     return tasks[str(job)]

@@ -94,6 +94,7 @@ class Reporter:
         self.stale = threading.Event()
         self.running_done = threading.Event()  # the `running` report went (or gave up)
         self._running_deadline: float | None = None
+        self._running_thread: threading.Thread | None = None
         self.phase = "preparing"
         # the process tree's use at the last sample (none before the first)
         self.resources: dict[str, float | int] = {}
@@ -116,6 +117,8 @@ class Reporter:
         # nobody watches sends every 2 s, and a short one only its final batch)
         self._next_telemetry = clock() + telemetry_interval
         self._sent_any = False
+        self._last_arrival = float("-inf")  # when data last came
+        self._oldest: float | None = None  # when the oldest data waiting came
         self._retry_at = 0.0
         self._backoff = Backoff()
 
@@ -152,15 +155,37 @@ class Reporter:
         self._nudge()
 
     def _nudge(self) -> None:
-        """Wake the sender when a batch is due (it would otherwise notice within 0.1 s), or
-        when a full batch is waiting: a fast solver is never held to the pace (its points
-        would pile up and be thinned)."""
+        """New data: note when it came, and wake the sender when a batch is due (it would
+        otherwise notice within 0.1 s), or when a full batch is waiting: a fast solver is
+        never held to the pace (its points would pile up and be thinned)."""
         now = self.clock()
-        if (now >= self._next_telemetry or self._backlogged()) and now >= self._retry_at:
+        self._last_arrival = now
+        if self._oldest is None:
+            self._oldest = now
+        opens = self._next_telemetry - self.telemetry_interval / 4  # as in _sendable
+        if (now >= opens or self._backlogged()) and now >= self._retry_at:
             self._wakeup.set()
 
     def _backlogged(self) -> bool:
         return self._points >= MAX_BATCH_POINTS
+
+    def _sendable(self, now: float) -> bool:
+        """Whether the waiting data goes now. Once the pace allows a batch, it goes with the
+        next data to come, or when what waits has waited an interval and a quarter (not an
+        exact interval: a steady writer's next line would come just after it, every time).
+        Data that comes a quarter interval before the pace allows counts as coming after it.
+        A solver that writes a line every 50 ms at a 0.1 s pace then sends every other line
+        as it is written, the one between waiting 50 ms; sending at the pace's own instants
+        made lines wait 0-100 ms (100 at the 95th percentile)."""
+        if self._backlogged():
+            return True
+        opens = self._next_telemetry - self.telemetry_interval / 4
+        if now < opens:
+            return False
+        oldest = self._oldest
+        return (
+            self._last_arrival >= opens or oldest is None or now - oldest >= self.telemetry_interval
+        )
 
     def add_log(self, lines: Iterable[str]) -> None:
         lines = list(lines)
@@ -252,6 +277,13 @@ class Reporter:
         self._wakeup.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self.client.timeout + 5)
+        # the `running` report goes before whatever the caller sends next (the final one)
+        if self._running_thread is not None and self._running_thread.is_alive():
+            self._running_thread.join(
+                timeout=max(0.0, (self._running_deadline or 0) - self.clock())
+                + self.client.timeout
+                + 5
+            )
 
     def flush(
         self,
@@ -292,13 +324,19 @@ class Reporter:
 
     def _loop(self) -> None:
         if not self.running_done.is_set():
-            self._report_running()
+            # on a thread (and connection) of its own: the first lines do not wait for its
+            # answer (the portal takes telemetry from a run still provisioning). When 20 runs
+            # start at once, their `running` reports queue in the portal for up to half a
+            # second, and each run's first batch waited behind its own.
+            self._running_thread = threading.Thread(
+                target=self._report_running, name="report-running", daemon=True
+            )
+            self._running_thread.start()
         while not self._closing.is_set() and not self.stale.is_set():
             now = self.clock()
             if now >= self._retry_at:
                 try:
-                    due = now >= self._next_telemetry or self._backlogged()
-                    if due and self.has_pending():
+                    if self.has_pending() and self._sendable(now):
                         self._next_telemetry = now + self.telemetry_interval
                         self._send_telemetry()
                     elif now - self._last_accepted >= self.heartbeat_interval:
@@ -318,14 +356,19 @@ class Reporter:
             self._wakeup.clear()
 
     def _idle_wait(self) -> float:
-        """How long the thread may sleep: until the next batch is due when data waits (a
-        short live interval is kept to the millisecond, not rounded up to the 0.1 s tick),
-        else a tick (new data wakes it through `_nudge`)."""
+        """How long the thread may sleep: until a batch may go when data waits (a short live
+        interval is kept to the millisecond, not rounded up to the 0.1 s tick), else a tick
+        (new data wakes it through `_nudge`)."""
         if not self.has_pending():
             return 0.1
-        return min(
-            0.1, max(self._next_telemetry - self.clock(), self._retry_at - self.clock(), 0.0)
-        )
+        now = self.clock()
+        opens = self._next_telemetry - self.telemetry_interval / 4  # as in _sendable
+        if now < opens:
+            until = opens
+        else:  # due: the next data wakes it, or what waits has waited long enough
+            oldest = self._oldest if self._oldest is not None else now
+            until = oldest + self.telemetry_interval * 1.25  # as in _sendable
+        return min(0.1, max(until - now, self._retry_at - now, 0.0))
 
     def _answer(self, answer: dict[str, Any]) -> None:
         self._last_accepted = self.clock()
@@ -391,6 +434,8 @@ class Reporter:
             if self._dropped_points:
                 lines.append(f"[… {self._dropped_points} telemetry points dropped …]")
                 self._dropped_points = 0
+            # what is left (of a backlog beyond one batch) counts as waiting from now
+            self._oldest = self.clock() if self._points else None
             return batch, lines, taken
 
     def _log_tail(self) -> list[str]:
@@ -409,6 +454,8 @@ class Reporter:
     def _put_back(self, batch: Batch, lines: list[str], count: int) -> None:
         """A failed batch goes back in front of what arrived since."""
         with self._lock:
+            if self._oldest is None:
+                self._oldest = self.clock()
             if lines:
                 self._log.appendleft(("\n".join(lines), len(lines)))
                 self._log_lines += len(lines)

@@ -43,6 +43,7 @@ PHASES = {
 TERMINATE_GRACE = 3.0  # on SIGTERM the driver waits for us: leave time to report
 POLL = 0.1
 LIVE_POLL = 0.02  # the shortest wait between reads of the log (a watched run)
+WATCHED_BELOW = 1.0  # a telemetry interval shorter than this: someone watches the run live
 SAMPLE_EVERY = 1.0  # CPU/memory of the step's process tree: once a second is plenty
 
 
@@ -131,18 +132,60 @@ def _describe_exit(name: str, code: int) -> str:
     return f"{name} exited with code {code}"
 
 
-def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:
+def _wait_exit(proc: subprocess.Popen[bytes], timeout: float, wake: int | None = None) -> None:
     """Sleep up to `timeout`, waking as soon as `proc` exits (a short step is not rounded up
-    to the poll interval)."""
+    to the poll interval), or `wake` (a file descriptor) is readable."""
     try:
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):  # no pidfd (old kernel) or already reaped
-        time.sleep(timeout)
+        if wake is None:
+            time.sleep(timeout)
+        else:
+            select.select([wake], [], [], timeout)
         return
     try:
-        select.select([fd], [], [], timeout)
+        select.select([fd] if wake is None else [fd, wake], [], [], timeout)
     finally:
         os.close(fd)
+
+
+class LogWrites:
+    """A file descriptor that becomes readable when a file is written (Linux inotify, by
+    ctypes): a watched run's new log line is read when it is written, not at the next poll
+    (up to half a telemetry interval later, the largest part of a line's way to a browser
+    after the batching). `open` gives None where inotify is not to be had; the polls go on."""
+
+    IN_MODIFY = 0x2
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def open(cls, path: str) -> LogWrites | None:
+        try:
+            import ctypes  # only for a watched run: every Slurm job starts an agent
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        except (OSError, AttributeError, ImportError):
+            return None
+        if fd < 0:
+            return None
+        if libc.inotify_add_watch(fd, os.fsencode(path), cls.IN_MODIFY) < 0:
+            os.close(fd)
+            return None
+        return cls(fd)
+
+    def drain(self) -> None:
+        """Forget the events so far (what they announce is about to be read)."""
+        try:
+            while os.read(self.fd, 4096):
+                pass
+        except OSError:  # EAGAIN: none left
+            pass
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 class _LogFollower:
@@ -421,21 +464,41 @@ class Supervisor:
         """Wait for `proc`, following its log and sampling as it runs; stop it on
         stale/stop/SIGTERM."""
         next_sample = self.clock()
-        while proc.poll() is None:
-            follower.poll()
-            if self.reporter.stale.is_set():
-                self.kill(proc, grace=0.0)
-                raise Stale()
-            if self.terminate.is_set():
-                self.kill(proc, grace=TERMINATE_GRACE)
-                return "terminated"
-            if interruptible and self.reporter.stop_requested.is_set():
-                self.kill(proc, grace=self.spec.kill_grace)
-                return "stop"
-            if self.clock() >= next_sample:
-                next_sample = self.clock() + max(self.spec.telemetry_interval, SAMPLE_EVERY)
-                self._sample(proc.pid)
-            _wait_exit(proc, self._poll_every())
+        writes: LogWrites | None = None
+        tried_writes = False
+        try:
+            while proc.poll() is None:
+                if writes is not None:
+                    writes.drain()
+                last_read = self.clock()
+                follower.poll()
+                if self.reporter.stale.is_set():
+                    self.kill(proc, grace=0.0)
+                    raise Stale()
+                if self.terminate.is_set():
+                    self.kill(proc, grace=TERMINATE_GRACE)
+                    return "terminated"
+                if interruptible and self.reporter.stop_requested.is_set():
+                    self.kill(proc, grace=self.spec.kill_grace)
+                    return "stop"
+                if self.clock() >= next_sample:
+                    next_sample = self.clock() + max(self.spec.telemetry_interval, SAMPLE_EVERY)
+                    self._sample(proc.pid)
+                watched = self.reporter.telemetry_interval < WATCHED_BELOW
+                if watched and not tried_writes:
+                    tried_writes, writes = True, LogWrites.open(follower.path)
+                if watched and writes is not None:
+                    # read when the step writes, LIVE_POLL apart at the most (a solver that
+                    # writes a line a millisecond is read in blocks), else every POLL
+                    gap = LIVE_POLL - (self.clock() - last_read)
+                    if gap > 0:
+                        _wait_exit(proc, gap)
+                    _wait_exit(proc, POLL, writes.fd)
+                else:
+                    _wait_exit(proc, self._poll_every())
+        finally:
+            if writes is not None:
+                writes.close()
         # a SIGTERM meant for the whole job (e.g. a Slurm time limit) may end the step before
         # the loop saw it: the step did not finish on its own then
         return "terminated" if self.terminate.is_set() else ""

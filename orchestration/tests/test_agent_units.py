@@ -534,3 +534,70 @@ def test_lines_on_an_idle_link_go_one_by_one_and_under_load_as_one_batch(
         reporter.close()
     batches = [unpack(c.body["series"])["residual.p"]["x"] for c in portal.of("telemetry/")]
     assert batches == [[1.0], [2.0, 3.0, 4.0], [5.0]]
+
+
+def test_a_log_written_wakes_its_watcher_and_draining_forgets_what_was_read(tmp_path) -> None:
+    import select
+
+    from orchestration.agent.supervisor import LogWrites
+
+    log = tmp_path / "log.solve"
+    log.write_bytes(b"")
+    writes = LogWrites.open(str(log))
+    assert writes is not None  # Linux: inotify is there
+    try:
+        assert select.select([writes.fd], [], [], 0)[0] == []  # nothing written yet
+        with open(log, "ab") as fh:
+            fh.write(b"Time = 0.1\n")
+        assert select.select([writes.fd], [], [], 5)[0] == [writes.fd]
+        writes.drain()
+        assert select.select([writes.fd], [], [], 0)[0] == []
+        with open(log, "ab") as fh:
+            fh.write(b"Time = 0.2\n")
+        assert select.select([writes.fd], [], [], 5)[0] == [writes.fd]
+    finally:
+        writes.close()
+
+
+def test_no_watch_for_a_log_that_is_not_there(tmp_path) -> None:
+    from orchestration.agent.supervisor import LogWrites
+
+    assert LogWrites.open(str(tmp_path / "missing")) is None
+
+
+def test_once_due_a_batch_goes_with_the_next_line_or_when_the_waiting_one_is_old_enough(
+    portal: FakePortal,
+) -> None:
+    """A steady writer's lines go as they are written (every other one waiting), not at the
+    pace's own instants; a line that comes a quarter interval early counts as on time; no
+    line waits more than an interval and a quarter for a companion."""
+    now = [100.0]
+    reporter = Reporter(
+        client=PortalClient(portal_url=portal.url, run_id="r", token="test-token", attempt=1),
+        heartbeat_interval=60,
+        telemetry_interval=0.1,
+        clock=lambda: now[0],
+    )
+    reporter._next_telemetry = 101.0  # the last batch went at 100.9
+    now[0] = 100.95
+    reporter.add_points([("residual.p", 1.0, 0.5)])
+    assert not reporter._sendable(now[0])  # the pace holds it
+    now[0] = 100.98
+    assert not reporter._sendable(now[0])  # (almost) due, but it waits for the next line …
+    now[0] = 100.99
+    reporter.add_points([("residual.p", 2.0, 0.5)])
+    assert reporter._sendable(now[0])  # … and goes with it
+    series, _, taken = reporter._take_batch()
+    assert taken == 2 and series["residual.p"]["x"] == [1.0, 2.0]
+    reporter._next_telemetry = 101.09
+    now[0] = 101.05
+    reporter.add_points([("residual.p", 3.0, 0.5)])
+    now[0] = 101.12  # due, and no line came since: it waits, at most 0.125 s in all
+    assert not reporter._sendable(now[0])
+    now[0] = 101.176
+    assert reporter._sendable(now[0])
+    reporter._take_batch()
+    now[0] = 101.3  # an idle link: a line after the pace goes at once
+    reporter._next_telemetry = 101.27
+    reporter.add_points([("residual.p", 4.0, 0.5)])
+    assert reporter._sendable(now[0])

@@ -1,4 +1,5 @@
-"""The agents' telemetry batches, served without Django's request machinery when all is well.
+"""The agents' telemetry batches and `running` reports, served without Django's request
+machinery when all is well.
 
 A watched run's agent sends a batch as soon as a line comes (Nagle-style, at most one per
 TELEMETRY_INTERVAL), so 20 watched runs make 200 requests a second at the 0.1 s floor, and
@@ -35,9 +36,10 @@ from django.db import close_old_connections
 from core.exceptions import ApplicationError
 from ingest import services
 from ingest.api.views import message_of
-from studies.transitions import hash_run_token
+from studies.choices import RunState
+from studies.transitions import hash_run_token, run_report_running
 from telemetry.ingest import batch_status
-from telemetry.watch import interval_for, is_watched
+from telemetry.watch import interval_for, is_watched, telemetry_interval
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +51,14 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _PATH = re.compile(
     r"/api/v1/ingest/runs/([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
-    r"-[0-9a-fA-F]{12})/telemetry/"
+    r"-[0-9a-fA-F]{12})/(telemetry|state)/"
 )
 THREADS = 8  # batches stored at once (each holds one of the pool's 12 database connections)
 
 
 class TelemetryFastPath:
-    """ASGI middleware: the common telemetry batch answered here, the rest by `app`."""
+    """ASGI middleware: the common telemetry batch and `running` report answered here, the
+    rest by `app`."""
 
     def __init__(self, app: App) -> None:
         self.app = app
@@ -78,7 +81,11 @@ class TelemetryFastPath:
         if complete:
             loop = asyncio.get_running_loop()
             answer = await loop.run_in_executor(
-                self._executor, _stored_answer, match.group(1), auth[7:].decode("latin-1"), body
+                self._executor,
+                _stored_answer if match.group(2) == "telemetry" else _running_answer,
+                match.group(1),
+                auth[7:].decode("latin-1"),
+                body,
             )
         if answer is None:  # not the common case: Django answers it, from the same body
             await self.app(scope, _replay(body, complete, receive), send)
@@ -126,6 +133,31 @@ def _replay(body: bytes, complete: bool, receive: Receive) -> Receive:
         return await receive()
 
     return replayed
+
+
+def _running_answer(run_id: str, token: str, body: bytes) -> bytes | None:
+    """The answer to an agent's `running` report that checks and that the fenced statement
+    took (IngestStateView's common case for it: one statement); None for anything else (a
+    final report, a body that does not check, a repeat, a stale attempt, a wrong token:
+    Django's view answers those). When 20 runs start at once their reports come together,
+    and through Django each cost the web process several times its own work, while the
+    runs' first live lines waited behind them."""
+    close_old_connections()
+    try:
+        try:
+            data = message_of(orjson.loads(body), "StateReport")
+        except (orjson.JSONDecodeError, ApplicationError):
+            return None
+        if not isinstance(data, dict) or data.get("state") != RunState.RUNNING:
+            return None
+        stop = run_report_running(
+            run_id=run_id, attempt=data["attempt"], token_hash=hash_run_token(token)
+        )
+        if stop is None:
+            return None
+        return orjson.dumps({"stop": stop, "interval": telemetry_interval(run_id)})
+    finally:
+        close_old_connections()
 
 
 def _stored_answer(run_id: str, token: str, body: bytes) -> bytes | None:

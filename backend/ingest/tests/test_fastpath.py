@@ -118,3 +118,42 @@ def test_what_the_quick_path_does_not_take_gets_the_views_answer(live):
     assert post(live, run, {**batch(3), "attempt": 2.0}).status_code == 200
     stored = live.get(f"/api/v1/runs/{run.pk}/telemetry/", params={"series": "residual.p"}).json()
     assert stored["series"]["residual.p"]["x"] == [3.0]
+
+
+def test_a_running_report_is_taken_by_the_quick_path_and_every_other_state_by_the_view(live):
+    run = started_run(live)
+    Run.objects.filter(pk=run.pk).update(state="provisioning", started_at=None)
+
+    def state(body, *, attempt_token: int = 2):
+        token = run_token(run_id=run.pk, attempt=attempt_token)
+        return httpx.post(
+            f"{live.stack.url}/api/v1/ingest/runs/{run.pk}/state/",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
+
+    running = {"state": "running", "attempt": 2, "exit_code": None, "reason": "", "message": ""}
+    # the earlier attempt's agent: refused by the fence, answered by the view (409)
+    stale = state({**running, "attempt": 1}, attempt_token=1)
+    assert stale.status_code == 409 and "x-frame-options" in stale.headers
+    assert Run.objects.get(pk=run.pk).state == "provisioning"
+    first = state(running)
+    assert first.status_code == 200 and "x-frame-options" not in first.headers  # quick path
+    assert first.json() == {
+        "stop": False,
+        "interval": settings.WINDTUNNEL["TELEMETRY_IDLE_INTERVAL"],
+    }
+    fresh = Run.objects.get(pk=run.pk)
+    assert fresh.state == "running" and fresh.started_at is not None
+    # a repeat (the answer was lost): nothing changes, and the view answers as before
+    again = state(running)
+    assert again.status_code == 200 and "x-frame-options" in again.headers
+    assert Run.objects.get(pk=run.pk).started_at == fresh.started_at
+    # a body that does not check: the view names the field
+    bad = state({**running, "state": "flying"})
+    assert bad.status_code == 400 and bad.json()["field"] == "state"
+    # the final report is the view's
+    done = state({**running, "state": "completed", "exit_code": 0, "series": {}, "log": []})
+    assert done.status_code == 200 and "x-frame-options" in done.headers
+    assert Run.objects.get(pk=run.pk).state == "completed"
