@@ -99,6 +99,13 @@ class Courier:
                     log.warning("live event to %s not delivered: %s", group, exc)
 
 
+def warm_up() -> None:
+    """Start the courier now (its thread, event loop and Redis connection) with a message to
+    a group nobody subscribes to: at a process's start-up, not with the first live events
+    (when 20 runs start at once, those waited behind it)."""
+    send("windtunnel.startup", {"type": "startup"})
+
+
 def encoded(message: dict[str, Any]) -> str:
     """A live message as the JSON text its subscribers receive (orjson: NaN/Inf never occur,
     the payloads carry None for them)."""

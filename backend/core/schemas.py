@@ -14,6 +14,7 @@ import copy
 import functools
 import json
 import reprlib
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,12 +44,31 @@ def load(path: str | Path) -> dict[str, Any]:
     return schema
 
 
-@functools.cache
+_validators: dict[tuple[str, str | None], Draft202012Validator] = {}
+_compiling = threading.Lock()
+
+
 def _validator(path: str, definition: str | None) -> Draft202012Validator:
-    schema = load(path)
-    if definition is not None:  # one of its $defs, with the others to refer to
-        schema = {"$defs": schema["$defs"], "$ref": f"#/$defs/{definition}"}
-    return Draft202012Validator(schema)
+    """The validator of a schema (or of one of its `$defs`), made once per process. Made under
+    a lock: a fresh web process gets 20 agents' first reports at once, and each thread made
+    the same 25 ms validator while the others waited for the GIL (half a second for all)."""
+    found = _validators.get((path, definition))
+    if found is None:
+        with _compiling:
+            found = _validators.get((path, definition))
+            if found is None:
+                schema = load(path)
+                if definition is not None:  # one of its $defs, with the others to refer to
+                    schema = {"$defs": schema["$defs"], "$ref": f"#/$defs/{definition}"}
+                found = _validators[(path, definition)] = Draft202012Validator(schema)
+    return found
+
+
+def prepare(path: str | Path) -> None:
+    """Make the validators of a schema and of each of its `$defs` now (at a process's
+    start-up), not in the first requests that need them."""
+    for definition in [None, *load(path).get("$defs", {})]:
+        _validator(str(path), definition)
 
 
 def validate(
