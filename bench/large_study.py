@@ -130,6 +130,9 @@ def measure(client: httpx.Client, runs: int) -> dict[str, float]:
     ended = study_cancel_queued(study_id=sid, who="bench")
     out["cancel_flip_s"] = time.perf_counter() - t0
     assert ended == runs, ended
+    progress(f"{runs} runs: delete")
+    out["delete_s"], r = timed(client, "DELETE", f"/api/v1/studies/{sid}/")
+    assert r.status_code == 204, r.status_code
     out["page_ms"] = max(out["detail_ms"], out["runs_page_ms"], out["dashboard_ms"])
     progress(f"{runs} runs: {out}")
     return out
@@ -202,7 +205,8 @@ def main() -> None:
             "s",
             f"{big}, all queued, one POST cancel (its answer showed "
             f"{large['cancelling_shown']:,} cancelling); the worker's half "
-            f"{large['cancel_flip_s']:.2f} s",
+            f"{large['cancel_flip_s']:.2f} s; the study deleted afterwards in "
+            f"{large['delete_s']:.2f} s (one DELETE)",
         ),
         (
             "large_study_csv_s",

@@ -33,6 +33,10 @@ def study_delete(*, study: Study) -> None:
         _series_hand_over(pairs)
         moves = _files_hand_over(pairs)
         transaction.on_commit(lambda: _move_files(moves))
+    # the runs' series and log, as two sets (what was handed over is no longer theirs); the
+    # study and its runs then go as sets too (studies.services)
+    for model in (SeriesChunk, LogChunk):
+        model.objects.filter(run__study=study).delete()
     services.study_delete(study=study)
 
 

@@ -273,3 +273,24 @@ def test_deleting_the_source_study_hands_its_results_to_the_reusing_runs(
     assert SeriesChunk.objects.filter(run__in=heirs).count() == 3
     # the heirs' files live under their own ids (the source's directory was moved)
     assert all(str(h.pk) in h.archive_path for h in heirs)
+
+
+def test_a_deleted_study_takes_its_runs_series_and_log_and_its_clones_keep_going(api):
+    """Deleting a study is a few set statements, not a walk over its runs: its runs, their
+    series and log go; a clone of it stays, no longer linked to it."""
+    from telemetry.models import LogChunk
+
+    first = submit(api, {**SPEC, "reuse": False})
+    runs = complete_all(first["id"])
+    LogChunk.objects.create(run=runs[0], attempt=1, seq=1, lines=["Time = 1", "End"])
+    clone = api.post(f"/api/v1/studies/{first['id']}/clone/", {}, format="json").json()
+    assert SeriesChunk.objects.filter(run__study_id=first["id"]).count() == 3
+    assert LogChunk.objects.filter(run__study_id=first["id"]).exists()
+    assert api.delete(f"/api/v1/studies/{first['id']}/").status_code == 204
+    assert not Study.objects.filter(pk=first["id"]).exists()
+    assert not Run.objects.filter(pk__in=[r.pk for r in runs]).exists()
+    assert not SeriesChunk.objects.filter(run_id__in=[r.pk for r in runs]).exists()
+    assert not LogChunk.objects.filter(run_id__in=[r.pk for r in runs]).exists()
+    kept = api.get(f"/api/v1/studies/{clone['id']}/")
+    assert kept.status_code == 200 and kept.json()["cloned_from"] is None
+    assert api.get(f"/api/v1/studies/{first['id']}/").status_code == 404
