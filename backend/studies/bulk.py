@@ -52,17 +52,6 @@ def _json_text(text: str) -> str:
     return text.replace("\\", "\\\\") if "\\" in text else text
 
 
-def random_uuids(count: int) -> list[str]:
-    """`count` random (version 4) UUIDs as text, from one read of the system's random source."""
-    hexes = os.urandom(16 * count).hex()
-    out = []
-    for i in range(0, 32 * count, 32):
-        h = hexes[i : i + 32]
-        variant = "89ab"[int(h[16], 16) & 3]
-        out.append(f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}")
-    return out
-
-
 def time_ordered_uuids(count: int) -> list[str]:
     """`count` version 7 UUIDs (RFC 9562) as text, in ascending order: the current Unix
     time in milliseconds, then 74 random bits (sorted here). A study's runs then land at one

@@ -44,6 +44,10 @@ MAX_LOG_LINES = 200  # per telemetry batch
 MAX_BUFFERED_LOG_LINES = 5_000
 MAX_LOG_LINE_CHARS = 2_000
 INTERVAL_BOUNDS = (0.05, 60.0)  # what the portal may ask for as the telemetry interval
+# once due, a batch goes with the next data; data up to EARLY intervals before the due time
+# counts as after it, and waiting data goes alone after LONGEST_WAIT intervals (Reporter._sendable)
+EARLY = 0.25
+LONGEST_WAIT = 1.25
 
 
 _SWAP = sys.byteorder != "little"
@@ -71,11 +75,12 @@ class Reporter:
     `stop_requested` is set when an answer carries ``"stop": true``; `stale` on a 409.
     Call `close()` then `flush(deadline=…)` to send what is left synchronously.
 
-    Telemetry goes Nagle-style: a batch starts at most once per `telemetry_interval` (the
-    portal's pace: 0.25 s while the run is watched, 2 s while not) and only after the one in
-    flight was answered. New data on an idle link goes at once; what arrives while a batch
-    is in flight (or within the interval) waits and goes as one batch: batches grow with the
-    load instead of the requests multiplying.
+    Telemetry goes Nagle-style: a batch starts about once per `telemetry_interval` at most
+    (the portal's pace: 0.1 s while the run is watched, 2 s while not) and only after the one
+    in flight was answered. New data on an idle link goes at once; what arrives while a batch
+    is in flight (or within the interval) waits and goes as one batch, with the next data
+    once the pace allows (`_sendable`): batches grow with the load instead of the requests
+    multiplying.
     """
 
     def __init__(
@@ -162,12 +167,20 @@ class Reporter:
         self._last_arrival = now
         if self._oldest is None:
             self._oldest = now
-        opens = self._next_telemetry - self.telemetry_interval / 4  # as in _sendable
-        if (now >= opens or self._backlogged()) and now >= self._retry_at:
+        if (now >= self._opens() or self._backlogged()) and now >= self._retry_at:
             self._wakeup.set()
 
     def _backlogged(self) -> bool:
         return self._points >= MAX_BATCH_POINTS
+
+    def _opens(self) -> float:
+        """When the pace allows the next batch: data that comes a quarter interval before
+        the due time counts as coming after it (see _sendable)."""
+        return self._next_telemetry - self.telemetry_interval * EARLY
+
+    def _longest_wait(self) -> float:
+        """How long data waits for a companion once a batch may go (see _sendable)."""
+        return self.telemetry_interval * LONGEST_WAIT
 
     def _sendable(self, now: float) -> bool:
         """Whether the waiting data goes now. Once the pace allows a batch, it goes with the
@@ -179,13 +192,11 @@ class Reporter:
         made lines wait 0-100 ms (100 at the 95th percentile)."""
         if self._backlogged():
             return True
-        opens = self._next_telemetry - self.telemetry_interval / 4
+        opens = self._opens()
         if now < opens:
             return False
         oldest = self._oldest
-        return (
-            self._last_arrival >= opens or oldest is None or now - oldest >= self.telemetry_interval
-        )
+        return self._last_arrival >= opens or oldest is None or now - oldest >= self._longest_wait()
 
     def add_log(self, lines: Iterable[str]) -> None:
         lines = list(lines)
@@ -362,12 +373,12 @@ class Reporter:
         if not self.has_pending():
             return 0.1
         now = self.clock()
-        opens = self._next_telemetry - self.telemetry_interval / 4  # as in _sendable
+        opens = self._opens()
         if now < opens:
             until = opens
         else:  # due: the next data wakes it, or what waits has waited long enough
             oldest = self._oldest if self._oldest is not None else now
-            until = oldest + self.telemetry_interval * 1.25  # as in _sendable
+            until = oldest + self._longest_wait()
         return min(0.1, max(until - now, self._retry_at - now, 0.0))
 
     def _answer(self, answer: dict[str, Any]) -> None:

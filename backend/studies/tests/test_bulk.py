@@ -7,7 +7,7 @@ import uuid
 
 from django.utils import timezone
 
-from studies.bulk import copy_text, random_uuids, runs_copy, time_ordered_uuids
+from studies.bulk import copy_text, runs_copy, time_ordered_uuids
 from studies.choices import RunState, WaitReason
 from studies.models import Run
 from studies.services import study_create
@@ -42,14 +42,6 @@ def test_values_with_tabs_newlines_and_backslashes_come_back_as_they_went_in(api
     }
     assert all(r.exit_code is None and r.stop_requested is False for r in runs)
     assert len({r.pk for r in runs}) == len(awkward)
-
-
-def test_the_ids_are_distinct_version_4_uuids() -> None:
-    ids = random_uuids(5000)
-    assert len(set(ids)) == 5000
-    parsed = [uuid.UUID(i) for i in ids]
-    assert {u.version for u in parsed} == {4}
-    assert {u.variant for u in parsed} == {uuid.RFC_4122}
 
 
 def test_the_runs_ids_are_distinct_version_7_uuids_in_ascending_order() -> None:
