@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 
+from orchestration import nofollow
 from orchestration.logparse import Columns, Point, parse_number, safe_series_name
 
 __all__ = ["DatFollower", "file_prefix", "series_names", "split_columns"]
@@ -80,10 +81,19 @@ def _start_time(name: str) -> float | None:
         return None
 
 
-def _subdirs(path: str) -> list[str]:
+def _entries(dir_fd: int, want_dir: bool) -> list[str]:
+    """The folders (or regular files) of a folder, by descriptor, links left out."""
     try:
-        with os.scandir(path) as entries:
-            return [e.name for e in entries if e.is_dir()]
+        with os.scandir(dir_fd) as entries:
+            return [
+                e.name
+                for e in entries
+                if (
+                    e.is_dir(follow_symlinks=False)
+                    if want_dir
+                    else e.is_file(follow_symlinks=False)
+                )
+            ]
     except OSError:
         return []
 
@@ -116,10 +126,14 @@ class _File:
 
 
 class DatFollower:
-    """Tail every ``.dat`` file under ``<case_dir>/postProcessing``, in start-time order."""
+    """Tail every ``.dat`` file under ``<case_dir>/postProcessing``, in start-time order.
+
+    The case is the tenant's: its folders and files are opened by descriptor without
+    following links (orchestration/nofollow.py), so a `.dat` that is a link to a host file
+    (or a FIFO) is never read."""
 
     def __init__(self, case_dir: str | os.PathLike[str]) -> None:
-        self.root = os.path.join(case_dir, "postProcessing")
+        self.case_dir = os.fspath(case_dir)
         self._files: dict[str, _File] = {}
         self._order: list[_File] = []
         self._primary: dict[str, str] = {}  # fo → stem of its first file
@@ -134,39 +148,62 @@ class DatFollower:
 
     def poll_columns(self) -> Columns:
         """As `poll()`, as columns."""
-        self._discover()
         out: Columns = {}
-        for tracked in self._order:
-            self._read(tracked, out)
+        try:
+            case_fd = nofollow.open_dir(self.case_dir)
+        except OSError:
+            return out
+        try:
+            self._discover(case_fd)
+            for tracked in self._order:
+                self._read(case_fd, tracked, out)
+        finally:
+            os.close(case_fd)
         return out
 
     # -- discovery ----------------------------------------------------------------------
 
-    def _discover(self) -> None:
-        if not os.path.isdir(self.root):
+    def _discover(self, case_fd: int) -> None:
+        try:
+            root = nofollow.open_dir("postProcessing", dir_fd=case_fd)
+        except OSError:
             return
         added = False
-        for fo in sorted(_subdirs(self.root)):
-            fo_dir = os.path.join(self.root, fo)
-            starts = [
-                (t, name) for name in _subdirs(fo_dir) if (t := _start_time(name)) is not None
-            ]
-            for start, name in sorted(starts):
-                start_dir = os.path.join(fo_dir, name)
+        try:
+            for fo in sorted(_entries(root, True)):
                 try:
-                    with os.scandir(start_dir) as entries:
-                        dats = sorted(
-                            e.name for e in entries if e.name.endswith(".dat") and e.is_file()
-                        )
+                    fo_fd = nofollow.open_dir(fo, dir_fd=root)
                 except OSError:
                     continue
-                for dat in dats:
-                    path = os.path.join(start_dir, dat)
-                    if path not in self._files:
-                        self._track(fo, start, path)
-                        added = True
+                try:
+                    added = self._discover_fo(fo, fo_fd) or added
+                finally:
+                    os.close(fo_fd)
+        finally:
+            os.close(root)
         if added:
             self._order.sort(key=lambda tracked: tracked.sort_key)
+
+    def _discover_fo(self, fo: str, fo_fd: int) -> bool:
+        added = False
+        starts = [
+            (t, name) for name in _entries(fo_fd, True) if (t := _start_time(name)) is not None
+        ]
+        for start, name in sorted(starts):
+            try:
+                start_fd = nofollow.open_dir(name, dir_fd=fo_fd)
+            except OSError:
+                continue
+            try:
+                dats = sorted(n for n in _entries(start_fd, False) if n.endswith(".dat"))
+            finally:
+                os.close(start_fd)
+            for dat in dats:
+                path = f"postProcessing/{fo}/{name}/{dat}"
+                if path not in self._files:
+                    self._track(fo, start, path)
+                    added = True
+        return added
 
     def _track(self, fo: str, start: float, path: str) -> None:
         stem = os.path.splitext(os.path.basename(path))[0]
@@ -178,18 +215,22 @@ class DatFollower:
 
     # -- reading ------------------------------------------------------------------------
 
-    def _read(self, tracked: _File, out: Columns) -> None:
+    def _read(self, case_fd: int, tracked: _File, out: Columns) -> None:
         try:
-            size = os.stat(tracked.path).st_size
+            fd = nofollow.open_file(case_fd, tracked.path)
+        except OSError:  # not there (yet), or a link: never read
+            return
+        try:
+            size = os.fstat(fd).st_size
             if size < tracked.offset:  # truncated or replaced: start again
                 tracked.offset, tracked.pending = 0, b""
             if size == tracked.offset:
                 return
-            with open(tracked.path, "rb") as fh:
-                fh.seek(tracked.offset)
-                chunk = fh.read(_MAX_READ)
+            chunk = os.pread(fd, _MAX_READ, tracked.offset)
         except OSError:
             return
+        finally:
+            os.close(fd)
         tracked.offset += len(chunk)
         data = tracked.pending + chunk
         cut = data.rfind(b"\n")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -136,11 +137,22 @@ def run_spec(*, run: Run, study: Study, token: str) -> RunSpec:
 
 def case_sandbox(run: Run) -> dict[str, Any]:
     """How the agent confines the run's steps: its backend's way (trait `sandbox`) unless
-    the deployment turned sandboxes off; the network only for MPI across nodes."""
+    the deployment turned sandboxes off; the network only for MPI across nodes; the run's
+    memory and cores per node for its cgroup."""
     mode = traits_of(run.backend).sandbox
     if settings.WINDTUNNEL["CASE_SANDBOX"] == "off":
         mode = "off"
-    return {"mode": mode, "network": run.nodes > 1, "limits": settings.WINDTUNNEL["CASE_LIMITS"]}
+    nodes = max(run.nodes, 1)
+    limits = {
+        **settings.WINDTUNNEL["CASE_LIMITS"],
+        # what the run declared, per node, enforced by the run's cgroup (sandbox.py)
+        "memory_gb": run.memory_gb / nodes,
+        "cpus": math.ceil(run.processes / nodes),
+    }
+    config: dict[str, Any] = {"mode": mode, "network": run.nodes > 1, "limits": limits}
+    if settings.WINDTUNNEL["CGROUP_PARENT"]:
+        config["cgroup_parent"] = settings.WINDTUNNEL["CGROUP_PARENT"]
+    return config
 
 
 def prerendered(*, run: Run, study: Study) -> dict[str, str] | None:

@@ -15,11 +15,13 @@ from typing import IO
 from django.conf import settings
 
 from core.exceptions import ApplicationError, Conflict, ErrorCode, NotFound, StaleAttempt
-from orchestration.agent.archive import build_archive
+from orchestration.agent.confined import ArchiveError, archive_case, case_owner
+from orchestration.agent.sandbox import SANDBOX_UID_BASE, Sandbox, SandboxError
 from studies.choices import STARTED_STATES, TERMINAL_STATES
 from studies.models import Run
 
 log = logging.getLogger(__name__)
+ARCHIVE_TIMEOUT = 600.0  # seconds a download waits for a run's archive to be made
 
 
 def run_store_archive(*, run: Run, attempt: int, stream: IO[bytes], max_bytes: int) -> int:
@@ -52,29 +54,47 @@ def run_store_archive(*, run: Run, attempt: int, stream: IO[bytes], max_bytes: i
 
 def run_archive_file(*, run: Run) -> Path | None:
     """The run's result archive: the one its agent uploaded, or, for a run whose files the
-    portal reads itself (`results_dir`), one built from them now and kept for later
-    downloads. None when there is none (yet)."""
+    portal reads itself (`results_dir`), one made from them now and kept for later
+    downloads. None when there is none (yet).
+
+    The run's directory is the tenant's (its case may have left links to host files there):
+    the portal does not read it. The archive is made by the uid that owns the case, in the
+    case sandbox, into a file the portal made (orchestration/agent/confined.py)."""
     if run.archive_path and Path(run.archive_path).is_file():
         return Path(run.archive_path)
     if run.state not in TERMINAL_STATES or not run.results_dir or run.results_at is None:
         return None  # not over, or its agent may still be writing (its final report is due)
-    case = Path(run.results_dir)
-    if not case.is_dir() or case.is_symlink():
+    case = run.results_dir
+    owner = case_owner(case)
+    if owner is None:
         return None
     target_dir = Path(settings.ARCHIVE_DIR) / str(run.pk)
     target_dir.mkdir(parents=True, exist_ok=True)
     target = target_dir / f"attempt-{run.attempt}.tar.gz"
     fd, name = tempfile.mkstemp(dir=target_dir, suffix=".part")
-    os.close(fd)
-    try:  # symbolic links and special files in the case are left out (archive.py)
-        build_archive(
-            case, Path(name), max_bytes=settings.WINDTUNNEL["ARCHIVE_MAX_MB"] * 1024 * 1024
+    try:
+        mode = "off" if settings.WINDTUNNEL["CASE_SANDBOX"] == "off" else "bwrap"
+        # a case the run's uid made (or one inherited from a reused run: its own uid)
+        uid = owner if owner >= SANDBOX_UID_BASE else None
+        sandbox = Sandbox({"mode": mode}, run_id=str(run.pk), uid=uid)
+        sandbox.attach(case=case)
+        archive_case(
+            sandbox,
+            case=case,
+            out_fd=fd,
+            max_bytes=settings.WINDTUNNEL["ARCHIVE_MAX_MB"] * 1024 * 1024,
+            timeout=ARCHIVE_TIMEOUT,
         )
+        os.close(fd)
+        fd = -1
         os.replace(name, target)
-    except OSError as exc:
+    except (ArchiveError, SandboxError, OSError) as exc:
         Path(name).unlink(missing_ok=True)
         log.warning("cannot archive run %s from %s: %s", run.pk, case, exc)
         return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     size = target.stat().st_size
     Run.objects.filter(pk=run.pk, attempt=run.attempt).update(
         archive_path=str(target), archive_bytes=size

@@ -8,13 +8,17 @@ is served: a malformed one reads as "no flow fields", never as an error of the p
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import math
+import os
 import tarfile
+import threading
 from pathlib import Path
 from typing import Any
 
+from orchestration import nofollow
 from orchestration.agent.fields import ARTIFACT
 from studies.choices import TERMINAL_STATES
 from studies.models import Run
@@ -24,14 +28,9 @@ MAX_MEMBERS_SCANNED = 50  # the artifact leads the archive; never read through a
 
 
 def _artifact_path(run: Run) -> Path | None:
-    """Where the artifact is on disk: in the run's directory, or extracted from its archive
-    into the archive's folder (once)."""
+    """Where the artifact extracted from the run's archive is (extracted once, into the
+    archive's folder: the portal's own); None for a run without an archive."""
     if not run.archive_path or not Path(run.archive_path).is_file():
-        if run.state not in TERMINAL_STATES or run.results_at is None or not run.results_dir:
-            return None  # not over, or its agent may still be writing
-        path = Path(run.results_dir) / ARTIFACT
-        if path.is_file() and not path.is_symlink() and not path.parent.is_symlink():
-            return path
         return None
     archive = Path(run.archive_path)
     extracted = archive.with_name(archive.name.removesuffix(".tar.gz") + ".fields.json")
@@ -125,6 +124,10 @@ def _valid(data: Any) -> bool:
 
 def run_fields(*, run: Run) -> dict[str, Any] | None:
     """The run's checked flow-field artifact, or None (none written, not over, malformed)."""
+    if not run.archive_path or not Path(run.archive_path).is_file():
+        if run.state not in TERMINAL_STATES or run.results_at is None or not run.results_dir:
+            return None  # not over, or its agent may still be writing
+        return _from_run_dir(run.results_dir)
     path = _artifact_path(run)
     if path is None:
         return None
@@ -133,6 +136,48 @@ def run_fields(*, run: Run) -> dict[str, Any] | None:
     except OSError:
         return None
     return _load(str(path), stat.st_mtime, stat.st_size)
+
+
+_CACHE_LOCK = threading.Lock()
+_FROM_RUN_DIRS: collections.OrderedDict[tuple[str, float, int, int], dict[str, Any] | None] = (
+    collections.OrderedDict()
+)
+
+
+def _from_run_dir(case: str) -> dict[str, Any] | None:
+    """The artifact in a run's directory, the tenant's: read through a descriptor opened
+    without following links (a link there, to a host file, reads as "no flow fields")."""
+    try:
+        case_fd = nofollow.open_dir(case)
+    except OSError:
+        return None
+    try:
+        fd = nofollow.open_file(case_fd, ARTIFACT)
+    except OSError:
+        return None
+    finally:
+        os.close(case_fd)
+    try:
+        st = os.fstat(fd)
+        key = (case, st.st_mtime, st.st_size, st.st_ino)
+        with _CACHE_LOCK:
+            if key in _FROM_RUN_DIRS:
+                _FROM_RUN_DIRS.move_to_end(key)
+                return _FROM_RUN_DIRS[key]
+        if st.st_size > MAX_ARTIFACT_BYTES:
+            return None
+        try:
+            data = json.loads(os.pread(fd, MAX_ARTIFACT_BYTES + 1, 0))
+        except (OSError, ValueError):
+            data = None
+    finally:
+        os.close(fd)
+    checked = data if _valid(data) else None
+    with _CACHE_LOCK:
+        _FROM_RUN_DIRS[key] = checked
+        while len(_FROM_RUN_DIRS) > 16:
+            _FROM_RUN_DIRS.popitem(last=False)
+    return checked
 
 
 def _text(value: Any, limit: int = 200) -> str:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from orchestration import nofollow
 from orchestration.agent import AGENT_VERSION, PROVENANCE_FILE
 from orchestration.agent.case import prepare_case
 from orchestration.agent.client import (
@@ -111,18 +112,21 @@ def run(spec: AgentSpec, *, terminate: threading.Event) -> int:
     # stops the steps like any other, and a 409 ends the attempt
     reporter.start(running_deadline=time.monotonic() + min(START_TIMEOUT, spec.final_timeout))
     try:
-        outcome = _fetch(spec, client) or _prepare(spec) or supervisor.run_steps()
-        if reporter.stale.is_set():
-            raise Stale()
-    except Stale:
-        log("attempt superseded (409): exiting")
+        try:
+            outcome = _fetch(spec, client) or _prepare(spec) or supervisor.run_steps()
+            if reporter.stale.is_set():
+                raise Stale()
+        except Stale:
+            log("attempt superseded (409): exiting")
+            reporter.close()
+            return EXIT_STALE
         reporter.close()
-        return EXIT_STALE
-    reporter.close()
-    if reporter.stale.is_set():
-        log("attempt superseded (409): exiting")
-        return EXIT_STALE
-    return _finish(spec, client, reporter, supervisor, outcome, terminate)
+        if reporter.stale.is_set():
+            log("attempt superseded (409): exiting")
+            return EXIT_STALE
+        return _finish(spec, client, reporter, supervisor, outcome, terminate)
+    finally:
+        supervisor.close()  # the run's cgroup (and anything left in it) goes
 
 
 def _fetch(spec: AgentSpec, client: PortalClient) -> Outcome | None:
@@ -182,7 +186,8 @@ def _finish(
     if terminate.is_set():
         timeout = min(timeout, TERMINATED_FINAL_TIMEOUT)
     deadline = time.monotonic() + timeout
-    upload = os.path.isdir(spec.case_path) and spec.archive == "upload"
+    # (a case whose sandbox never started ran no step: it has nothing worth uploading)
+    upload = supervisor.case_fd >= 0 and spec.archive == "upload"
     if outcome.state == "completed" and spec.post_process and not terminate.is_set():
         note = supervisor.post_process()
         if note:
@@ -199,8 +204,9 @@ def _finish(
             log("attempt superseded (409) while reporting the end: exiting")
             return EXIT_STALE
     supervisor.poll_dat()
+    disk_bytes = supervisor.measure_disk()
     provenance = provenance_record(spec, supervisor)
-    note = _write_provenance(spec, provenance)  # before the archive: it is in it
+    note = _write_provenance(supervisor, provenance)  # before the archive: it is in it
     if note:
         outcome = outcome._replace(message=f"{outcome.message}\n{note}".strip())
     try:
@@ -216,9 +222,11 @@ def _finish(
         if supervisor.last_time is not None and math.isfinite(supervisor.last_time):
             body["last_time"] = supervisor.last_time
         body["provenance"] = {k: v for k, v in provenance.items() if k != "portal"}
+        if disk_bytes is not None:
+            body["disk_bytes"] = disk_bytes
         if upload:
             reporter.flush(deadline=deadline)
-            note = _upload_archive(spec, client, deadline=deadline)
+            note = _upload_archive(spec, client, supervisor, deadline=deadline)
             if note:
                 body["message"] = f"{outcome.message}\n{note}".strip()
         else:  # the last telemetry batch rides with the final report: one request less
@@ -270,18 +278,17 @@ def provenance_record(spec: AgentSpec, supervisor: Supervisor) -> dict[str, Any]
     return record
 
 
-def _write_provenance(spec: AgentSpec, record: dict[str, Any]) -> str:
+def _write_provenance(supervisor: Supervisor, record: dict[str, Any]) -> str:
     """windtunnel-provenance.json in the case (so in its archive); a note when it cannot be
-    written ('' when it was)."""
+    written ('' when it was). Made new by descriptor: whatever the case left under that name
+    (a link to a host file) is removed, never written through."""
     import json
 
-    if not os.path.isdir(spec.case_path):
+    if supervisor.case_fd < 0:
         return ""
-    path = os.path.join(spec.case_path, PROVENANCE_FILE)
     try:
-        if os.path.islink(path):  # the case's own link there is not followed
-            os.unlink(path)
-        with open(path, "w", encoding="utf-8") as fh:
+        fd = nofollow.create_file(supervisor.case_fd, PROVENANCE_FILE, owner=supervisor.sandbox.uid)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(record, fh, indent=2, sort_keys=True, default=str)
             fh.write("\n")
     except OSError as exc:
@@ -290,17 +297,30 @@ def _write_provenance(spec: AgentSpec, record: dict[str, Any]) -> str:
     return ""
 
 
-def _upload_archive(spec: AgentSpec, client: PortalClient, *, deadline: float) -> str:
-    """Build and PUT the archive; return a note for the final message ('' when all went in)."""
+def _upload_archive(
+    spec: AgentSpec, client: PortalClient, supervisor: Supervisor, *, deadline: float
+) -> str:
+    """Build the archive (as the run's uid, in its sandbox) and PUT it; return a note for
+    the final message ('' when all went in)."""
     from pathlib import Path  # only when we upload
 
-    from orchestration.agent.archive import build_archive  # lazy: tarfile, only on upload
+    from orchestration.agent.confined import ArchiveError, archive_case  # lazy: only on upload
 
     dest = Path(spec.work_dir) / "result.tar.gz"
     max_bytes = int(spec.archive_max_mb * 1024 * 1024)
     try:
-        notes = build_archive(Path(spec.case_path), dest, max_bytes=max_bytes)
-    except OSError as exc:
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            notes = archive_case(
+                supervisor.sandbox,
+                case=spec.case_path,
+                out_fd=fd,
+                max_bytes=max_bytes,
+                timeout=max(deadline - time.monotonic(), 10.0),
+            )
+        finally:
+            os.close(fd)
+    except (ArchiveError, OSError) as exc:
         log(f"cannot build the archive: {exc}")
         return f"archive: not built ({exc})"
     try:

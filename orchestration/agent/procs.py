@@ -37,7 +37,7 @@ if not HAVE_PROC:  # pragma: no cover - not Linux
     else:
         psutil = _psutil
 
-__all__ = ["TreeSampler", "group_alive", "kill_group", "tree_pids"]
+__all__ = ["TreeSampler", "group_alive", "kill_group", "kill_uid", "tree_pids"]
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -204,6 +204,33 @@ def _any_alive(pids: list[int]) -> bool:
 
 
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+def uid_pids(uid: int) -> list[int]:
+    """The processes whose real or effective uid is `uid`."""
+    out = []
+    for pid in _all_pids():
+        try:
+            for line in _read(f"/proc/{pid}/status").splitlines():
+                if line.startswith("Uid:"):
+                    real, effective = line.split()[1:3]
+                    if int(real) == uid or int(effective) == uid:
+                        out.append(pid)
+                    break
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def kill_uid(uid: int, *, timeout: float = 5.0) -> None:
+    """SIGKILL every process of `uid` (a uid of one run's own, on a machine of its own)
+    until none is left or `timeout`."""
+    if uid == 0 or not HAVE_PROC:
+        return
+    deadline = time.monotonic() + timeout
+    while (pids := uid_pids(uid)) and time.monotonic() < deadline:
+        _signal_pids(pids, signal.SIGKILL)
+        time.sleep(0.02)
 
 
 def become_subreaper() -> bool:

@@ -103,6 +103,7 @@ class Reporter:
         self.phase = "preparing"
         # the process tree's use at the last sample (none before the first)
         self.resources: dict[str, float | int] = {}
+        self.disk_bytes: int | None = None
         self.iterations: int | None = None  # the solver's time steps so far
         self._lock = threading.Lock()
         # by series: its x and y values as two columns, sent as {"x": [...], "y": [...]}
@@ -236,6 +237,13 @@ class Reporter:
 
     def set_resources(self, *, cpu_percent: float, rss_bytes: int) -> None:
         self.resources = {"cpu_percent": round(cpu_percent, 1), "rss_bytes": int(rss_bytes)}
+        if self.disk_bytes is not None:
+            self.resources["disk_bytes"] = self.disk_bytes
+
+    def set_disk(self, disk_bytes: int) -> None:
+        """What the run's directory takes on disk now (the storage quota counts it)."""
+        self.disk_bytes = int(disk_bytes)
+        self.resources = {**self.resources, "disk_bytes": self.disk_bytes}
 
     def set_iterations(self, iterations: int) -> None:
         self.iterations = iterations

@@ -21,6 +21,12 @@ privileges, after giving that uid the case directory and home. An agent that is 
 stays its own uid (bubblewrap maps it into the user namespace), and the mount namespace hides
 the portal's files from the step. Resource limits (setrlimit through `prlimit`): address
 space, CPU time, file size, and, under a uid of the run's own, the number of processes.
+
+In `bwrap` mode every step also runs under a seccomp filter (orchestration/agent/seccomp.py:
+no new user namespaces, no mount, keyctl, bpf, perf_event_open, ptrace, …), and an agent
+running as root puts each run in a cgroup of its own with the kernel enforcing its memory,
+cores and processes (orchestration/agent/cgroups.py; where no cgroup can be had, the run
+goes on without and says so: `cgroup_problem`).
 """
 
 from __future__ import annotations
@@ -29,14 +35,18 @@ import os
 import subprocess
 import zlib
 
+from orchestration.agent import seccomp
+from orchestration.agent.cgroups import CgroupError, RunCgroup
+
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 __all__ = [
     "CASE_MOUNT",
     "HOME_MOUNT",
+    "TOOLS_MOUNT",
     "MODES",
     "SANDBOX_UID_BASE",
     "Sandbox",
@@ -49,6 +59,10 @@ SANDBOX_UID_BASE = 2_000_000  # far above login users and the usual subuid range
 SANDBOX_UID_SPAN = 1_000_000
 CASE_MOUNT = "/case"
 HOME_MOUNT = "/home/windtunnel"
+# where a step sees the agent's own code (read-only), for the tools the agent runs in the
+# sandbox on the case's behalf (the result archive): the folder holding `orchestration/`
+TOOLS_MOUNT = "/windtunnel"
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the read-only system a step sees (those that exist; symlinks are recreated as links)
 SYSTEM_PATHS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 DEFAULT_LIMITS = {
@@ -56,6 +70,9 @@ DEFAULT_LIMITS = {
     "cpu_hours": 0,  # 0: none (the run's wall-clock limit ends it)
     "file_size_gb": 64,
     "processes": 1024,
+    "memory_gb": 0,  # 0: none; the run's memory_gb, enforced by its cgroup
+    "cpus": 0,  # 0: none; the run's cores, as a CFS quota of its cgroup
+    "disk_gb": 0,  # 0: none; what the run's directory may take (the agent watches it)
 }
 
 
@@ -73,17 +90,23 @@ class SandboxError(Exception):
     """The sandbox cannot be set up here: the run fails with this message."""
 
 
-def _int_limit(limits: Mapping[str, Any], key: str) -> int:
+def _limit(limits: Mapping[str, Any], key: str) -> float:
     value = limits.get(key, DEFAULT_LIMITS[key])
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e12:
         raise SandboxError(f"run.json: sandbox limit {key!r} must be a number ≥ 0")
-    return int(value)
+    return float(value)
+
+
+def _int_limit(limits: Mapping[str, Any], key: str) -> int:
+    return int(_limit(limits, key))
 
 
 class Sandbox:
     """How the steps of one run are started: `prepare` once, then `command` per step."""
 
-    def __init__(self, config: Mapping[str, Any] | None, *, run_id: str) -> None:
+    def __init__(
+        self, config: Mapping[str, Any] | None, *, run_id: str, uid: int | None = None
+    ) -> None:
         config = config or {}
         mode = config.get("mode", "bwrap")
         if mode not in MODES:
@@ -95,10 +118,21 @@ class Sandbox:
         self.cpu_seconds = _int_limit(limits, "cpu_hours") * 3600
         self.file_size = _int_limit(limits, "file_size_gb") * 1024**3
         self.processes = _int_limit(limits, "processes")
+        self.memory_bytes = int(_limit(limits, "memory_gb") * 1024**3)
+        self.cpus = _limit(limits, "cpus")
+        self.disk_bytes = int(_limit(limits, "disk_gb") * 1024**3)
+        parent = config.get("cgroup_parent") or ""
+        if not isinstance(parent, str) or parent and not parent.startswith("/sys/fs/cgroup"):
+            raise SandboxError("run.json: sandbox cgroup_parent must be a folder of /sys/fs/cgroup")
+        self.cgroup_parent = parent
+        self.cgroup: RunCgroup | None = None
+        # why the run has no cgroup ('' when it has one, or is not confined at all)
+        self.cgroup_problem = ""
+        self._filter = ""  # the compiled seccomp filter (bwrap mode)
         self.as_root = os.geteuid() == 0
         self.uid: int | None = None
         if self.mode != "off" and self.as_root:
-            self.uid = SANDBOX_UID_BASE + zlib.crc32(run_id.encode()) % SANDBOX_UID_SPAN
+            self.uid = uid or SANDBOX_UID_BASE + zlib.crc32(run_id.encode()) % SANDBOX_UID_SPAN
         self._case = ""
         self._home = ""
         self.writable_home = False
@@ -160,18 +194,71 @@ class Sandbox:
                     if not source.endswith(":ro") and os.path.isdir(path) and not os.listdir(path):
                         os.chown(path, self.uid, self.uid)
         if self.mode == "bwrap":
+            try:
+                self._filter = seccomp.filter_file()
+            except seccomp.SeccompError as exc:
+                raise SandboxError(str(exc)) from exc
             self._probe()
+
+    def attach(self, *, case: str, home: str = "") -> None:
+        """Start steps for a case prepared before (by the agent that ran it): the portal
+        archiving a finished run as its uid, in its sandbox (no home: the step sees none).
+        Changes nothing on disk."""
+        self._case, self._home = case, home
+        if self.mode == "bwrap":
+            try:
+                self._filter = seccomp.filter_file()
+            except seccomp.SeccompError as exc:
+                raise SandboxError(str(exc)) from exc
+
+    def make_cgroup(self, name: str) -> None:
+        """The run's cgroup, with its memory, cores and processes (an agent as root, in a
+        confining mode). Where none can be had, `cgroup_problem` says why and steps run
+        with the per-process limits only."""
+        if self.mode == "off":
+            return
+        if not self.as_root:
+            self.cgroup_problem = "the agent is not root: it cannot make the run's cgroup"
+            return
+        try:
+            self.cgroup = RunCgroup.create(
+                name,
+                memory_bytes=self.memory_bytes,
+                cpus=self.cpus,
+                processes=self.processes,
+                parent=self.cgroup_parent,
+            )
+        except (CgroupError, OSError) as exc:
+            self.cgroup_problem = str(exc)
+
+    def start(self, argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+        """Start `argv` confined (`command`), in the run's cgroup when it has one; `popen`:
+        subprocess.Popen's other arguments."""
+        fd = -1
+        if self._filter:
+            fd = os.open(self._filter, os.O_RDONLY | os.O_CLOEXEC)  # bwrap reads it whole
+            popen["pass_fds"] = (*popen.get("pass_fds", ()), fd)
+        try:
+            command = self.command(argv, seccomp_fd=fd)
+            spawn: Callable[[], subprocess.Popen[bytes]] = lambda: subprocess.Popen(  # noqa: E731
+                command, **popen
+            )
+            return self.cgroup.spawn(spawn) if self.cgroup is not None else spawn()
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     def _probe(self) -> None:
         """bubblewrap can make its namespaces here (user namespaces may be disabled)."""
-        argv = self.command(["true"])
         try:
-            done = subprocess.run(
-                argv,
-                capture_output=True,
-                timeout=30,
+            proc = self.start(
+                ["true"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env={"PATH": os.environ.get("PATH", "")},
             )
+            _, stderr = proc.communicate(timeout=30)
+            done = subprocess.CompletedProcess(proc.args, proc.returncode, b"", stderr)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SandboxError(f"the case sandbox cannot start: {exc}") from exc
         if done.returncode != 0:
@@ -182,12 +269,14 @@ class Sandbox:
                 "user.max_user_namespaces > 0)"
             )
 
-    def command(self, argv: list[str]) -> list[str]:
-        """The argv that runs `argv` in the sandbox, from the case directory.
+    def command(self, argv: list[str], *, seccomp_fd: int = -1) -> list[str]:
+        """The argv that runs `argv` in the sandbox, from the case directory (`start` runs
+        it: with the seccomp filter's descriptor, `seccomp_fd`, and in the run's cgroup).
 
         As root: bubblewrap makes the namespaces (no user namespace: root may), mounts what
         the step sees, then setpriv drops to the run's uid with no capabilities left and no
-        way to gain any. Not root: bubblewrap in a user namespace of the agent's own uid."""
+        way to gain any. Not root: bubblewrap in a user namespace of the agent's own uid,
+        which may make no other (--disable-userns)."""
         if self.mode == "off":
             return list(argv)
         limits = [f"--fsize={self.file_size}"] if self.file_size else []
@@ -213,16 +302,22 @@ class Sandbox:
             ]
         if self.mode == "uid":
             return confined
-        return [*self._bwrap(), *confined]
+        return [*self._bwrap(seccomp_fd), *confined]
 
-    def _bwrap(self) -> list[str]:
+    def tools_root(self) -> str:
+        """Where a step finds the folder holding the agent's `orchestration` package."""
+        return TOOLS_MOUNT if self.confines_files else PACKAGE_ROOT
+
+    def _bwrap(self, seccomp_fd: int) -> list[str]:
         argv = ["bwrap", "--die-with-parent"]
+        if seccomp_fd >= 0:
+            argv += ["--seccomp", str(seccomp_fd)]
         if self.as_root:
             argv += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
             if not self.network:
                 argv.append("--unshare-net")
         else:
-            argv.append("--unshare-all")
+            argv += ["--unshare-all", "--unshare-user", "--disable-userns"]
             if self.network:
                 argv.append("--share-net")
         for path in SYSTEM_PATHS:
@@ -242,7 +337,11 @@ class Sandbox:
         # the run's uid could not reach its home, nor the switch there that keeps system
         # operations off)
         argv += ["--bind", self._case, CASE_MOUNT, "--perms", "0755", "--dir", "/home"]
-        argv += [home_bind, self._home, HOME_MOUNT]
+        if self._home:
+            argv += [home_bind, self._home, HOME_MOUNT]
+        argv += ["--perms", "0755", "--dir", TOOLS_MOUNT]
+        argv += ["--ro-bind", os.path.join(PACKAGE_ROOT, "orchestration")]
+        argv += [os.path.join(TOOLS_MOUNT, "orchestration")]
         argv += ["--hostname", "windtunnel", "--chdir", CASE_MOUNT]
         argv += ["--setenv", "HOME", HOME_MOUNT, "--setenv", "TMPDIR", "/tmp"]
         argv += ["--setenv", "PWD", CASE_MOUNT, "--"]

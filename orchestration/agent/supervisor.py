@@ -12,10 +12,13 @@ import threading
 import time
 from collections.abc import Callable
 
+from orchestration import nofollow
+from orchestration.agent.logfollow import LogFollower, LogWrites, log_header_text
 from orchestration.agent.procs import (
     TreeSampler,
     become_subreaper,
     kill_group,
+    kill_uid,
     reap_orphans,
     tree_pids,
 )
@@ -45,6 +48,8 @@ POLL = 0.1
 LIVE_POLL = 0.02  # the shortest wait between reads of the log (a watched run)
 WATCHED_BELOW = 1.0  # a telemetry interval shorter than this: someone watches the run live
 SAMPLE_EVERY = 1.0  # CPU/memory of the step's process tree: once a second is plenty
+DISK_EVERY = 5.0  # the run directory's size: every 5 s at least, longer for a large tree
+DISK_COST = 0.02  # … so that the walks take at most 2 % of the agent's time
 
 
 def log(message: str) -> None:
@@ -55,43 +60,6 @@ def log(message: str) -> None:
 
 def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def log_header(path: str) -> dict[str, Any]:
-    """What an OpenFOAM log's banner says of the program's build and where it ran: `build`
-    (e.g. "OPENFOAM=1912 patch=200626"), `version` (when the banner names one), `host`,
-    `hosts` (a parallel run's, with their process counts) and `processes`; {} for a log
-    without the banner."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read(8192)
-    except OSError:
-        return {}
-    out: dict[str, Any] = {}
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        key, sep, value = line.partition(":")
-        key, value = key.strip(" |\\/"), value.strip(" |")
-        if "Version" in line and "Version:" in line and not out.get("version"):
-            version = line.split("Version:", 1)[1].strip(" |")
-            if version:
-                out["version"] = version
-        elif sep and key == "Build":
-            out["build"] = value
-        elif sep and key == "Host":
-            out["host"] = value.strip('"')
-        elif sep and key == "nProcs":
-            out["processes"] = int(value) if value.isdigit() else value
-        elif sep and key == "Hosts":
-            hosts = []
-            for entry in lines[i + 1 : i + 200]:
-                entry = entry.strip()
-                if entry == ")":
-                    break
-                if entry.startswith("(") and entry.endswith(")") and len(entry) > 2:
-                    hosts.append(entry.strip("()").strip('"').split()[0])
-            out["hosts"] = hosts
-    return out
 
 
 class Stale(Exception):
@@ -116,8 +84,8 @@ class StepResult(
         "StepResult", "returncode interrupted fatal_error converged", defaults=("", None, False)
     )
 ):
-    """returncode: int; interrupted: "" | "stop" | "terminated"; fatal_error: str or None;
-    converged: bool."""
+    """returncode: int; interrupted: "" | "stop" | "terminated" | "disk"; fatal_error: str
+    or None; converged: bool."""
 
     __slots__ = ()
 
@@ -147,95 +115,6 @@ def _wait_exit(proc: subprocess.Popen[bytes], timeout: float, wake: int | None =
         select.select([fd] if wake is None else [fd, wake], [], [], timeout)
     finally:
         os.close(fd)
-
-
-class LogWrites:
-    """A file descriptor that becomes readable when a file is written (Linux inotify, by
-    ctypes): a watched run's new log line is read when it is written, not at the next poll
-    (up to half a telemetry interval later, the largest part of a line's way to a browser
-    after the batching). `open` gives None where inotify is not to be had; the polls go on."""
-
-    IN_MODIFY = 0x2
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    @classmethod
-    def open(cls, path: str) -> LogWrites | None:
-        try:
-            import ctypes  # only for a watched run: every Slurm job starts an agent
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        except (OSError, AttributeError, ImportError):
-            return None
-        if fd < 0:
-            return None
-        if libc.inotify_add_watch(fd, os.fsencode(path), cls.IN_MODIFY) < 0:
-            os.close(fd)
-            return None
-        return cls(fd)
-
-    def drain(self) -> None:
-        """Forget the events so far (what they announce is about to be read)."""
-        try:
-            while os.read(self.fd, 4096):
-                pass
-        except OSError:  # EAGAIN: none left
-            pass
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-class _LogFollower:
-    """Reads what a step appended to its log since the last call: whole lines go to the
-    parser and the live log, a partial last line waits for its end."""
-
-    CHUNK = 1 << 20
-
-    def __init__(self, path: str, parser: LogParser, reporter: Reporter, *, solve: bool) -> None:
-        self.path = path
-        self.parser = parser
-        self.reporter = reporter
-        self.solve = solve
-        self.offset = 0
-        self.partial = b""
-
-    def poll(self, *, final: bool = False) -> None:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                while True:
-                    data = fh.read(self.CHUNK)
-                    if not data:
-                        break
-                    self.offset += len(data)
-                    self._feed(self.partial + data)
-        except OSError:
-            return
-        if final and self.partial:
-            self._lines(self.partial)
-            self.partial = b""
-
-    def _feed(self, data: bytes) -> None:
-        cut = data.rfind(b"\n")
-        self.partial = data[cut + 1 :]
-        if cut >= 0:
-            self._lines(data[:cut])
-
-    def _lines(self, block: bytes) -> None:
-        """Whole lines (joined by newlines, decoded and parsed at once: a solver writes
-        thousands)."""
-        text = block.decode("utf-8", "replace")
-        if "\r" in text:
-            text = "\n".join(line.rstrip("\r") for line in text.split("\n"))
-        columns = self.parser.feed_block(text)
-        if self.solve and columns:
-            self.reporter.add_columns(columns)
-        if self.solve and self.parser.iterations:
-            self.reporter.set_iterations(self.parser.iterations)
-        self.reporter.add_log_text(text)
 
 
 class Supervisor:
@@ -279,6 +158,12 @@ class Supervisor:
         # header said of its build and hosts: the run's provenance (provenance_record)
         self.commands: list[dict[str, Any]] = []
         self.solver_header: dict[str, Any] = {}
+        # the case directory, opened once: everything the agent does in it goes through this
+        # descriptor without following links (orchestration/agent/nofollow.py)
+        self.case_fd = -1
+        self.disk_bytes: int | None = None  # what the run's directory takes, last measured
+        self._next_disk = 0.0
+        self._disk_every = DISK_EVERY
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -293,11 +178,29 @@ class Supervisor:
                 writable_home=self.spec.allow_system_operations,
                 mounts=self.spec.mounts,
             )
+            self.case_fd = nofollow.open_dir(self.spec.case_path)
         except (SandboxError, OSError) as exc:
             log(f"sandbox: {exc}")
             self.reporter.add_log([f"sandbox: {exc}"])
             return Outcome(state="failed", reason="the case sandbox cannot start", message=str(exc))
+        self.sandbox.make_cgroup(f"run-{self.spec.run_id}-a{self.spec.attempt}")
+        if self.sandbox.cgroup_problem:
+            note = f"resource limits: not enforced by a cgroup ({self.sandbox.cgroup_problem})"
+            log(note)
+            self.reporter.add_log([note])
         return self._run_steps(messages, converged)
+
+    def close(self) -> None:
+        """Give back what the steps held: the run's cgroup (its last processes killed) and
+        the case's descriptor."""
+        cgroup = self.sandbox.cgroup
+        if cgroup is not None:
+            cgroup.kill_all(reap=(lambda: reap_orphans(timeout=0.05)) if self._reap else None)
+            cgroup.remove()
+            self.sandbox.cgroup = None
+        if self.case_fd >= 0:
+            os.close(self.case_fd)
+            self.case_fd = -1
 
     def _run_steps(self, messages: list[str], converged: bool) -> Outcome:
         for index, step in enumerate(self.spec.steps):
@@ -312,6 +215,30 @@ class Supervisor:
                 messages.append(f"{step.name}: solution converged")
             if result.interrupted == "terminated":
                 return Outcome(state="cancelled", reason="terminated")
+            if result.interrupted == "disk":
+                budget = self.sandbox.disk_bytes / 1024**3
+                used = (self.disk_bytes or 0) / 1024**3
+                return Outcome(
+                    state="failed",
+                    reason="disk budget exceeded",
+                    message=(
+                        f"disk budget of {budget:.3g} GB exceeded: the run's directory took "
+                        f"{used:.3g} GB during {step.name}; write less (fewer write times, "
+                        "purgeWrite in controlDict) or ask an admin for a larger storage quota"
+                    ),
+                )
+            if self._memory_exceeded():
+                limit = self.sandbox.memory_bytes / 1024**3
+                return Outcome(
+                    state="failed",
+                    exit_code=result.returncode,
+                    reason="memory limit exceeded",
+                    message=(
+                        f"memory limit of {limit:.3g} GB exceeded: {step.name} was stopped by "
+                        "the kernel; ask for more memory per run (resources.memory_gb) or a "
+                        "smaller mesh"
+                    ),
+                )
             if result.interrupted == "stop":
                 self._reconstruct_after_stop(self.spec.steps[index + 1 :])
                 return Outcome(
@@ -342,7 +269,7 @@ class Supervisor:
         foamToVTK's files for ParaView. Best effort: returns a note for the final message
         ('' when both went well); neither changes how the run ended. A case with no mesh
         (a solver that needs none, a stand-in) has nothing for either: they are not run."""
-        if not has_mesh(self.spec.case_path):
+        if not has_mesh(self.case_fd):
             log("post-processing skipped: the case has no mesh (constant/polyMesh)")
             return ""
         notes = []
@@ -355,7 +282,7 @@ class Supervisor:
             with open(fields.__file__, encoding="utf-8") as fh:
                 source = fh.read()
             try:  # nothing the case left there passes for this run's artifact
-                os.unlink(os.path.join(self.spec.case_path, fields.ARTIFACT))
+                nofollow.unlink(self.case_fd, fields.ARTIFACT)
             except OSError:
                 pass
             argv = [python, "-I", "-c", source, "--out", fields.ARTIFACT]
@@ -378,6 +305,31 @@ class Supervisor:
                 notes.append("VTK: foamToVTK failed (see log.foamToVTK)")
         return "; ".join(notes)
 
+    def _memory_exceeded(self) -> bool:
+        cgroup = self.sandbox.cgroup
+        return cgroup is not None and self.sandbox.memory_bytes > 0 and cgroup.memory_exceeded()
+
+    def memory_peak(self) -> int | None:
+        """The run's highest memory use so far, as its cgroup counted it (None: no cgroup)."""
+        return self.sandbox.cgroup.memory_peak() if self.sandbox.cgroup is not None else None
+
+    def measure_disk(self) -> int | None:
+        """What the run's directory takes on disk now (walked by descriptor, no link
+        followed), also reported with the heartbeats; None when it cannot be walked."""
+        if self.case_fd < 0:
+            return None
+        started = self.clock()
+        try:
+            used = nofollow.tree_usage(self.case_fd)
+        except OSError as exc:  # folders nested too deep: counted as over any budget
+            log(f"disk use: {exc}")
+            used = max(self.sandbox.disk_bytes + 1, self.disk_bytes or 0)
+        took = self.clock() - started
+        self._disk_every = max(DISK_EVERY, took / DISK_COST)
+        self.disk_bytes = used
+        self.reporter.set_disk(used)
+        return used
+
     def _check_interrupts(self) -> None:
         if self.reporter.stale.is_set():
             raise Stale()
@@ -385,13 +337,11 @@ class Supervisor:
     def run_step(
         self, step: AgentStep, *, interruptible: bool = True, shown: str = ""
     ) -> StepResult:
-        case = self.spec.case_path
         self.reporter.set_phase(PHASES.get(step.role, "solving"))
         self.reporter.add_log([f"== {step.name}: {shown or ' '.join(step.argv)} =="])
         log(f"step {step.name}: {shown or step.argv}")
         if step.role == "solve":
             self._follow_dat = True
-        log_path = os.path.join(case, f"log.{step.name}")
         record: dict[str, Any] = {
             "name": step.name,
             "role": step.role,
@@ -401,41 +351,59 @@ class Supervisor:
         if not shown:
             record["argv"] = list(step.argv)
         self.commands.append(record)
+        # the step writes straight into its log file (as in a shell loop) and the agent follows
+        # the file: a solver never waits on a pipe the agent has not drained yet. The file is
+        # made new, by descriptor (whatever the case left under that name, a link to a host
+        # file included, is removed first), and followed through that descriptor
+        try:
+            fd = nofollow.create_file(
+                self.case_fd, f"log.{step.name}", owner=self.sandbox.uid, read=True
+            )
+        except OSError as exc:
+            problem = f"cannot make log.{step.name} in the case: {exc}"
+            self.reporter.add_log([problem])
+            record.update(exit_code=127, ended_at=_utc_now())
+            return StepResult(returncode=127, fatal_error=problem)
+        try:
+            return self._run_step(step, fd, record, interruptible=interruptible)
+        finally:
+            os.close(fd)
+
+    def _run_step(
+        self, step: AgentStep, fd: int, record: dict[str, Any], *, interruptible: bool
+    ) -> StepResult:
         program = step.argv[0] if step.argv else ""
         if "/" not in program and find_program(program, self.env.get("PATH", "")) is None:
             # said here: inside the sandbox it would be bubblewrap's "execvp" error
             problem = f"cannot start {program}: no such program on PATH"
-            with open(log_path, "wb") as logfile:
-                logfile.write(f"{problem}\n".encode())
+            os.write(fd, f"{problem}\n".encode())
             self.reporter.add_log([problem])
             record.update(exit_code=127, ended_at=_utc_now())
             return StepResult(returncode=127, fatal_error=problem)
-        # the step writes straight into its log file (as in a shell loop) and the agent follows
-        # the file: a solver never waits on a pipe the agent has not drained yet
-        with open(log_path, "wb") as logfile:
-            try:
-                proc = subprocess.Popen(
-                    self.sandbox.command(list(step.argv)),
-                    cwd=case,
-                    env=self.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=logfile,
-                    stderr=subprocess.STDOUT,
-                    # own process group (so the step can be signalled as a whole) but the
-                    # agent's session: a driver can still find and kill it if the agent dies
-                    process_group=0,
-                )
-            except OSError as exc:
-                logfile.write(f"cannot start {step.argv[0]}: {exc}\n".encode())
-                self.reporter.add_log([f"cannot start {step.argv[0]}: {exc}"])
-                record.update(exit_code=127, ended_at=_utc_now())
-                return StepResult(returncode=127, fatal_error=f"cannot start {step.argv[0]}: {exc}")
+        try:
+            proc = self.sandbox.start(
+                list(step.argv),
+                cwd=self.spec.case_path,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=subprocess.STDOUT,
+                # own process group (so the step can be signalled as a whole) but the
+                # agent's session: a driver can still find and kill it if the agent dies
+                process_group=0,
+            )
+        except OSError as exc:
+            os.write(fd, f"cannot start {step.argv[0]}: {exc}\n".encode())
+            self.reporter.add_log([f"cannot start {step.argv[0]}: {exc}"])
+            record.update(exit_code=127, ended_at=_utc_now())
+            return StepResult(returncode=127, fatal_error=f"cannot start {step.argv[0]}: {exc}")
         parser = LogParser()
-        follower = _LogFollower(log_path, parser, self.reporter, solve=step.role == "solve")
+        follower = LogFollower(fd, parser, self.reporter, solve=step.role == "solve")
         interrupted = self._watch(proc, follower, interruptible=interruptible)
         proc.wait()
         if self._reap:
             reap_orphans(timeout=1.0)
+        self._end_leftovers()
         follower.poll(final=True)
         if step.role == "solve":
             self.reporter.add_columns(parser.flush_block())
@@ -446,7 +414,7 @@ class Supervisor:
         self._sample(proc.pid, final=True)
         record.update(exit_code=proc.returncode, ended_at=_utc_now())
         if step.role == "solve" or not self.solver_header:
-            header = log_header(log_path)
+            header = log_header_text(os.pread(fd, 8192, 0))
             if header:
                 self.solver_header = header
         self.reporter.add_log([f"== {step.name}: {_describe_exit(step.name, proc.returncode)} =="])
@@ -458,11 +426,22 @@ class Supervisor:
             converged=parser.converged,
         )
 
+    def _end_leftovers(self) -> None:
+        """What a step left running when it ended (a daemon that left its process group) is
+        killed: by its cgroup; without one, under a uid of the run's own on a machine of its
+        own (`uid` mode), every process of that uid. (In `bwrap` mode the step's PID namespace
+        ends with it.)"""
+        reap = (lambda: reap_orphans(timeout=0.05)) if self._reap else None
+        if self.sandbox.cgroup is not None:
+            self.sandbox.cgroup.kill_all(reap=reap)
+        elif self.sandbox.mode == "uid" and self.sandbox.uid is not None:
+            kill_uid(self.sandbox.uid)
+
     def _watch(
-        self, proc: subprocess.Popen[bytes], follower: _LogFollower, *, interruptible: bool
+        self, proc: subprocess.Popen[bytes], follower: LogFollower, *, interruptible: bool
     ) -> str:
-        """Wait for `proc`, following its log and sampling as it runs; stop it on
-        stale/stop/SIGTERM."""
+        """Wait for `proc`, following its log, sampling and measuring the run's directory as
+        it runs; stop it on stale/stop/SIGTERM, or when the directory outgrows its budget."""
         next_sample = self.clock()
         writes: LogWrites | None = None
         tried_writes = False
@@ -484,6 +463,12 @@ class Supervisor:
                 if self.clock() >= next_sample:
                     next_sample = self.clock() + max(self.spec.telemetry_interval, SAMPLE_EVERY)
                     self._sample(proc.pid)
+                if self.clock() >= self._next_disk:
+                    used = self.measure_disk()
+                    self._next_disk = self.clock() + self._disk_every
+                    if self.sandbox.disk_bytes and (used or 0) > self.sandbox.disk_bytes:
+                        self.kill(proc, grace=0.0)
+                        return "disk"
                 watched = self.reporter.telemetry_interval < WATCHED_BELOW
                 if watched and not tried_writes:
                     tried_writes, writes = True, LogWrites.open(follower.path)
@@ -530,12 +515,17 @@ class Supervisor:
             self.reporter.add_columns(self.dat.poll_columns())
 
 
-def has_mesh(case: str) -> bool:
-    """Whether the case holds a mesh the post-processing can read: constant/polyMesh/points
-    (plain or gzipped) in the case, or in its first processor directory (a decomposed run
-    that was not reconstructed)."""
-    for root in (case, os.path.join(case, "processor0")):
-        mesh = os.path.join(root, "constant", "polyMesh")
-        if any(os.path.isfile(os.path.join(mesh, n)) for n in ("points", "points.gz")):
+def has_mesh(case_fd: int) -> bool:
+    """Whether the case (its descriptor) holds a mesh the post-processing can read:
+    constant/polyMesh/points (plain or gzipped) in the case, or in its first processor
+    directory (a decomposed run that was not reconstructed); no link is followed."""
+    if case_fd < 0:
+        return False
+    for root in ("", "processor0/"):
+        for name in ("points", "points.gz"):
+            try:
+                os.close(nofollow.open_file(case_fd, f"{root}constant/polyMesh/{name}"))
+            except OSError:
+                continue
             return True
     return False

@@ -460,7 +460,7 @@ def test_every_module_the_agent_imports_is_shipped_in_its_package() -> None:
 
 
 def test_the_solver_log_banner_gives_the_openfoam_build_and_the_hosts(tmp_path):
-    from orchestration.agent.supervisor import log_header
+    from orchestration.agent.logfollow import log_header
 
     serial = tmp_path / "log.icoFoam"
     serial.write_text(
@@ -539,7 +539,7 @@ def test_lines_on_an_idle_link_go_one_by_one_and_under_load_as_one_batch(
 def test_a_log_written_wakes_its_watcher_and_draining_forgets_what_was_read(tmp_path) -> None:
     import select
 
-    from orchestration.agent.supervisor import LogWrites
+    from orchestration.agent.logfollow import LogWrites
 
     log = tmp_path / "log.solve"
     log.write_bytes(b"")
@@ -560,7 +560,7 @@ def test_a_log_written_wakes_its_watcher_and_draining_forgets_what_was_read(tmp_
 
 
 def test_no_watch_for_a_log_that_is_not_there(tmp_path) -> None:
-    from orchestration.agent.supervisor import LogWrites
+    from orchestration.agent.logfollow import LogWrites
 
     assert LogWrites.open(str(tmp_path / "missing")) is None
 

@@ -254,6 +254,9 @@ WINDTUNNEL = {
         "file_size_gb": env.int("WINDTUNNEL_CASE_FILE_SIZE_GB", default=64),
         "processes": env.int("WINDTUNNEL_CASE_PROCESSES", default=1024),
     },
+    # where runs' cgroups are made (a delegated cgroup; "": beside the agent's own, see
+    # orchestration/agent/cgroups.py)
+    "CGROUP_PARENT": env.str("WINDTUNNEL_CGROUP_PARENT", default=""),
     "UPLOAD_MAX_BYTES": env.int("WINDTUNNEL_UPLOAD_MAX_BYTES", default=200 * 1024 * 1024),
     "UPLOAD_MAX_ENTRIES": env.int("WINDTUNNEL_UPLOAD_MAX_ENTRIES", default=20_000),
     "UPLOAD_MAX_UNPACKED_BYTES": env.int(
