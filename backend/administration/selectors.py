@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from catalog.models import Backend, Image, Package
+from compute import backends as compute_backends
 from core.exceptions import NotFound
 from studies import usage as quota_usage
 from studies.choices import STARTED_STATES, EndReason, RunState
@@ -120,6 +121,13 @@ def tenant_overview_list(*, tenant_id: int | None = None) -> list[dict[str, Any]
 def _backend_health(backend: Backend, failures: int) -> dict[str, Any]:
     if not backend.enabled:
         return {"status": "disabled", "detail": "disabled by an operator; no new runs start here"}
+    limits = compute_backends.limits_problem(backend=backend)
+    if limits:
+        return {
+            "status": "degraded",
+            "detail": "runs are not held to their memory, cores and processes by the kernel "
+            f"(no cgroup: {limits}); a run may take more than it declared",
+        }
     if failures >= DEGRADED_AFTER:
         return {
             "status": "degraded",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,7 +11,7 @@ from catalog.models import Backend
 from compute.drivers import driver_for, traits_of
 from core.exceptions import ApplicationError
 from orchestration.drivers.base import DriverError, SettingsError, driver_class
-from orchestration.drivers.capabilities import ElasticPartitions, HealthCheck
+from orchestration.drivers.capabilities import ElasticPartitions, HealthCheck, LimitsProbe
 
 
 def settings_validate(
@@ -53,6 +55,30 @@ def health_check(*, backend: Backend) -> dict[str, Any]:
         }
     except DriverError as exc:
         return {"ok": False, "error": str(exc)}
+
+
+LIMITS_PROBE_SECONDS = 60.0
+_limits_seen: dict[tuple[str, str], tuple[float, str]] = {}
+_limits_lock = threading.Lock()
+
+
+def limits_problem(*, backend: Backend) -> str:
+    """Why the kernel does not hold this backend's runs to their memory, cores and
+    processes ('' when it does, or when the backend's own runtime does: Slurm's, a
+    container's, a VM's); probed at most once a minute per kind of backend and settings."""
+    key = (backend.kind, repr(sorted((backend.settings or {}).items())))
+    with _limits_lock:
+        seen = _limits_seen.get(key)
+    if seen is not None and time.monotonic() - seen[0] < LIMITS_PROBE_SECONDS:
+        return seen[1]
+    try:
+        driver = driver_for(backend)
+    except DriverError:
+        return ""
+    problem = driver.limits_problem() if isinstance(driver, LimitsProbe) else ""
+    with _limits_lock:
+        _limits_seen[key] = (time.monotonic(), problem)
+    return problem
 
 
 def _elastic_driver(backend: Backend) -> ElasticPartitions:

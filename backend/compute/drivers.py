@@ -113,6 +113,7 @@ def driver_for(backend: Backend) -> Any:
         max_nodes=backend.max_nodes,
         work_root=str(settings.RUNS_DIR),
         secrets=secrets,
+        cgroup_parent=settings.WINDTUNNEL["CGROUP_PARENT"],
     )
     return build_driver(backend.kind, backend.settings or {}, context=context)
 

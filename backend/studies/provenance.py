@@ -112,6 +112,7 @@ def run_provenance(*, run: Run) -> dict[str, Any]:
         "environment": agent.get("environment")
         or {"allowlist": environment_allowlist(), "set_by_run_configuration": study.env},
         "sandbox": agent.get("sandbox", ""),
+        "limits": _limits(agent.get("limits")),
         "started_at": run.started_at,
         "finished_at": run.finished_at,
         "exit_code": run.exit_code,
@@ -128,4 +129,21 @@ def run_provenance(*, run: Run) -> dict[str, Any]:
         "study": str(study.pk),
         "study_name": study.name,
         "index": run.index,
+    }
+
+
+def _limits(value: Any) -> dict[str, Any] | None:
+    """The agent's limits record, in the API's shape (None: an agent that sent none)."""
+    if not isinstance(value, dict):
+        return None
+    number = (int, float)
+    peak = value.get("memory_peak_bytes")
+    return {
+        "cgroup": value.get("cgroup") is True,
+        "detail": str(value.get("detail") or "")[:500],
+        "memory_gb": float(value["memory_gb"]) if isinstance(value.get("memory_gb"), number) else 0,
+        "cpus": float(value["cpus"]) if isinstance(value.get("cpus"), number) else 0,
+        "processes": int(value["processes"]) if isinstance(value.get("processes"), int) else 0,
+        "disk_gb": float(value["disk_gb"]) if isinstance(value.get("disk_gb"), number) else 0,
+        "memory_peak_bytes": peak if isinstance(peak, int) and peak >= 0 else None,
     }

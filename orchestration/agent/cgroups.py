@@ -13,7 +13,8 @@ Where a group goes: on a v1 hierarchy, under the agent's own group
 (`<agent's group>/windtunnel/run-…`: nested within whatever limits the agent has); on v2,
 beside it (`<parent of the agent's group>/windtunnel/run-…`: v2 lets a group hold
 processes or child groups with controllers, not both, and the agent's group holds the
-agent), or under WINDTUNNEL_CGROUP_PARENT when the deployment delegates one.
+agent), or under WINDTUNNEL_CGROUP_PARENT (a group's path within each hierarchy, e.g.
+`/system.slice/windtunnel.service`) when the deployment delegates one.
 
 How a step enters its group: the agent moves itself into the run's group, starts the step
 (which inherits the group at fork, before any of its code runs, so no process of the step
@@ -34,7 +35,14 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
-__all__ = ["CONTROLLERS", "CgroupError", "Hierarchy", "RunCgroup", "find_hierarchies"]
+__all__ = [
+    "CONTROLLERS",
+    "CgroupError",
+    "Hierarchy",
+    "RunCgroup",
+    "find_hierarchies",
+    "limits_problem",
+]
 
 CONTROLLERS = ("memory", "cpu", "pids")
 CFS_PERIOD_US = 100_000
@@ -62,8 +70,8 @@ class Hierarchy:
 
     def parent_dir(self, override: str = "") -> str:
         """Where the runs' groups are made (see the module's docstring)."""
-        if override:
-            return os.path.join(override, GROUP_DIR)
+        if override:  # a group of each hierarchy, e.g. /system.slice/windtunnel.service
+            return os.path.join(os.path.normpath(self.mount + "/" + override), GROUP_DIR)
         if self.version == 1 or self.current == "/":
             return os.path.join(self.own_dir(), GROUP_DIR)
         return os.path.join(os.path.dirname(self.own_dir()), GROUP_DIR)
@@ -268,6 +276,20 @@ class RunCgroup:
         """Remove the (empty) group; best effort."""
         for _, path in self.dirs:
             _rmdir(path)
+
+
+def limits_problem(*, parent: str = "") -> str:
+    """'' when an agent running as this process's user, here, can give runs cgroups with
+    their limits; else why not (for the backend's health). It makes and removes one."""
+    if os.geteuid() != 0:
+        return "the portal's agents are not root: they cannot make cgroups for runs"
+    try:
+        group = RunCgroup.create("probe", memory_bytes=0, cpus=0, processes=0, parent=parent)
+    except (CgroupError, OSError) as exc:
+        return str(exc)
+    missing = [c for c in CONTROLLERS if c not in group.controllers]
+    group.remove()
+    return f"no {', '.join(missing)} controller for runs' cgroups" if missing else ""
 
 
 def _make_parent(h: Hierarchy, base: str) -> None:

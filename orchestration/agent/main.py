@@ -270,6 +270,7 @@ def provenance_record(spec: AgentSpec, supervisor: Supervisor) -> dict[str, Any]
             "set_by_run_configuration": dict(spec.env),
         },
         "sandbox": supervisor.sandbox.mode,
+        "limits": supervisor.limits_record(),
         "decompose": dict(spec.decompose) if spec.decompose else None,
         "context": dict(spec.context),
     }

@@ -122,8 +122,11 @@ class Sandbox:
         self.cpus = _limit(limits, "cpus")
         self.disk_bytes = int(_limit(limits, "disk_gb") * 1024**3)
         parent = config.get("cgroup_parent") or ""
-        if not isinstance(parent, str) or parent and not parent.startswith("/sys/fs/cgroup"):
-            raise SandboxError("run.json: sandbox cgroup_parent must be a folder of /sys/fs/cgroup")
+        if not isinstance(parent, str) or parent and (parent[0] != "/" or ".." in parent):
+            raise SandboxError(
+                "run.json: sandbox cgroup_parent must be a group's path in the cgroup "
+                "hierarchies, such as /system.slice/windtunnel.service"
+            )
         self.cgroup_parent = parent
         self.cgroup: RunCgroup | None = None
         # why the run has no cgroup ('' when it has one, or is not confined at all)

@@ -313,6 +313,19 @@ class Supervisor:
         """The run's highest memory use so far, as its cgroup counted it (None: no cgroup)."""
         return self.sandbox.cgroup.memory_peak() if self.sandbox.cgroup is not None else None
 
+    def limits_record(self) -> dict[str, Any]:
+        """What held the run to what it declared, for its provenance."""
+        sandbox = self.sandbox
+        return {
+            "cgroup": sandbox.cgroup is not None,
+            "detail": sandbox.cgroup_problem[:500],
+            "memory_gb": round(sandbox.memory_bytes / 1024**3, 3),
+            "cpus": sandbox.cpus,
+            "processes": sandbox.processes,
+            "disk_gb": round(sandbox.disk_bytes / 1024**3, 3),
+            "memory_peak_bytes": self.memory_peak(),
+        }
+
     def measure_disk(self) -> int | None:
         """What the run's directory takes on disk now (walked by descriptor, no link
         followed), also reported with the heartbeats; None when it cannot be walked."""

@@ -159,6 +159,8 @@ class DriverContext:
     max_nodes: int = 1
     work_root: str = ""
     secrets: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # where runs' cgroups go on the portal's host ("": beside the agent's own)
+    cgroup_parent: str = ""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -23,6 +23,7 @@ __all__ = [
     "EndExplainer",
     "HealthCheck",
     "LeakReaper",
+    "LimitsProbe",
     "PoolHost",
     "ResultsReader",
     "RunEvents",
@@ -67,6 +68,14 @@ class HealthCheck(Protocol):
     """Connect and report capacity and health for an admin (raises DriverError)."""
 
     def check(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class LimitsProbe(Protocol):
+    """Whether the kernel will hold runs here to their memory, cores and processes (their
+    cgroups): '' when it will, else why not, for the backend's health."""
+
+    def limits_problem(self) -> str: ...
 
 
 @runtime_checkable

@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 
 import orchestration
+from orchestration.agent.cgroups import limits_problem
 from orchestration.drivers.base import (
     Capabilities,
     DriverBase,
@@ -247,7 +248,8 @@ class LocalDriver(DriverBase):
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], context: DriverContext) -> LocalDriver:
         base = {"cores": context.cores, "memory_gb": context.memory_gb}
-        return cls(**{**base, "work_root": context.work_root, **settings})
+        here = {"work_root": context.work_root, "cgroup_parent": context.cgroup_parent}
+        return cls(**{**base, **here, **settings})
 
     @classmethod
     def warm_up(cls, *, work_root: str) -> None:
@@ -263,6 +265,7 @@ class LocalDriver(DriverBase):
         python: str = sys.executable,
         grace: float = 10.0,
         fork_server: bool = True,
+        cgroup_parent: str = "",
         **ignored: object,
     ) -> None:
         self.cores = int(cores or os.cpu_count() or 1)
@@ -271,6 +274,7 @@ class LocalDriver(DriverBase):
         self.python = python
         self.grace = grace
         self.fork_server = bool(fork_server)
+        self.cgroup_parent = cgroup_parent
 
     # -- Driver ---------------------------------------------------------------------------
 
@@ -384,6 +388,24 @@ class LocalDriver(DriverBase):
             with _CHILDREN_LOCK:
                 _CHILDREN.pop(pid, None)
                 _LAUNCHED.pop(pid, None)
+
+    def limits_problem(self) -> str:
+        """Can this host's agents give runs cgroups (orchestration/agent/cgroups.py)? A
+        container without cgroup delegation cannot: runs there are held to their limits
+        only per process, and the backend's health says so."""
+        return limits_problem(parent=self.cgroup_parent)
+
+    def check(self) -> dict[str, Any]:
+        caps = self.capabilities()
+        problem = self.limits_problem()
+        return {
+            "ok": True,
+            "capacity": {"cores": caps.cores, "memory_gb": caps.memory_gb, "nodes": 1},
+            "limits": {
+                "enforced": not problem,
+                "detail": problem or "each run in a cgroup of its own (memory, cores, processes)",
+            },
+        }
 
     def capabilities(self) -> Capabilities:
         return Capabilities(

@@ -92,3 +92,24 @@ def test_overview_shows_backends_with_capacity_usage_and_health_and_the_catalog(
     assert local["health"]["status"] == "ok"
     assert any("simpleFoam" in p["solvers"] for p in body["packages"])
     assert body["images"] == []
+
+
+def test_a_local_backend_whose_runs_get_no_cgroup_is_degraded_and_says_why(staff, catalog):
+    """A host (or container) where no cgroup can be made for a run: runs would be held to
+    their memory and cores only by the numbers admission counts; the health says so."""
+    from catalog.models import Backend
+
+    Backend.objects.create(
+        name="no-cgroups",
+        kind="local",
+        cores=2,
+        memory_gb=4,
+        settings={"cgroup_parent": "/cgroup.procs"},  # a file, not a group: nothing made
+    )
+    body = staff.get("/api/v1/admin/overview/").json()
+    row = next(b for b in body["backends"] if b["name"] == "no-cgroups")
+    assert row["health"]["status"] == "degraded"
+    assert "not held to their memory, cores and processes" in row["health"]["detail"]
+    assert "Not a directory" in row["health"]["detail"]
+    local = next(b for b in body["backends"] if b["name"] == "local")
+    assert local["health"]["status"] == "ok"  # this host gives cgroups

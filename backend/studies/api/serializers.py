@@ -282,6 +282,22 @@ class ReusedSourceSerializer(serializers.Serializer):
     index = serializers.IntegerField()
 
 
+class RunLimitsSerializer(serializers.Serializer):
+    """What held the run to what it declared (docs/security.md)."""
+
+    cgroup = serializers.BooleanField(
+        help_text="the kernel enforced its memory, cores and processes (a cgroup of its own)"
+    )
+    detail = serializers.CharField(help_text="why not, when not")
+    memory_gb = serializers.FloatField(help_text="0: none")
+    cpus = serializers.FloatField(help_text="0: none")
+    processes = serializers.IntegerField(help_text="0: none")
+    disk_gb = serializers.FloatField(help_text="the run directory's budget; 0: none")
+    memory_peak_bytes = serializers.IntegerField(
+        allow_null=True, help_text="the highest memory the run's cgroup used"
+    )
+
+
 class ProvenanceSerializer(serializers.Serializer):
     """docs/provenance.md: enough to rerun the run's case by hand."""
 
@@ -308,6 +324,7 @@ class ProvenanceSerializer(serializers.Serializer):
         help_text="{allowlist: {names, prefixes}, names, set_by_run_configuration}"
     )
     sandbox = serializers.CharField()
+    limits = RunLimitsSerializer(allow_null=True, help_text="null: the agent did not say")
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     exit_code = serializers.IntegerField(allow_null=True)

@@ -1410,6 +1410,16 @@ export interface components {
             host?: string;
             /** @description The hosts the solver's log names (a parallel run's, across nodes). */
             hosts?: string[];
+            /** @description What held the run to what it declared: `cgroup` (whether the kernel enforced its memory, cores and processes through a cgroup of its own), `detail` (why not, when not), the limits (`memory_gb`, `cpus`, `processes`, `disk_gb`; 0: none) and the highest memory the run's cgroup used (`memory_peak_bytes`). */
+            limits?: {
+                cgroup?: boolean;
+                cpus?: number;
+                detail?: string;
+                disk_gb?: number;
+                memory_gb?: number;
+                memory_peak_bytes?: number | null;
+                processes?: number;
+            };
             /** @description What the solver log's banner says: build and version. */
             openfoam?: {
                 build?: string;
@@ -2573,6 +2583,8 @@ export interface components {
             index: number;
             /** @description the attempt's id on its backend */
             job_id: string;
+            /** @description null: the agent did not say */
+            limits: components["schemas"]["RunLimits"] | null;
             nodes: number;
             openfoam: {
                 [key: string]: unknown;
@@ -2687,6 +2699,8 @@ export interface components {
         Resources: {
             /** @description CPU use, in percent of one core. */
             cpu_percent?: number;
+            /** @description What the run's directory takes on disk, in bytes (walked without following links). */
+            disk_bytes?: number;
             /** @description Resident memory, in bytes. */
             rss_bytes?: number;
         };
@@ -2905,6 +2919,32 @@ export interface components {
          * @enum {string}
          */
         RunFieldsKindEnum: "2d" | "plane";
+        /** @description What held the run to what it declared (docs/security.md). */
+        RunLimits: {
+            /** @description the kernel enforced its memory, cores and processes (a cgroup of its own) */
+            cgroup: boolean;
+            /**
+             * Format: double
+             * @description 0: none
+             */
+            cpus: number;
+            /** @description why not, when not */
+            detail: string;
+            /**
+             * Format: double
+             * @description the run directory's budget; 0: none
+             */
+            disk_gb: number;
+            /**
+             * Format: double
+             * @description 0: none
+             */
+            memory_gb: number;
+            /** @description the highest memory the run's cgroup used */
+            memory_peak_bytes: number | null;
+            /** @description 0: none */
+            processes: number;
+        };
         /** @description What each run needs; default: the template's. */
         RunResources: {
             /**
@@ -2973,6 +3013,8 @@ export interface components {
         /** @description POST /api/v1/ingest/runs/{id}/state/: running once the case is prepared, then the final state, which may carry the attempt's last telemetry batch. */
         StateReport: {
             attempt: components["schemas"]["Attempt"];
+            /** @description What the run's directory takes on disk at its end, in bytes. */
+            disk_bytes?: number;
             /** @description The failing step's exit code. */
             exit_code?: number | null;
             /** @description The solver's time steps, counted by the agent. */

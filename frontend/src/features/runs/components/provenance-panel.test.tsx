@@ -40,6 +40,15 @@ const PROVENANCE = {
   planned_commands: [],
   environment: { allowlist: { names: ["PATH"], prefixes: ["WM_"] } },
   sandbox: "bwrap",
+  limits: {
+    cgroup: true,
+    detail: "",
+    memory_gb: 2,
+    cpus: 2,
+    processes: 1024,
+    disk_gb: 50,
+    memory_peak_bytes: 130_000_000,
+  },
   started_at: "2026-11-25T02:00:00Z",
   finished_at: "2026-11-25T02:01:00Z",
   exit_code: 1,
@@ -76,6 +85,24 @@ describe("ProvenancePanel", () => {
     expect(rows[1]).toHaveTextContent("exit 1");
     expect(screen.getByRole("button", { name: "Copy commands" })).toBeInTheDocument();
     expect(screen.getByRole("button", { name: "Copy the identity" })).toBeInTheDocument();
+  });
+
+  it("says what held the run to its limits, and when the kernel did not", () => {
+    show(<ProvenancePanel provenance={PROVENANCE} />);
+    const limits = screen.getByTestId("provenance-limits");
+    expect(limits).toHaveTextContent("memory 2 GB, 2 cores, 1024 processes, disk 50 GB");
+    expect(limits).toHaveTextContent("enforced by the kernel; peak memory 130 MB");
+    show(
+      <ProvenancePanel
+        provenance={{
+          ...PROVENANCE,
+          limits: { ...PROVENANCE.limits!, cgroup: false, detail: "no memory controller" },
+        }}
+      />,
+    );
+    expect(screen.getAllByTestId("provenance-limits")[1]).toHaveTextContent(
+      "not enforced by the kernel (no memory controller)",
+    );
   });
 
   it("shows the planned commands until the agent has reported", () => {

@@ -1,7 +1,7 @@
 import { Badge, Code, Group, SimpleGrid, Stack, Table, Text } from "@mantine/core";
 import type { ReactNode } from "react";
 import { CopyIcon, CopyTextButton } from "@/components/copy-button";
-import { formatDateTime } from "@/lib/format";
+import { formatBytes, formatDateTime } from "@/lib/format";
 import type { Provenance } from "@/lib/types";
 import { shellLine, type Command } from "./shell-line";
 
@@ -85,6 +85,9 @@ export function ProvenancePanel({ provenance }: { provenance: Provenance }) {
           {`${provenance.agent_version || "—"} · ${provenance.portal_version}`}
         </Row>
         <Row label="Sandbox">{provenance.sandbox || "—"}</Row>
+        <Row label="Limits" testId="provenance-limits">
+          {describeLimits(provenance.limits)}
+        </Row>
         <Row label="Attempt">{provenance.attempt}</Row>
       </SimpleGrid>
       <Stack gap={4}>
@@ -133,4 +136,24 @@ export function ProvenancePanel({ provenance }: { provenance: Provenance }) {
       </Text>
     </Stack>
   );
+}
+
+/** What held the run to what it declared: the kernel (its cgroup) or nothing but the
+ * numbers admission counted, and the highest memory it used. */
+function describeLimits(limits: Provenance["limits"]): string {
+  if (!limits) return "—";
+  const parts = [
+    limits.memory_gb ? `memory ${limits.memory_gb} GB` : "memory unlimited",
+    limits.cpus ? `${limits.cpus} ${limits.cpus === 1 ? "core" : "cores"}` : "cores unlimited",
+    limits.processes ? `${limits.processes} processes` : "processes unlimited",
+  ];
+  if (limits.disk_gb) parts.push(`disk ${limits.disk_gb} GB`);
+  const held = limits.cgroup
+    ? "enforced by the kernel"
+    : `not enforced by the kernel${limits.detail ? ` (${limits.detail})` : ""}`;
+  const peak =
+    limits.memory_peak_bytes != null
+      ? `; peak memory ${formatBytes(limits.memory_peak_bytes)}`
+      : "";
+  return `${parts.join(", ")}: ${held}${peak}`;
 }
