@@ -42,6 +42,7 @@ __all__ = [
     "RunCgroup",
     "find_hierarchies",
     "limits_problem",
+    "write_limits",
 ]
 
 CONTROLLERS = ("memory", "cpu", "pids")
@@ -86,7 +87,7 @@ def _read(path: str) -> str:
 
 
 def _write(path: str, value: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
     try:
         os.write(fd, value.encode())
     finally:
@@ -166,14 +167,18 @@ class RunCgroup:
         processes: int,
         parent: str = "",
         hierarchies: list[Hierarchy] | None = None,
+        require: tuple[str, ...] = ("memory",),
     ) -> RunCgroup:
         """Make the group `name` (with the agent's pid, `<name>-p<pid>`: each agent's own)
         with its limits (0: none of that kind). CgroupError when
         the host gives no writable cgroup hierarchy with the memory controller (the one
         limit that protects the rest of the host)."""
         found = find_hierarchies() if hierarchies is None else hierarchies
-        if not any("memory" in h.controllers for h in found):
-            raise CgroupError("no cgroup hierarchy with the memory controller is mounted")
+        for controller in require:
+            if not any(controller in h.controllers for h in found):
+                raise CgroupError(
+                    f"no cgroup hierarchy with the {controller} controller is mounted"
+                )
         dirs: list[tuple[Hierarchy, str]] = []
         try:
             for h in found:
@@ -183,7 +188,7 @@ class RunCgroup:
                 path = os.path.join(base, f"{name}-p{os.getpid()}")
                 os.makedirs(path, exist_ok=True)
                 dirs.append((h, path))
-                _limit(h, path, memory_bytes=memory_bytes, cpus=cpus, processes=processes)
+                write_limits(h, path, memory_bytes=memory_bytes, cpus=cpus, processes=processes)
         except OSError as exc:
             for _, path in dirs:
                 _rmdir(path)
@@ -309,7 +314,10 @@ def _make_parent(h: Hierarchy, base: str) -> None:
             _write(os.path.join(base, "cgroup.subtree_control"), wanted)
 
 
-def _limit(h: Hierarchy, path: str, *, memory_bytes: int, cpus: float, processes: int) -> None:
+def write_limits(
+    h: Hierarchy, path: str, *, memory_bytes: int, cpus: float, processes: int
+) -> None:
+    """Write the limits into the group `path` of `h` (0: none of that kind)."""
     join = os.path.join
     if "memory" in h.controllers and memory_bytes > 0:
         if h.version == 1:
