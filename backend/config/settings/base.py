@@ -317,6 +317,12 @@ WINDTUNNEL = {
     # every run's provenance (studies.provenance)
     "BUILD": env("WINDTUNNEL_BUILD", default=""),
 }
+if WINDTUNNEL["WEBSOCKET_RECHECK_SECONDS"] <= 0:
+    raise ImproperlyConfigured(
+        f"WINDTUNNEL_WEBSOCKET_RECHECK_SECONDS={WINDTUNNEL['WEBSOCKET_RECHECK_SECONDS']}: give a "
+        "number of seconds above 0 (3 by default: an open websocket whose credential ended is "
+        "closed within that time even when the order to close it was lost)"
+    )
 if WINDTUNNEL["CASE_SANDBOX"] not in ("on", "off"):
     raise ImproperlyConfigured(
         f"WINDTUNNEL_CASE_SANDBOX={WINDTUNNEL['CASE_SANDBOX']!r}: use on (the default) or off "
