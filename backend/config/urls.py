@@ -24,6 +24,7 @@ from studies.api.quota import QuotaView
 from studies.api.views import UploadViewSet
 from tenancy.api.tokens import ApiTokenDetailView, ApiTokenListView
 from tenancy.api.views import CsrfView, LoginView, LogoutView, MeView, TokenView
+from tenancy.signout import sign_out_closes_websockets
 from tenancy.throttle import login_throttled
 
 router = DefaultRouter()
@@ -99,6 +100,10 @@ urlpatterns = [
         "api-auth/login/",
         login_throttled(auth_views.LoginView.as_view(template_name="rest_framework/login.html")),
     ),
+    # the sign-outs of the admin and of the browsable API close the sign-in's websockets, as
+    # the dashboard's does (tenancy.signout)
+    path("admin/logout/", sign_out_closes_websockets(admin.site.logout)),
+    path("api-auth/logout/", sign_out_closes_websockets(auth_views.LogoutView.as_view())),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI with its start script as a file of its own: no inline script (core.csp)

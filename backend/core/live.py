@@ -39,6 +39,15 @@ def send_many(messages: list[tuple[str, dict[str, Any]]]) -> None:
         _courier.post(messages)
 
 
+def send_to_consumers(messages: list[tuple[str, dict[str, Any]]]) -> None:
+    """Hand the consumers of groups a message each, as it is (its `type` names the consumer's
+    handler): orders to the consumers, not events for their clients. The same courier and
+    order as live events, and the same lot: a message may be lost (tenancy.sockets says
+    what repairs it)."""
+    if messages:
+        _courier.post(messages, raw=True)
+
+
 class Courier:
     """One event-loop thread per process that sends live events to the channel layer.
 
@@ -60,14 +69,16 @@ class Courier:
         self._queue: asyncio.Queue | None = None
         self._pid = 0
 
-    def post(self, messages: list[tuple[str, dict[str, Any]]]) -> None:
+    def post(self, messages: list[tuple[str, dict[str, Any]]], *, raw: bool = False) -> None:
+        """Queue (group, message) pairs: live events (encoded and sent as `event`), or
+        with `raw` channel-layer messages sent as they are."""
         with self._lock:
             if self._loop is None or self._pid != os.getpid():  # first use, or a forked child
                 self._start()
             loop, queue = self._loop, self._queue
         assert loop is not None and queue is not None
         try:
-            loop.call_soon_threadsafe(queue.put_nowait, list(messages))
+            loop.call_soon_threadsafe(queue.put_nowait, (raw, list(messages)))
         except RuntimeError as exc:  # the loop is gone (interpreter shutdown)
             log.warning("live events not delivered: %s", exc)
 
@@ -89,12 +100,14 @@ class Courier:
     async def _drain(queue: asyncio.Queue) -> None:
         layer = get_channel_layer()
         while True:
-            for group, message in await queue.get():
+            raw, messages = await queue.get()
+            for group, message in messages:
                 if layer is None:
                     continue
                 try:
                     # encoded once for the whole group: every subscriber sends the same text
-                    await layer.group_send(group, {"type": "event", "text": encoded(message)})
+                    sent = message if raw else {"type": "event", "text": encoded(message)}
+                    await layer.group_send(group, sent)
                 except Exception as exc:  # noqa: BLE001 — clients re-sync from REST on gaps
                     log.warning("live event to %s not delivered: %s", group, exc)
 

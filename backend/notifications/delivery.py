@@ -10,7 +10,11 @@ periodic `notifications.deliver_due` picks up.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
+import socket
+import ssl
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,7 +28,7 @@ from django.utils import timezone
 
 from core import crypto, jobs
 from core.jobs import Job
-from notifications.addresses import address_problem
+from notifications.addresses import Address, allowed_addresses
 from notifications.choices import DeliveryState, EventType
 from notifications.events import event_body, event_fan_out
 from notifications.models import Delivery, DeliveryAttempt, Event, Webhook
@@ -32,7 +36,6 @@ from notifications.signing import HEADER, signature_header
 
 log = logging.getLogger(__name__)
 
-EXCERPT_BYTES = 1000
 USER_AGENT = "Windtunnel-Webhooks/1"
 DUE_BATCH = 1000
 
@@ -40,7 +43,6 @@ DUE_BATCH = 1000
 @dataclass(frozen=True, kw_only=True)
 class Outcome:
     status_code: int | None = None
-    excerpt: str = ""
     error: str = ""
     duration_ms: int = 0
     permanent: bool = False  # not worth a retry (an address the portal may not call)
@@ -86,7 +88,9 @@ def delivery_attempt(*, delivery_id: Any) -> Delivery | None:
 def _send(*, webhook: Webhook, delivery: Delivery, event: Event) -> Outcome:
     parts = urlsplit(webhook.url)
     host = parts.hostname or ""
-    problem = address_problem(host, parts.port or (443 if parts.scheme == "https" else 80))
+    addresses, problem = allowed_addresses(
+        host, parts.port or (443 if parts.scheme == "https" else 80)
+    )
     if problem:
         return Outcome(error=f"not sent: {problem}", permanent=True)
     body = event_body(event)
@@ -100,33 +104,76 @@ def _send(*, webhook: Webhook, delivery: Delivery, event: Event) -> Outcome:
     }
     started = time.monotonic()
     try:
-        with (
-            httpx.Client(
-                timeout=settings.WINDTUNNEL["WEBHOOK_TIMEOUT"], follow_redirects=False
-            ) as client,
-            client.stream("POST", webhook.url, content=body, headers=headers) as response,
-        ):
-            excerpt = _excerpt(response)
-            status = response.status_code
-    except httpx.TimeoutException:
+        status = post_to(webhook.url, addresses=addresses, body=body, headers=headers)
+    except httpx.HTTPError as exc:
+        return Outcome(error=failure(exc), duration_ms=_ms(started))
+    if 300 <= status < 400:
         return Outcome(
-            error=f"timed out after {settings.WINDTUNNEL['WEBHOOK_TIMEOUT']:g} s",
+            status_code=status,
+            error="redirects are not followed; point the webhook at the final URL",
             duration_ms=_ms(started),
         )
-    except httpx.HTTPError as exc:
-        return Outcome(error=f"{type(exc).__name__}: {exc}"[:500], duration_ms=_ms(started))
-    if 300 <= status < 400:
-        excerpt = f"(redirects are not followed; point the webhook at the final URL) {excerpt}"
-    return Outcome(status_code=status, excerpt=excerpt, duration_ms=_ms(started))
+    return Outcome(status_code=status, duration_ms=_ms(started))
 
 
-def _excerpt(response: httpx.Response) -> str:
-    taken = b""
-    for chunk in response.iter_bytes():
-        taken += chunk
-        if len(taken) >= EXCERPT_BYTES:
-            break
-    return taken[:EXCERPT_BYTES].decode("utf-8", errors="replace")
+def post_to(url: str, *, addresses: list[Address], body: bytes, headers: dict[str, str]) -> int:
+    """POST the body; the answer's status code. Its body is never read: the delivery log
+    keeps status codes, not what a receiver (or an address it hides) answers.
+
+    With `addresses` (checked by notifications.addresses), the request goes to them, in
+    order, and not to whatever the URL's name resolves to by now: the Host header and the
+    TLS server name (certificate included) stay the URL's. The next address is tried only
+    when no connection could be made (nothing was sent)."""
+    target = httpx.URL(url)
+    attempts = [
+        (target.copy_with(host=str(address)), {**headers, "Host": target.netloc.decode()})
+        for address in addresses
+    ] or [(target, headers)]  # private addresses allowed: the URL as it is
+    timeout = settings.WINDTUNNEL["WEBHOOK_TIMEOUT"]
+    with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+
+        def status(to: httpx.URL, with_headers: dict[str, str]) -> int:
+            with client.stream(
+                "POST",
+                to,
+                content=body,
+                headers=with_headers,
+                extensions={"sni_hostname": target.host},
+            ) as response:
+                return response.status_code
+
+        *others, last = attempts
+        for to, with_headers in others:
+            with contextlib.suppress(httpx.ConnectError):
+                return status(to, with_headers)
+        return status(*last)
+
+
+def failure(exc: httpx.HTTPError) -> str:
+    """What went wrong, in the log's own words: never the text of the exception, which can
+    quote what the other end sent (an SSH banner in place of a status line, say)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out after {settings.WINDTUNNEL['WEBHOOK_TIMEOUT']:g} s"
+    if isinstance(exc, httpx.ConnectError):
+        cause = exc.__cause__ or exc.__context__
+        while cause is not None and not isinstance(cause, OSError):
+            cause = cause.__cause__ or cause.__context__
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return "TLS: the receiver's certificate is not trusted or not for this host"
+        if isinstance(cause, ssl.SSLError):
+            return "TLS handshake failed"
+        if isinstance(cause, socket.gaierror):
+            return "the host does not resolve"
+        if isinstance(cause, OSError) and cause.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return "no route to the receiver (network unreachable)"
+        return "could not connect"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "the receiver did not answer in HTTP (or closed the connection without an answer)"
+    if isinstance(exc, httpx.ReadError | httpx.WriteError):
+        return "the connection broke off"
+    return f"the request failed ({type(exc).__name__})"
 
 
 def _ms(started: float) -> int:
@@ -149,7 +196,6 @@ def _record(*, delivery: Delivery, outcome: Outcome) -> None:
         delivery=delivery,
         number=delivery.attempts,
         status_code=outcome.status_code,
-        response_excerpt=outcome.excerpt[:EXCERPT_BYTES],
         error=outcome.error[:500],
         duration_ms=outcome.duration_ms,
         next_retry_at=next_at,

@@ -104,12 +104,13 @@ class Delivery(PublicIdModel):
 
 
 class DeliveryAttempt(TimeStamped):
-    """One HTTP request of a delivery, as it went."""
+    """One HTTP request of a delivery, as it went: its status code, or why it got none. What
+    the receiver answered is not kept (an address behind the webhook could be one the tenant
+    may not read)."""
 
     delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="log")
     number = models.PositiveIntegerField()
     status_code = models.IntegerField(null=True, blank=True)
-    response_excerpt = models.CharField(max_length=1000, blank=True)
     error = models.CharField(max_length=500, blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
     next_retry_at = models.DateTimeField(null=True, blank=True)

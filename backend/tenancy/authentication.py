@@ -36,6 +36,12 @@ class TokenRefused(Exception):
 def api_token_authenticate(*, raw: str) -> AbstractBaseUser:
     """The user a raw key signs in (its use noted in last_used_at), or TokenRefused saying
     why: unknown or revoked (or its user deactivated), or expired (when)."""
+    return api_token_check(raw=raw).user
+
+
+def api_token_check(*, raw: str) -> ApiToken:
+    """The token of a raw key, its user loaded and its use noted, or TokenRefused (as
+    api_token_authenticate)."""
     token = ApiToken.objects.select_related("user").filter(key_hash=hash_token(raw)).first()
     if token is None or not token.user.is_active:
         raise TokenRefused(
@@ -55,7 +61,7 @@ def api_token_authenticate(*, raw: str) -> AbstractBaseUser:
         )
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_PRECISION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+    return token
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -95,7 +101,8 @@ class WebsocketAuthMiddleware:
 
 
 class TokenQueryMiddleware:
-    """`?token=wt_…` on a websocket's URL: its user in the scope, or the socket closed."""
+    """`?token=wt_…` on a websocket's URL: its user in the scope (and the token, as
+    `api_token`: tenancy.credentials), or the socket closed."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
@@ -105,11 +112,11 @@ class TokenQueryMiddleware:
         raw = (query.get("token") or [""])[0]
         if raw:
             try:
-                user = await database_sync_to_async(api_token_authenticate)(raw=raw)
+                token = await database_sync_to_async(api_token_check)(raw=raw)
             except TokenRefused as exc:
                 await refuse(receive, send, reason=exc.short)
                 return None
-            scope = dict(scope, user=user)
+            scope = dict(scope, user=token.user, api_token=token)
         return await self.inner(scope, receive, send)
 
 
@@ -120,8 +127,15 @@ async def refuse(receive, send, *, reason: str) -> None:
     message = await receive()
     if message.get("type") != "websocket.connect":
         return
-    data = reason.encode()
+    await send({"type": "websocket.accept"})
+    await send(
+        {"type": "websocket.close", "code": CLOSE_TOKEN_REFUSED, "reason": close_reason(reason)}
+    )
+
+
+def close_reason(text: str) -> str:
+    """`text` cut to what a close frame holds (CLOSE_REASON_MAX bytes of UTF-8)."""
+    data = text.encode()
     if len(data) > CLOSE_REASON_MAX:
         data = data[: CLOSE_REASON_MAX - 3].decode(errors="ignore").encode() + "…".encode()
-    await send({"type": "websocket.accept"})
-    await send({"type": "websocket.close", "code": CLOSE_TOKEN_REFUSED, "reason": data.decode()})
+    return data.decode()

@@ -6,6 +6,7 @@ from django.db import transaction
 
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from tenancy.choices import Role
+from tenancy.credentials import tenant_deactivated, users_ended
 from tenancy.models import Membership, Tenant
 
 # tokens have a module of their own; the portal's scripts and tests make theirs with this
@@ -67,8 +68,8 @@ def tenant_update(
 ) -> Tenant:
     """Rename a tenant (its slug and/or its display name), deactivate or activate it.
 
-    A deactivated tenant's members are refused by the API (tenancy.permissions); runs it
-    already queued or started go on."""
+    A deactivated tenant's members are refused by the API (tenancy.permissions) and their
+    open websockets are closed; runs it already queued or started go on."""
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     if name is not None and name != tenant.name:
         if _name_taken(name, other_than=tenant.pk):
@@ -80,6 +81,11 @@ def tenant_update(
     if display_name is not None:
         tenant.display_name = display_name or tenant.name
     if is_active is not None:
+        if tenant.is_active and not is_active:
+            users_ended(
+                user_ids=tenant.memberships.values_list("user_id", flat=True),
+                reason=tenant_deactivated(tenant.name),
+            )
         tenant.is_active = is_active
     tenant.save()
     return tenant
@@ -164,8 +170,10 @@ def membership_set_role(*, membership: Membership, role: Role) -> Membership:
 
 @transaction.atomic
 def membership_remove(*, membership: Membership) -> None:
-    """Take a member out of the tenant; never its last admin."""
+    """Take a member out of the tenant (their open websockets closed); never its last
+    admin."""
     list(Membership.objects.select_for_update().filter(tenant_id=membership.tenant_id))
     membership = Membership.objects.select_related("user", "tenant").get(pk=membership.pk)
     _refuse_last_owner(membership, "removing them")
     membership.delete()
+    users_ended(user_ids=[membership.user_id])

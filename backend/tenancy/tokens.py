@@ -1,5 +1,6 @@
 """Personal API tokens: made (the key shown once), replaced on signing in again, revoked
-(each request checks its key: tenancy.authentication).
+(each request checks its key: tenancy.authentication; the websockets a revoked token opened
+are closed: tenancy.credentials).
 
 The rules for what a user makes through the API (a name of their own, an expiry within
 TOKEN_MAX_DAYS, at most TOKENS_PER_USER tokens) live in `api_token_issue`; the sign-in
@@ -18,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.exceptions import ApplicationError, NotFound
+from tenancy.credentials import token_ended
 from tenancy.models import TOKENS_PAGE, ApiToken, hash_token, utc_text
 
 #: tokens a user may hold (expired ones count until revoked): past it, revoke one first
@@ -92,6 +94,7 @@ def api_token_issue(
     mine = ApiToken.objects.filter(user_id=user.pk)
     existing = mine.filter(name=name).first()
     if existing is not None and replace:
+        token_ended(token_id=existing.pk)  # after commit
         existing.delete()
     elif existing is not None:
         expired = (
@@ -150,15 +153,17 @@ def _insert(*, user: AbstractBaseUser, name: str, expires_at: datetime | None) -
 
 
 def api_token_revoke(*, user: AbstractBaseUser, token_id: int | str) -> ApiToken:
-    """Revoke (delete) one of the user's tokens: it opens nothing from now on. Another user's
-    token, or none, is a 404."""
+    """Revoke (delete) one of the user's tokens: it opens nothing from now on, and the
+    websockets it opened are closed. Another user's token, or none, is a 404."""
     key = _token_id(token_id)
     token = ApiToken.objects.filter(user_id=user.pk, pk=key).first() if key else None
     if token is None:
         raise NotFound(
             f"you have no API token with id {token_id}; list yours with GET /api/v1/tokens/"
         )
+    revoked = token.pk
     token.delete()
+    token_ended(token_id=revoked)
     return token
 
 

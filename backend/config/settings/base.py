@@ -236,6 +236,10 @@ WINDTUNNEL = {
     # falls behind the batches): docs/benchmarks.md
     "TELEMETRY_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_INTERVAL", default=0.1),
     "TELEMETRY_IDLE_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_IDLE_INTERVAL", default=2.0),
+    # an open websocket's credential (token, sign-in, its user's access) is checked again
+    # this often by its web process, all of the process's sockets in one go: what closes it
+    # when the order to close it was lost (tenancy.sockets; docs/live.md)
+    "WEBSOCKET_RECHECK_SECONDS": env.float("WINDTUNNEL_WEBSOCKET_RECHECK_SECONDS", default=3.0),
     # after a cancel or a policy stop, the agent ends cleanly on its next report; the backend
     # kill follows after this many seconds as a safety net
     "STOP_GRACE": env.float("WINDTUNNEL_STOP_GRACE", default=30.0),
@@ -316,6 +320,12 @@ WINDTUNNEL = {
     # every run's provenance (studies.provenance)
     "BUILD": env("WINDTUNNEL_BUILD", default=""),
 }
+if WINDTUNNEL["WEBSOCKET_RECHECK_SECONDS"] <= 0:
+    raise ImproperlyConfigured(
+        f"WINDTUNNEL_WEBSOCKET_RECHECK_SECONDS={WINDTUNNEL['WEBSOCKET_RECHECK_SECONDS']}: give a "
+        "number of seconds above 0 (3 by default: an open websocket whose credential ended is "
+        "closed within that time even when the order to close it was lost)"
+    )
 if WINDTUNNEL["CASE_SANDBOX"] not in ("on", "off"):
     raise ImproperlyConfigured(
         f"WINDTUNNEL_CASE_SANDBOX={WINDTUNNEL['CASE_SANDBOX']!r}: use on (the default) or off "

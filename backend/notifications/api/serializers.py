@@ -100,7 +100,6 @@ class DeliveryAttemptSerializer(serializers.ModelSerializer):
             "number",
             "created_at",
             "status_code",
-            "response_excerpt",
             "error",
             "duration_ms",
             "next_retry_at",

@@ -30,10 +30,12 @@ class Received:
 
 @dataclass
 class HttpReceiver:
-    """Answers each POST with the next status of `statuses` (the last one repeats)."""
+    """Answers each POST with the next status of `statuses` (the last one repeats), and
+    `reply` as the body when given (and as a redirect's Location)."""
 
     statuses: list[int] = field(default_factory=lambda: [200])
     secret: str = ""
+    reply: bytes = b""
     requests: list[Received] = field(default_factory=list)
 
     def start(self) -> HttpReceiver:
@@ -51,8 +53,12 @@ class HttpReceiver:
                 index = min(len(receiver.requests), len(receiver.statuses) - 1)
                 receiver.requests.append(Received(headers=headers, body=body, signed=signed))
                 status = receiver.statuses[index]
-                reply = b"ok" if status < 300 else f"receiver says {status}".encode()
+                reply = receiver.reply or (
+                    b"ok" if status < 300 else f"receiver says {status}".encode()
+                )
                 self.send_response(status)
+                if 300 <= status < 400:
+                    self.send_header("Location", f"http://127.0.0.1:1/{reply.decode()}")
                 self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
                 self.wfile.write(reply)

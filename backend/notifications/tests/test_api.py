@@ -3,6 +3,8 @@ test button, the delivery log) and e-mail preferences."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from django.contrib.auth.models import User
 
@@ -65,6 +67,79 @@ def test_a_private_address_is_refused_where_the_portal_refuses_them(api, setting
         response = _create(api, url=url)
         assert response.status_code == 400, url
         assert "WINDTUNNEL_WEBHOOK_ALLOW_PRIVATE" in response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("address", "carried", "form"),
+    [
+        ("64:ff9b::7f00:1", "127.0.0.1", "NAT64"),
+        ("64:ff9b::a9fe:a9fe", "169.254.169.254", "NAT64"),
+        ("2002:7f00:1::", "127.0.0.1", "6to4"),
+        ("2002:a00:1::1", "10.0.0.1", "6to4"),
+        ("::127.0.0.1", "127.0.0.1", "IPv4-compatible"),
+        ("::ffff:127.0.0.1", "127.0.0.1", "IPv4-mapped"),
+        ("::ffff:0:a9fe:a9fe", "169.254.169.254", "IPv4-translated"),
+        # Teredo: the client's address is stored XOR-ed (0x80fffffe: 127.0.0.1)
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "127.0.0.1", "Teredo"),
+    ],
+)
+def test_an_ipv6_address_that_carries_a_private_ipv4_one_is_refused(
+    api, settings, address, carried, form
+):
+    settings.WINDTUNNEL = {**settings.WINDTUNNEL, "WEBHOOK_ALLOW_PRIVATE": False}
+    response = _create(api, url=f"http://[{address}]:8080/hook")
+    assert response.status_code == 400, response.content
+    error = response.json()
+    assert error["field"] == "url"
+    assert (
+        f"carries the private, loopback, link-local or reserved IPv4 address {carried}"
+        in (error["message"])
+    )
+    assert form in error["message"] and "WINDTUNNEL_WEBHOOK_ALLOW_PRIVATE" in error["message"]
+    assert not Webhook.objects.exists()
+
+
+def test_a_local_nat64_translator_and_non_unicast_ipv6_are_refused(api, settings):
+    settings.WINDTUNNEL = {**settings.WINDTUNNEL, "WEBHOOK_ALLOW_PRIVATE": False}
+    for address, says in [
+        ("64:ff9b:1::808:808", "local NAT64 translator"),
+        ("fd00::1", "private, loopback, link-local or reserved address (fd00::1)"),
+        ("::1", "private, loopback, link-local or reserved address (::1)"),
+        ("100::1", "private, loopback, link-local or reserved address (100::1)"),
+    ]:
+        response = _create(api, url=f"https://[{address}]/hook")
+        assert response.status_code == 400, address
+        assert response.json()["field"] == "url" and says in response.json()["message"], address
+
+
+def test_ipv6_forms_of_public_ipv4_addresses_are_accepted(api, settings):
+    settings.WINDTUNNEL = {**settings.WINDTUNNEL, "WEBHOOK_ALLOW_PRIVATE": False}
+    for address in ("64:ff9b::808:808", "2002:808:808::1", "::ffff:8.8.8.8", "2606:4700::1"):
+        response = _create(api, url=f"https://[{address}]/hook")  # saved, nothing is sent
+        assert response.status_code == 201, (address, response.content)
+
+
+def test_a_name_that_resolves_to_a_hidden_loopback_address_is_refused(api, settings, monkeypatch):
+    settings.WINDTUNNEL = {**settings.WINDTUNNEL, "WEBHOOK_ALLOW_PRIVATE": False}
+    # the tenant's DNS (which cannot run here) answers with a public and a NAT64 address
+    answers = {"hooks.attacker.test": ["93.184.215.14", "64:ff9b::7f00:1"]}
+    real = socket.getaddrinfo
+
+    def resolve(host, port, *args, **kwargs):
+        if host not in answers:
+            return real(host, port, *args, **kwargs)
+        return [
+            (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
+            for a in answers[host]
+        ]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    response = _create(api, url="https://hooks.attacker.test/wt")
+    assert response.status_code == 400 and response.json()["field"] == "url"
+    assert response.json()["message"].startswith(
+        "the host hooks.attacker.test resolves to 64:ff9b::7f00:1, which is an address that "
+        "carries the private, loopback, link-local or reserved IPv4 address 127.0.0.1"
+    )
 
 
 def test_only_admins_make_and_see_the_tenants_webhooks(api):
@@ -132,6 +207,22 @@ def test_the_test_button_sends_a_signed_ping_and_answers_with_the_result(
     with django_assert_max_num_queries(6):  # user's tenant, webhook, count, page, attempts
         log = api.get(f"{HOOKS}{created['id']}/deliveries/").json()
     assert [d["last_status_code"] for d in log["results"]] == [503, 200]
+
+
+@pytest.mark.parametrize("status", [200, 500, 302])
+def test_a_loopback_receivers_answer_is_nowhere_in_what_the_tenant_sees(api, receiver, status):
+    """Local settings send to loopback (development): what a service there answers must not
+    reach the tenant through the delivery log, only the status code."""
+    secret = "root-only-3f9c2a: the answer of an internal service"
+    receiver.statuses, receiver.reply = [status], secret.encode()
+    created = _create(api, url=receiver.url).json()
+    tested = api.post(f"{HOOKS}{created['id']}/test/")
+    log = api.get(f"{HOOKS}{created['id']}/deliveries/")
+    assert receiver.requests, "the receiver was called"
+    assert tested.json()["attempts_log"][0]["status_code"] == status
+    assert log.json()["results"][0]["attempts_log"][0]["status_code"] == status
+    for answer in (tested, log):
+        assert "root-only-3f9c2a" not in answer.content.decode(), answer.content
 
 
 def test_email_preferences_need_an_address_and_known_events(api):

@@ -1,4 +1,4 @@
-from django.contrib.auth import authenticate, login, logout
+from django.contrib.auth import authenticate, login
 from django.middleware.csrf import get_token
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from core.exceptions import ApplicationError, ErrorCode
 from tenancy.models import ApiToken
 from tenancy.selectors import tenant_for_user, user_is_tenant_admin
+from tenancy.signout import sign_out
 from tenancy.throttle import login_check, login_failed, login_succeeded
 from tenancy.tokens import api_token_issue
 
@@ -182,5 +183,5 @@ class LogoutView(APIView):
 
     @extend_schema(request=None, responses={204: None})
     def post(self, request):
-        logout(request._request)
+        sign_out(request._request)  # its websockets closed too
         return Response(status=204)

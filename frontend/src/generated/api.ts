@@ -1655,7 +1655,6 @@ export interface components {
             /** Format: date-time */
             readonly next_retry_at: string | null;
             readonly number: number;
-            readonly response_excerpt: string;
             readonly status_code: number | null;
         };
         /**

@@ -33,7 +33,6 @@ const delivery = (status: number, state: string) => ({
       number: 1,
       created_at: "2026-11-24T10:01:00Z",
       status_code: status,
-      response_excerpt: status < 300 ? "ok" : "receiver says 500",
       error: "",
       duration_ms: 12,
       next_retry_at: null,
@@ -117,5 +116,9 @@ describe("NotificationSettings", () => {
     const log = await screen.findByTestId("delivery-log");
     const rows = within(log).getAllByRole("row").slice(1);
     expect(rows.map((r) => within(r).getAllByRole("cell")[3]!.textContent)).toEqual(["500", "200"]);
+    expect(rows.map((r) => within(r).getAllByRole("cell")[4]!.textContent)).toEqual([
+      "12 ms",
+      "12 ms",
+    ]);
   });
 });

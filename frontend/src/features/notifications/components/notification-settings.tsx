@@ -132,7 +132,7 @@ function DeliveryLog({ webhookId }: { webhookId: string }) {
           <Table.Th>Event</Table.Th>
           <Table.Th>Attempt</Table.Th>
           <Table.Th>Status</Table.Th>
-          <Table.Th>Answer or error</Table.Th>
+          <Table.Th>Error, duration</Table.Th>
           <Table.Th>Next retry</Table.Th>
         </Table.Tr>
       </Table.Thead>
@@ -155,7 +155,7 @@ function DeliveryLog({ webhookId }: { webhookId: string }) {
               </Table.Td>
               <Table.Td>
                 <Text size="xs" lineClamp={2}>
-                  {a.error || a.response_excerpt} ({a.duration_ms} ms)
+                  {a.error ? `${a.error} (${a.duration_ms} ms)` : `${a.duration_ms} ms`}
                 </Text>
               </Table.Td>
               <Table.Td>{a.next_retry_at ? formatDateTime(a.next_retry_at) : "—"}</Table.Td>
