@@ -37,6 +37,7 @@ from core.jobs import Job
 from core.metrics import DISPATCH_FAILURES, DISPATCH_LATENCY
 from orchestration import render
 from pools.selectors import pooled_run_ids
+from quotas.selectors import run_disk_budget_gb
 from runs.services import run_dispatch_later, run_requeue_or_fail
 from scheduler.admission import admit, tenants_with_queued_runs
 from studies.choices import EndReason
@@ -140,7 +141,11 @@ def case_sandbox(run: Run) -> dict[str, Any]:
     mode = traits_of(run.backend).sandbox
     if settings.WINDTUNNEL["CASE_SANDBOX"] == "off":
         mode = "off"
-    return {"mode": mode, "network": run.nodes > 1, "limits": settings.WINDTUNNEL["CASE_LIMITS"]}
+    limits = {
+        **settings.WINDTUNNEL["CASE_LIMITS"],
+        "disk_gb": run_disk_budget_gb(tenant_id=run.tenant_id),
+    }
+    return {"mode": mode, "network": run.nodes > 1, "limits": limits}
 
 
 def prerendered(*, run: Run, study: Study) -> dict[str, str] | None:

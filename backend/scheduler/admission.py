@@ -30,10 +30,7 @@ from compute.capacity import BackendCapacity, capacity_of
 from core import jobs
 from core.jobs import Job
 from core.metrics import ADMISSION_DURATION, RUNS_ADMITTED
-from quotas.fit import (
-    Shape,
-    Usage,
-)
+from quotas.fit import Shape, Usage, storage_problem
 from quotas.models import Quota
 from scheduler.backfill import Held
 from scheduler.decide import (
@@ -49,7 +46,7 @@ from scheduler.policies import POLICIES, AdmissionPolicy, Candidate, policy_name
 from studies.choices import HOLDING_STATES, RunState, StudyState, WaitReason
 from studies.models import Run, Study
 from studies.transitions import runs_admit
-from studies.usage import node_holding_kinds
+from studies.usage import node_holding_kinds, storage_used_bytes
 from tenancy.models import Tenant
 
 ACTIVE_STUDY_STATES = (StudyState.SUBMITTED, StudyState.RUNNING)  # those with queued runs
@@ -69,12 +66,16 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
         if row is None or not row[4]:  # no quota, or the tenant deactivated: nothing starts
             return []
         quota = Quota(tenant_id=tenant_id, cores=row[0], memory_gb=row[1], max_runs=row[2])
-        quota.max_nodes = row[3]
+        quota.max_nodes, quota.storage_gb = row[3], row[6]
         tenant_name = row[5]
         cur.execute(_PENDING_KEYS_SQL, [tenant_id, list(ACTIVE_STUDY_STATES)])
         keys = cur.fetchall()
         backend_ids = sorted({b for b, _ in keys})
         if not backend_ids:
+            return []
+        full = storage_problem(quota=quota, stored_bytes=storage_used_bytes(tenant_id=tenant_id))
+        if full is not None:  # no room for the files of another run: every queued run waits
+            _hold_for_storage(cur, tenant_id=tenant_id, detail=str(full))
             return []
         cur.execute(_BACKENDS_SQL, [backend_ids])  # locked in id order: no deadlocks
         rows = cur.fetchall()
@@ -180,7 +181,7 @@ def _reservations(cur: Any, *, tenant_id: int, backends: list[int]) -> dict[int,
 
 
 _QUOTA_SQL = (
-    "SELECT q.cores, q.memory_gb, q.max_runs, q.max_nodes, t.is_active, t.name"
+    "SELECT q.cores, q.memory_gb, q.max_runs, q.max_nodes, t.is_active, t.name, q.storage_gb"
     f" FROM {Quota._meta.db_table} q JOIN {Tenant._meta.db_table} t ON t.id = q.tenant_id"
     " WHERE q.tenant_id = %s FOR UPDATE OF q"
 )
@@ -353,6 +354,35 @@ def _record_wait_reasons(
             + [list(full_backends)]
             + ([image_ids] if image_ids else []),
         )
+
+
+def _hold_for_storage(cur: Any, *, tenant_id: int, detail: str) -> None:
+    """The tenant's storage quota is used up: its queued runs wait for that (wait reason
+    `storage`, the figures and what to do in the detail), written as the other reasons are,
+    only when they changed and not twice for the same conclusion (the fingerprint). A
+    run waiting for its image or a retry keeps that reason; so do a cancelled study's."""
+    fingerprint = _reasons_fingerprint(f"storage: {detail}", {}, {})
+    if _reasons_current(cur, tenant_id=tenant_id, fingerprint=fingerprint):
+        return
+    table, studies = Run._meta.db_table, Study._meta.db_table
+    cur.execute(
+        f"UPDATE {table} r SET wait_reason = %(reason)s, wait_detail = %(detail)s"
+        " WHERE r.tenant_id = %(tenant)s AND r.state = %(pending)s"
+        " AND (r.retry_at IS NULL OR r.retry_at <= now())"
+        " AND (r.wait_reason <> %(reason)s OR r.wait_detail <> %(detail)s)"
+        f" AND r.study_id IN (SELECT s.id FROM {studies} s WHERE s.tenant_id = %(tenant)s"
+        " AND s.state = ANY(%(active)s) AND NOT EXISTS (SELECT 1 FROM"
+        f" {Image._meta.db_table} i WHERE i.id = s.image_id AND i.status <> %(ready)s))",
+        {
+            "reason": WaitReason.STORAGE.value,
+            "detail": detail[:200],
+            "tenant": tenant_id,
+            "pending": RunState.PENDING.value,
+            "active": [str(s) for s in ACTIVE_STUDY_STATES],
+            "ready": ImageStatus.READY.value,
+        },
+    )
+    cur.execute(_REASONS_SAVE_SQL, [tenant_id, fingerprint])
 
 
 def _queue(

@@ -19,7 +19,9 @@ from typing import IO
 from django.conf import settings
 
 from catalog.inspection import case_inspect
+from core import jobs
 from core.exceptions import ApplicationError, ErrorCode
+from core.jobs import Job
 from orchestration import casefiles, render
 from studies.models import Study, Upload
 
@@ -469,3 +471,5 @@ def upload_delete(*, upload: Upload) -> None:
         )
     shutil.rmtree(Path(upload.path).parent, ignore_errors=True)
     upload.delete()
+    # what it stored is freed: runs held for the tenant's storage quota may start now
+    jobs.enqueue(Job.SCHEDULE_TENANT, upload.tenant_id)

@@ -2687,6 +2687,8 @@ export interface components {
         Resources: {
             /** @description CPU use, in percent of one core. */
             cpu_percent?: number;
+            /** @description What the attempt's work directory occupies on disk, in bytes (its files' blocks × 512, walked without following links), measured every few seconds. Where the portal keeps the run's directory (local, container, Slurm on a shared filesystem) it counts in the tenant's storage quota. */
+            disk_bytes?: number;
             /** @description Resident memory, in bytes. */
             rss_bytes?: number;
         };
@@ -2973,6 +2975,8 @@ export interface components {
         /** @description POST /api/v1/ingest/runs/{id}/state/: running once the case is prepared, then the final state, which may carry the attempt's last telemetry batch. */
         StateReport: {
             attempt: components["schemas"]["Attempt"];
+            /** @description With a final state: what the attempt's work directory occupies on disk at its end, in bytes (measured as resources.disk_bytes is); the size the tenant's storage counts from then on. */
+            disk_bytes?: number;
             /** @description The failing step's exit code. */
             exit_code?: number | null;
             /** @description The solver's time steps, counted by the agent. */
@@ -2998,11 +3002,20 @@ export interface components {
             state: "running" | "completed" | "failed" | "cancelled";
         };
         Storage: {
-            /** Format: double */
-            limit_gb: number;
+            /** @description the quota is used up: submissions are refused and queued runs wait until some is deleted */
+            full: boolean;
             /**
              * Format: double
-             * @description case uploads (unpacked) and result archives the portal stores
+             * @description the tenant's storage quota (storage_gb)
+             */
+            limit_gb: number;
+            /** @description when full: what that means and what to do; else empty */
+            problem: string;
+            /** @description used_gb, in bytes */
+            used_bytes: number;
+            /**
+             * Format: double
+             * @description what the portal stores for the tenant: case uploads (unpacked), result archives and the run directories it keeps (each at the size its agent last reported)
              */
             used_gb: number;
         };
@@ -3399,9 +3412,10 @@ export interface components {
          *     * `image` - Waiting for its image to build
          *     * `cloud_limit` - Cloud project limit
          *     * `pool_worker` - Waiting for a pool worker
+         *     * `storage` - Tenant storage quota is used up
          * @enum {string}
          */
-        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker";
+        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker" | "storage";
         Webhook: {
             readonly active: boolean;
             /** Format: date-time */
