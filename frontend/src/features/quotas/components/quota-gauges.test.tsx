@@ -147,7 +147,7 @@ describe("QuotaGauges: core-hour budget and storage", () => {
     expect(storage).toHaveTextContent("0.213 GB");
     expect(storage).toHaveTextContent("/ 0.05 GB");
     // the bar is full and red
-    const bar = within(storage).getAllByRole("progressbar")[0];
+    const bar = within(storage).getAllByRole("progressbar")[0]!;
     expect(bar).toHaveAttribute("aria-valuenow", "100");
     expect(bar.getAttribute("style") ?? "").toContain("red");
     expect(screen.getByTestId("quota-storage-full")).toHaveTextContent(
