@@ -255,8 +255,14 @@ def storage_problem(*, quota: Quota, stored_bytes: int) -> Problem | None:
 
 
 def _gb(value: float) -> str:
-    """A stored amount in GB as the messages say it: two decimals, or three figures."""
-    return f"{round(value, 2):g}" if value < 1000 else f"{value:,.0f}"
+    """A stored amount in GB as the messages say it: 0.21, 51.3, 1,234. Coarse on purpose:
+    a held run's wait reason quotes it, and admission rewrites a queue's reasons only when
+    what they say changes, not with every megabyte a running run writes."""
+    if value < 1:
+        return f"{round(value, 2):g}"
+    if value < 100:
+        return f"{round(value, 1):g}"
+    return f"{value:,.0f}"
 
 
 SMALLEST_DISK_GB = 0.001  # a run's disk budget when the tenant may store nothing

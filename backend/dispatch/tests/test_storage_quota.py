@@ -6,6 +6,7 @@ and its queued runs wait until something is deleted, and each run's own disk bud
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from compute.drivers import driver_for, run_work_dir
 from dispatch.start import run_spec
 from quotas.services import quota_set
 from scheduler.admission import admit
+from scheduler.models import QueueReasons
 from studies.choices import RunState
 from studies.models import Run, Study
 from studies.transitions import runs_claim, runs_record_handles
@@ -199,6 +201,13 @@ def test_a_tenant_whose_storage_is_used_up_submits_nothing_and_its_queued_runs_w
     assert waiting[0].wait_detail.startswith("storage quota of 0.05 GB used up (0.21 GB stored)")
     run_page = api.get(f"/api/v1/runs/{waiting[0].pk}/").json()
     assert run_page["wait_reason"] == "storage"
+    # a moment later (nothing submitted since), the next pass concludes the same and
+    # writes nothing to the queue
+    recorded = QueueReasons.objects.get(tenant=api.tenant).recorded_at
+    Study.objects.filter(tenant=api.tenant).update(updated_at=recorded - timedelta(seconds=3))
+    with CaptureQueriesContext(connection) as again:
+        assert admit(tenant_id=api.tenant.id) == []
+    assert not [q for q in again.captured_queries if q["sql"].startswith("UPDATE")]
 
     # another tenant is not held
     other = make_tenant()
