@@ -93,6 +93,11 @@ class Problem:
         n, u, a = self.need, self.used, self.allowed
         if self.resource == "disabled":
             return f"backend {self.where} is disabled"
+        if self.resource == "storage" and n:
+            return (
+                f"{_gb(u)} GB stored + {_gb(n)} GB for this, over the storage quota of {a:g} "
+                "GB: delete studies or uploads you no longer need, or ask an admin for more"
+            )
         if self.resource == "storage":
             return (
                 f"storage quota of {a:g} GB used up ({_gb(u)} GB stored): delete studies or "
@@ -236,19 +241,20 @@ def run_fit_problem(
     )
 
 
-def storage_problem(*, quota: Quota, stored_bytes: int) -> Problem | None:
+def storage_problem(*, quota: Quota, stored_bytes: int, adding_bytes: int = 0) -> Problem | None:
     """The tenant's storage quota: what the portal stores for it (studies.usage.
     storage_used_bytes) at or above `storage_gb` leaves no room for another run's files, so
     nothing new is submitted or admitted until some is deleted (a quota of 0: nothing may
     be stored, so nothing runs). Runs already running keep going, each within its own disk
-    budget (run_disk_gb)."""
-    if stored_bytes < quota.storage_gb * GB:
+    budget (run_disk_gb). With `adding_bytes` (an upload, whose size is known before it is
+    stored): whether the quota would be used up with it."""
+    if stored_bytes + adding_bytes < quota.storage_gb * GB:
         return None
     return Problem(
         limit="quota",
         resource="storage",
         where="",
-        need=0,
+        need=adding_bytes / GB,
         used=stored_bytes / GB,
         allowed=quota.storage_gb,
     )

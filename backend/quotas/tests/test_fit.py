@@ -168,3 +168,13 @@ def test_a_runs_disk_budget_is_the_deployments_capped_by_the_storage_quota(
     default_gb, storage_gb, budget
 ) -> None:
     assert run_disk_gb(quota=Quota(storage_gb=storage_gb), default_gb=default_gb) == budget
+
+
+def test_an_upload_that_would_use_up_the_storage_quota_is_said_with_its_size() -> None:
+    quota = Quota(storage_gb=1)
+    assert storage_problem(quota=quota, stored_bytes=GIB // 2, adding_bytes=GIB // 2 - 1) is None
+    problem = storage_problem(quota=quota, stored_bytes=GIB // 2, adding_bytes=GIB // 2)
+    assert problem is not None and str(problem) == (
+        "0.5 GB stored + 0.5 GB for this, over the storage quota of 1 GB: delete studies or "
+        "uploads you no longer need, or ask an admin for more"
+    )
