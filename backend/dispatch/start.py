@@ -38,6 +38,7 @@ from core.jobs import Job
 from core.metrics import DISPATCH_FAILURES, DISPATCH_LATENCY
 from orchestration import render
 from pools.selectors import pooled_run_ids
+from quotas.selectors import run_disk_budget_gb
 from runs.services import run_dispatch_later, run_requeue_or_fail
 from scheduler.admission import admit, tenants_with_queued_runs
 from studies.choices import EndReason
@@ -148,6 +149,7 @@ def case_sandbox(run: Run) -> dict[str, Any]:
         # what the run declared, per node, enforced by the run's cgroup (sandbox.py)
         "memory_gb": run.memory_gb / nodes,
         "cpus": math.ceil(run.processes / nodes),
+        "disk_gb": run_disk_budget_gb(tenant_id=run.tenant_id),
     }
     config: dict[str, Any] = {"mode": mode, "network": run.nodes > 1, "limits": limits}
     if settings.WINDTUNNEL["CGROUP_PARENT"]:

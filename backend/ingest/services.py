@@ -67,7 +67,7 @@ def telemetry_report(
     )
     if stored is None:
         resources: dict[str, Any] = {
-            k: status[k] for k in ("cpu_percent", "rss_bytes") if k in status
+            k: status[k] for k in ("cpu_percent", "rss_bytes", "disk_bytes") if k in status
         }
         return run_heartbeat(
             run=run, attempt=attempt, phase=status.get("phase", ""), resources=resources
@@ -88,11 +88,12 @@ def final_report(
     iterations: int | None = None,
     last_time: float | None = None,
     provenance: dict[str, Any] | None = None,
+    disk_bytes: int | None = None,
 ) -> None:
     """The agent's final report, checked (its body and its token) by the caller: on the
     portal's own cores, the cores are given back first (released_at); then the last batch
     it carries is stored and the state it reports applied, with the objectives read from
-    all its points.
+    all its points, and the size its directory ended at (`disk_bytes`).
 
     All of it in one transaction: a report refused on the way (a stale attempt, a report
     already in) or a database error leaves the run as it was, still counted as holding its
@@ -118,6 +119,7 @@ def final_report(
             solver_converged=solver_converged,
             iterations=iterations,
             last_time=last_time,
+            disk_bytes=disk_bytes,
         )
 
 

@@ -1,6 +1,7 @@
 """Does a run fit? The one capacity check, used by submission, the preview, admission and
 the quota panel (docs/architecture.md). And may more runs join the queue (`queue_problem`,
-checked at submission and extension)?
+checked at submission and extension)? Has the tenant room left to store results
+(`storage_problem`: submission, extension, the preview, admission and the quota panel)?
 
 A run of a given `Shape` fits when, on top of what is in use, it stays within the tenant's
 quota, its backend's capacity and the backend's cloud project limits. The check is pure:
@@ -18,6 +19,7 @@ from compute.capacity import BackendCapacity
 from quotas.models import Quota
 
 EPSILON = 1e-9  # memory sums are floats
+GB = 1024**3  # the quota's GB, as the quota panel shows them
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,7 +81,7 @@ class Problem:
     """A limit a run would pass: which (`limit`, `resource`), where, and the numbers."""
 
     limit: Limit
-    resource: str  # runs | cores | memory | nodes | instances | disabled
+    resource: str  # runs | cores | memory | nodes | instances | disabled | storage
     where: str  # the backend's name, for backend and cloud limits
     need: float
     used: float
@@ -91,6 +93,16 @@ class Problem:
         n, u, a = self.need, self.used, self.allowed
         if self.resource == "disabled":
             return f"backend {self.where} is disabled"
+        if self.resource == "storage" and n:
+            return (
+                f"{_gb(u)} GB stored + {_gb(n)} GB for this, over the storage quota of {a:g} "
+                "GB: delete studies or uploads you no longer need, or ask an admin for more"
+            )
+        if self.resource == "storage":
+            return (
+                f"storage quota of {a:g} GB used up ({_gb(u)} GB stored): delete studies or "
+                "uploads you no longer need, or ask an admin for more"
+            )
         unit = {"memory": "GB", "runs": "runs"}.get(self.resource, self.resource)
         if self.resource == "memory" and self.limit == "cloud":
             unit = "GB of RAM"
@@ -119,6 +131,13 @@ class Problem:
         n, a = self.need, self.allowed
         if self.resource == "disabled":
             return f"backend {self.where} is disabled; choose another backend"
+        if self.resource == "storage":
+            return (
+                f"your tenant's storage quota (storage_gb) of {a:g} GB is used up "
+                f"({_gb(self.used)} GB stored: case uploads, result archives and run "
+                "directories): delete studies or uploads you no longer need, or ask an admin "
+                "to raise it; the study can be saved as a draft meanwhile"
+            )
         if self.limit == "quota":
             return {
                 "cores": f"one run needs {n:g} cores but your quota allows {a:g} cores; lower "
@@ -220,6 +239,48 @@ def run_fit_problem(
         or backend_problem(shape=shape, backend=backend, usage=backend_usage)
         or cloud_problem(shape=shape, backend=backend, usage=backend_usage)
     )
+
+
+def storage_problem(*, quota: Quota, stored_bytes: int, adding_bytes: int = 0) -> Problem | None:
+    """The tenant's storage quota: what the portal stores for it (studies.usage.
+    storage_used_bytes) at or above `storage_gb` leaves no room for another run's files, so
+    nothing new is submitted or admitted until some is deleted (a quota of 0: nothing may
+    be stored, so nothing runs). Runs already running keep going, each within its own disk
+    budget (run_disk_gb). With `adding_bytes` (an upload, whose size is known before it is
+    stored): whether the quota would be used up with it."""
+    if stored_bytes + adding_bytes < quota.storage_gb * GB:
+        return None
+    return Problem(
+        limit="quota",
+        resource="storage",
+        where="",
+        need=adding_bytes / GB,
+        used=stored_bytes / GB,
+        allowed=quota.storage_gb,
+    )
+
+
+def _gb(value: float) -> str:
+    """A stored amount in GB as the messages say it: 0.21, 51.3, 1,234. Coarse on purpose:
+    a held run's wait reason quotes it, and admission rewrites a queue's reasons only when
+    what they say changes, not with every megabyte a running run writes."""
+    if value < 1:
+        return f"{round(value, 2):g}"
+    if value < 100:
+        return f"{round(value, 1):g}"
+    return f"{value:,.0f}"
+
+
+SMALLEST_DISK_GB = 0.001  # a run's disk budget when the tenant may store nothing
+
+
+def run_disk_gb(*, quota: Quota, default_gb: float) -> float:
+    """The disk budget of one run of the tenant (run.json's sandbox.limits.disk_gb, which its
+    agent enforces): the deployment's per-run budget (WINDTUNNEL_RUN_DISK_GB; 0: none of its
+    own), never more than the tenant's whole storage quota. Always > 0 (0 tells the agent
+    "no budget"): a tenant whose quota is 0 gets the smallest."""
+    budget = quota.storage_gb if default_gb <= 0 else min(default_gb, quota.storage_gb)
+    return max(budget, SMALLEST_DISK_GB)
 
 
 def queue_problem(*, quota: Quota, active: int, adding: int) -> str | None:

@@ -167,6 +167,9 @@ def run_heartbeat_fenced(
         fields["cpu_percent"] = float(resources["cpu_percent"])
     if isinstance(resources.get("rss_bytes"), int | float):
         fields["rss_bytes"] = int(resources["rss_bytes"])
+    disk = resources.get("disk_bytes")
+    if isinstance(disk, int) and not isinstance(disk, bool):  # the tenant's storage counts it
+        fields["disk_bytes"] = disk
     sets = ", ".join(f"{name} = %s" for name in fields)
     where = "id = %s AND attempt = %s AND state IN (%s, %s)"
     params: list[Any] = [str(run_id), attempt, *STARTED_STATES]
@@ -281,10 +284,12 @@ def run_report_end(
     solver_converged: bool = False,
     iterations: int | None = None,
     last_time: float | None = None,
+    disk_bytes: int | None = None,
 ) -> None:
     """Apply the final state the agent reports (`backend_end`: run_backend_end's answer), in
     one transaction, which may be the caller's. Once it is in, the attempt takes no more
-    reports: a repeat is refused (RunEnded, 409) and changes nothing."""
+    reports: a repeat is refused (RunEnded, 409) and changes nothing. `disk_bytes`: the size
+    the attempt's directory ended at, kept with the end (the tenant's storage counts it)."""
     with transaction.atomic():
         current = (
             Run.objects.select_for_update(of=("self",))
@@ -306,7 +311,11 @@ def run_report_end(
                 last_time=last_time,
             )
             current.results_at = timezone.now()  # the agent is done with its files
-            current.save(update_fields=[*transitions.RESULT_FIELDS, "results_at", "updated_at"])
+            ended = [*transitions.RESULT_FIELDS, "results_at", "updated_at"]
+            if disk_bytes is not None:
+                current.disk_bytes = disk_bytes
+                ended.append("disk_bytes")
+            current.save(update_fields=ended)
             publish_runs_changed([current.pk])
             return
         if current.state not in STARTED_STATES:
@@ -345,6 +354,7 @@ def run_report_end(
             message=message,
             exit_code=exit_code,
             results=_results_of(current),
+            disk_bytes=disk_bytes,
         )
 
 

@@ -3,7 +3,7 @@
 Admission takes the tenant's quota row FOR UPDATE, then the rows of the backends involved
 (in id order, so concurrent schedulers never deadlock), derives usage from the runs that
 hold resources, and admits queued runs in the policy's order (scheduler.policies) while they
-fit (quotas.fit, the one capacity check). Runs left waiting are told why.
+fit (quotas.fit, the one capacity check). Runs left waiting are told why (scheduler.reasons).
 
 Every run that ends calls this, so it is plain SQL, a statement per step (the ORM's query
 building was most of a worker's CPU per run). Starting what was admitted is the caller's
@@ -12,11 +12,9 @@ building was most of a worker's CPU per run). Starting what was admitted is the 
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import json
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -30,10 +28,7 @@ from compute.capacity import BackendCapacity, capacity_of
 from core import jobs
 from core.jobs import Job
 from core.metrics import ADMISSION_DURATION, RUNS_ADMITTED
-from quotas.fit import (
-    Shape,
-    Usage,
-)
+from quotas.fit import Shape, Usage, storage_problem
 from quotas.models import Quota
 from scheduler.backfill import Held
 from scheduler.decide import (
@@ -44,15 +39,13 @@ from scheduler.decide import (
     admission_decide,
 )
 from scheduler.fairshare import Recent
-from scheduler.models import QueueReasons
 from scheduler.policies import POLICIES, AdmissionPolicy, Candidate, policy_named
-from studies.choices import HOLDING_STATES, RunState, StudyState, WaitReason
+from scheduler.reasons import ACTIVE_STUDY_STATES, runs_hold_for_storage, wait_reasons_write
+from studies.choices import HOLDING_STATES, RunState, WaitReason
 from studies.models import Run, Study
 from studies.transitions import runs_admit
-from studies.usage import node_holding_kinds
+from studies.usage import node_holding_kinds, storage_used_bytes
 from tenancy.models import Tenant
-
-ACTIVE_STUDY_STATES = (StudyState.SUBMITTED, StudyState.RUNNING)  # those with queued runs
 
 
 @ADMISSION_DURATION.time()  # every pass, also one that finds nothing to admit
@@ -69,12 +62,16 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
         if row is None or not row[4]:  # no quota, or the tenant deactivated: nothing starts
             return []
         quota = Quota(tenant_id=tenant_id, cores=row[0], memory_gb=row[1], max_runs=row[2])
-        quota.max_nodes = row[3]
+        quota.max_nodes, quota.storage_gb = row[3], row[6]
         tenant_name = row[5]
         cur.execute(_PENDING_KEYS_SQL, [tenant_id, list(ACTIVE_STUDY_STATES)])
         keys = cur.fetchall()
         backend_ids = sorted({b for b, _ in keys})
         if not backend_ids:
+            return []
+        full = storage_problem(quota=quota, stored_bytes=storage_used_bytes(tenant_id=tenant_id))
+        if full is not None:  # no room for the files of another run: every queued run waits
+            runs_hold_for_storage(cur, tenant_id=tenant_id, detail=str(full))
             return []
         cur.execute(_BACKENDS_SQL, [backend_ids])  # locked in id order: no deadlocks
         rows = cur.fetchall()
@@ -112,16 +109,13 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
         admitted, held_for = decision.admitted, decision.held_for
         quota_problem, full_backends = decision.quota_problem, decision.full_backends
         runs_admit(run_ids=admitted, publish=publish)
-        reasons = _reasons_fingerprint(quota_problem, full_backends, images)
-        if not _reasons_current(cur, tenant_id=tenant_id, fingerprint=reasons):
-            _record_wait_reasons(
-                cur,
-                tenant_id=tenant_id,
-                quota_problem=quota_problem,
-                full_backends=full_backends,
-                images=images,
-            )
-            cur.execute(_REASONS_SAVE_SQL, [tenant_id, reasons])
+        wait_reasons_write(
+            cur,
+            tenant_id=tenant_id,
+            quota_problem=quota_problem,
+            full_backends=full_backends,
+            images=images,
+        )
         for other_tenant in sorted(held_for):  # their turn: the capacity may be theirs now
             jobs.enqueue(Job.SCHEDULE_TENANT, other_tenant)
     RUNS_ADMITTED.inc(len(admitted))
@@ -180,7 +174,7 @@ def _reservations(cur: Any, *, tenant_id: int, backends: list[int]) -> dict[int,
 
 
 _QUOTA_SQL = (
-    "SELECT q.cores, q.memory_gb, q.max_runs, q.max_nodes, t.is_active, t.name"
+    "SELECT q.cores, q.memory_gb, q.max_runs, q.max_nodes, t.is_active, t.name, q.storage_gb"
     f" FROM {Quota._meta.db_table} q JOIN {Tenant._meta.db_table} t ON t.id = q.tenant_id"
     " WHERE q.tenant_id = %s FOR UPDATE OF q"
 )
@@ -264,95 +258,6 @@ def _images_not_ready(cur: Any, image_ids: set[int]) -> dict[int, str]:
     )
     columns = ("id", "name", "digest", "status", "progress")
     return {row[0]: image_wait_detail(dict(zip(columns, row, strict=True))) for row in cur}
-
-
-# A pass that concludes what the last one did, with no run queued since, writes no wait
-# reason; at least this often the reasons are rewritten anyway (a run requeued in place
-# keeps its "retry" until then)
-REASONS_REFRESH = timedelta(seconds=60)
-_REASONS_SQL = (
-    f"SELECT fingerprint, recorded_at, now() FROM {QueueReasons._meta.db_table}"
-    " WHERE tenant_id = %s"
-)
-_REASONS_SAVE_SQL = (
-    f"INSERT INTO {QueueReasons._meta.db_table} (tenant_id, fingerprint, recorded_at)"
-    " VALUES (%s, %s, now()) ON CONFLICT (tenant_id)"
-    " DO UPDATE SET fingerprint = EXCLUDED.fingerprint, recorded_at = EXCLUDED.recorded_at"
-)
-# runs queued since the reasons were written come with their study's submission or
-# extension, which saves the study: a look at the tenant's active studies finds them
-_STUDIES_CHANGED_SQL = (
-    f"SELECT EXISTS (SELECT 1 FROM {Study._meta.db_table}"
-    " WHERE tenant_id = %s AND state = ANY(%s) AND updated_at > %s)"
-)
-
-
-def _reasons_fingerprint(
-    quota_problem: str | None, full_backends: dict[int, tuple[str, str]], images: dict[int, str]
-) -> str:
-    conclusions = [quota_problem, sorted(full_backends.items()), sorted(images.items())]
-    return hashlib.sha256(json.dumps(conclusions, default=str).encode()).hexdigest()
-
-
-def _reasons_current(cur: Any, *, tenant_id: int, fingerprint: str) -> bool:
-    """Whether the queued runs already carry the reasons this pass would write."""
-    cur.execute(_REASONS_SQL, [tenant_id])
-    row = cur.fetchone()
-    if row is None or row[0] != fingerprint or row[2] - row[1] > REASONS_REFRESH:
-        return False
-    # runs queued since (a submission, an extension) have no reason yet. recorded_at is when
-    # that pass began; the margin covers a study saved just before it and committed after
-    since = row[1] - timedelta(seconds=2)
-    cur.execute(_STUDIES_CHANGED_SQL, [tenant_id, list(ACTIVE_STUDY_STATES), since])
-    return not cur.fetchone()[0]
-
-
-def _record_wait_reasons(
-    cur: Any,
-    *,
-    tenant_id: int,
-    quota_problem: str | None,
-    full_backends: dict[int, tuple[str, str]],
-    images: dict[int, str] | None = None,
-) -> None:
-    """Tell queued runs why they wait. Writes only rows whose reason changed (a wait reason
-    is not a state: the run stays pending)."""
-    table, studies = Run._meta.db_table, Study._meta.db_table
-    pending = (
-        f"UPDATE {table} r SET wait_reason = %s, wait_detail = %s WHERE r.tenant_id = %s"
-        " AND r.state = %s AND (r.retry_at IS NULL OR r.retry_at <= now())"  # keep 'retry'
-        # not a cancelled study's (its queued runs are being ended: they wait for nothing)
-        f" AND NOT EXISTS (SELECT 1 FROM {studies} c WHERE c.id = r.study_id"
-        f" AND c.state = '{StudyState.CANCELLED.value}')"
-    )
-    changed = " AND (r.wait_reason <> %s OR r.wait_detail <> %s)"
-    for image_id, detail in (images or {}).items():
-        cur.execute(
-            pending
-            + changed
-            + f" AND r.study_id IN (SELECT id FROM {studies} WHERE image_id = %s)",
-            [WaitReason.IMAGE, detail[:200], tenant_id, RunState.PENDING]
-            + [WaitReason.IMAGE, detail[:200], image_id],
-        )
-    not_image = f" AND r.study_id NOT IN (SELECT id FROM {studies} WHERE image_id = ANY(%s))"
-    image_ids = list(images or {})
-    for bid, (reason, detail) in full_backends.items():
-        cur.execute(
-            pending + changed + " AND r.backend_id = %s" + (not_image if image_ids else ""),
-            [reason, detail[:200], tenant_id, RunState.PENDING, reason, detail[:200], bid]
-            + ([image_ids] if image_ids else []),
-        )
-    if quota_problem:
-        detail = f"tenant quota: {quota_problem}"[:200]
-        cur.execute(
-            pending
-            + changed
-            + " AND NOT (r.backend_id = ANY(%s))"
-            + (not_image if image_ids else ""),
-            [WaitReason.QUOTA, detail, tenant_id, RunState.PENDING, WaitReason.QUOTA, detail]
-            + [list(full_backends)]
-            + ([image_ids] if image_ids else []),
-        )
 
 
 def _queue(

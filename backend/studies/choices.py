@@ -51,6 +51,7 @@ class WaitReason(models.TextChoices):
     IMAGE = "image", "Waiting for its image to build"
     CLOUD = "cloud_limit", "Cloud project limit"
     POOL = "pool_worker", "Waiting for a pool worker"
+    STORAGE = "storage", "Tenant storage quota is used up"
 
 
 class EndReason(models.TextChoices):

@@ -182,6 +182,12 @@ class Run(PublicIdModel):
     last_time = models.FloatField(null=True, blank=True)
     cpu_percent = models.FloatField(null=True, blank=True)
     rss_bytes = models.BigIntegerField(null=True, blank=True)
+    disk_bytes = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="what its current attempt's directory occupies on disk, as its agent last "
+        "measured it (heartbeats, telemetry, the final report)",
+    )
     archive_path = models.CharField(max_length=500, blank=True)
     archive_bytes = models.BigIntegerField(null=True, blank=True)
     # the attempt's case directory where the portal reads it itself (local backends, a
@@ -279,6 +285,15 @@ class Run(PublicIdModel):
                 name="run_archived",
                 include=["archive_bytes"],
                 condition=models.Q(archive_bytes__isnull=False),
+            ),
+            # the run directories the portal keeps (a results_dir: local, container, Slurm on
+            # a shared filesystem), summed into the tenant's storage (studies.usage): only
+            # runs that started there and reported a size, read from the index alone
+            models.Index(
+                fields=["tenant"],
+                name="run_stored",
+                include=["disk_bytes"],
+                condition=models.Q(disk_bytes__isnull=False) & ~models.Q(results_dir=""),
             ),
             models.Index(fields=["study", "state"], name="run_study_state"),
             # a tenant's completed runs by identity: what a submission may reuse (one probe

@@ -10,11 +10,11 @@ import math
 from typing import Any
 
 from compute.capacity import capacity_of
-from quotas.fit import queue_problem, run_fit_problem, runs_at_once_limited
+from quotas.fit import GB, queue_problem, run_fit_problem, runs_at_once_limited, storage_problem
 from quotas.models import Quota
 from studies.services import resolved_shape
 from studies.spec import ResolvedSpec, spec_resolve
-from studies.usage import active_run_count, usage_for_tenant
+from studies.usage import active_run_count, storage_used_bytes, usage_for_tenant
 
 
 def study_preview(*, tenant: Any, spec: dict[str, Any], rows: int = 20) -> dict[str, Any]:
@@ -58,8 +58,12 @@ def quota_impact(*, tenant: Any, resolved: ResolvedSpec) -> dict[str, Any]:
     total = {k: v * resolved.run_count for k, v in per_run.items()}
     # every run may fit but not all of them into the queue at once: submission would say so
     queued = queue_problem(quota=quota, active=active, adding=resolved.run_count)
+    stored = storage_used_bytes(tenant_id=tenant.id)
+    full = storage_problem(quota=quota, stored_bytes=stored)
     if problem:
         summary = f"a single run does not fit: {problem}"
+    elif full:  # submission would be refused (a draft may be saved), whatever the shape
+        problem = summary = full.for_one_run()
     elif queued:
         summary = queued
     else:
@@ -76,6 +80,7 @@ def quota_impact(*, tenant: Any, resolved: ResolvedSpec) -> dict[str, Any]:
             "nodes": quota.max_nodes,
             "runs": quota.max_runs,
             "queued_runs": quota.max_queued_runs,
+            "storage_gb": quota.storage_gb,
         },
         "in_use": {
             "cores": usage.cores,
@@ -83,12 +88,14 @@ def quota_impact(*, tenant: Any, resolved: ResolvedSpec) -> dict[str, Any]:
             "nodes": usage.nodes,
             "runs": usage.runs,
             "queued_runs": active,
+            "storage_gb": round(stored / GB, 3),
         },
         "concurrent_runs": concurrent,
         # what sets concurrent_runs: the tenant's quota, the backend's capacity or its cloud
         "limited_by": limited_by,
         "waves": waves,
-        "fits": problem is None,  # a single run
+        "fits": problem is None,  # a single run, with room to store its files
+        "storage_full": full is not None,  # the storage quota is used up: nothing is submitted
         "problem": problem or queued,
         "summary": summary,
     }

@@ -22,7 +22,7 @@ from compute.capacity import capacity_of
 from core import jobs
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from core.jobs import Job
-from quotas.fit import Shape, queue_problem, run_fit_problem
+from quotas.fit import GB, Shape, queue_problem, run_fit_problem, storage_problem
 from quotas.models import Quota
 from studies.bulk import runs_copy
 from studies.choices import (
@@ -41,7 +41,7 @@ from studies.models import Run, Study
 from studies.space import parse_space, point_key
 from studies.spec import ResolvedSpec, spec_resolve
 from studies.transitions import runs_cancel_for_study, runs_cancel_queued, runs_reuse
-from studies.usage import active_run_count
+from studies.usage import active_run_count, storage_used_bytes
 
 # --- studies -----------------------------------------------------------------------------
 
@@ -173,10 +173,12 @@ def single_run_problem(*, tenant: Any, resolved: ResolvedSpec) -> str | None:
 
 
 def queue_check(*, tenant_id: int, adding: int) -> None:
-    """Refuse `adding` more runs past the quota's cap on queued and running runs (a 400 that
-    names the limit and how many are queued). Holds the tenant's quota row until the
-    transaction ends, so two submissions at once cannot both pass it."""
+    """Refuse `adding` more runs while the tenant's storage quota is used up (storage_check),
+    or past the quota's cap on queued and running runs (a 400 that names the limit and how
+    many are queued). Holds the tenant's quota row until the transaction ends, so two
+    submissions at once cannot both pass it."""
     quota = Quota.objects.select_for_update().get(tenant_id=tenant_id)
+    storage_check(quota=quota)
     active = active_run_count(tenant_id=tenant_id)
     problem = queue_problem(quota=quota, active=active, adding=adding)
     if problem:
@@ -185,6 +187,21 @@ def queue_check(*, tenant_id: int, adding: int) -> None:
             code=ErrorCode.QUOTA,
             field="parameters",
             details={"max_queued_runs": quota.max_queued_runs, "active": active, "adding": adding},
+        )
+
+
+def storage_check(*, quota: Quota) -> None:
+    """Refuse new runs while the tenant stores as much as its storage quota allows (or more):
+    a 400 naming storage_gb, the figures and what to do. They would only wait in the queue
+    (admission holds them) for files to be deleted; a draft may still be saved."""
+    stored = storage_used_bytes(tenant_id=quota.tenant_id)
+    problem = storage_problem(quota=quota, stored_bytes=stored)
+    if problem:
+        raise ApplicationError(
+            problem.for_one_run(),
+            code=ErrorCode.QUOTA,
+            field="storage_gb",
+            details={"storage_gb": quota.storage_gb, "stored_gb": round(stored / GB, 3)},
         )
 
 
@@ -338,6 +355,7 @@ def _adaptive_extend(*, study: Study, parameters: Any, budget: int | None) -> in
         )
     if study.state == StudyState.CANCELLED:
         raise Conflict("a cancelled study is not extended; clone it", code=ErrorCode.STATE)
+    storage_check(quota=Quota.objects.select_for_update().get(tenant_id=study.tenant_id))
     spec = dict(study.spec)
     spec["adaptive"] = {**spec["adaptive"], "budget": budget}
     study.spec = spec
@@ -412,6 +430,8 @@ def study_delete(*, study: Study) -> None:
     run_ids = [str(i) for i in study.runs.values_list("pk", flat=True)]
     _runs_delete(study_id=study.pk)
     study.delete()  # its runs gone, what is left to cascade is a handful of rows
+    # what it stored is freed: runs held for the tenant's storage quota may start now
+    jobs.enqueue(Job.SCHEDULE_TENANT, study.tenant_id)
     # the runs' directories and archives go too (in the worker: thousands of folders)
     for i in range(0, len(run_ids), 500):
         jobs.enqueue(Job.DELETE_RUN_FILES, run_ids[i : i + 500])

@@ -172,10 +172,11 @@ def runs_reuse(*, study: Study) -> int:
 
 def runs_hand_over_reused(*, study: Study) -> list[tuple[str, str]]:
     """Before a study is deleted: each of its runs whose results other studies' runs reuse
-    hands them to one of those (its heir, the oldest reuser): the heir takes the
-    source's attempt, archive and results directory and points nowhere (it holds the results
-    now); the other reusers point to the heir. The (source, heir) pairs: the caller moves
-    the series (telemetry) and keeps the source's files on disk."""
+    hands them to one of those (its heir, the oldest reuser): the heir takes the source's
+    attempt, archive and results directory (with its size, which the tenant's storage
+    counts) and points nowhere (it holds the results now); the other reusers point to the
+    heir. The (source, heir) pairs: the caller moves the series (telemetry) and keeps the
+    source's files on disk."""
     table = Run._meta.db_table
     with connection.cursor() as cur:
         cur.execute(
@@ -193,7 +194,7 @@ def runs_hand_over_reused(*, study: Study) -> list[tuple[str, str]]:
         cur.execute(
             f"UPDATE {table} h SET reused_from_id = NULL, attempt = s.attempt,"
             " archive_path = s.archive_path, archive_bytes = s.archive_bytes,"
-            " results_dir = s.results_dir, updated_at = now()"
+            " results_dir = s.results_dir, disk_bytes = s.disk_bytes, updated_at = now()"
             f" FROM (VALUES {values}) AS v(src, heir) JOIN {table} s ON s.id = v.src"
             " WHERE h.id = v.heir",
             flat,
@@ -345,10 +346,12 @@ def run_end(
     message: str = "",
     exit_code: int | None = None,
     results: Mapping[str, Any] | None = None,
+    disk_bytes: int | None = None,
 ) -> bool:
     """The attempt ended as its agent reported (or as its backend says): fenced by the
     attempt and a started state. `results` are the fields results_compute set (objectives,
-    iterations, last time, trust); the agent is done with its files from now on."""
+    iterations, last time, trust); `disk_bytes` the size the agent last measured of its
+    directory (None: as its last report said); the agent is done with its files from now on."""
     if state not in TERMINAL_STATES:
         raise ValueError(f"not a final state: {state}")
     now = timezone.now()
@@ -365,6 +368,8 @@ def run_end(
         "updated_at": now,
         **{k: v for k, v in (results or {}).items() if k in RESULT_FIELDS},
     }
+    if disk_bytes is not None:
+        fields["disk_bytes"] = disk_bytes
     updated = Run.objects.filter(pk=run.pk, attempt=run.attempt, state__in=STARTED_STATES).update(
         **fields
     )

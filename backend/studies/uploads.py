@@ -19,9 +19,14 @@ from typing import IO
 from django.conf import settings
 
 from catalog.inspection import case_inspect
+from core import jobs
 from core.exceptions import ApplicationError, ErrorCode
+from core.jobs import Job
 from orchestration import casefiles, render
+from quotas.fit import GB, storage_problem
+from quotas.models import Quota
 from studies.models import Study, Upload
+from studies.usage import storage_used_bytes
 
 SUFFIXES = (".tar.gz", ".tgz", ".zip")
 MAX_NAME_BYTES = 255  # one file or folder name (the file systems' limit)
@@ -199,6 +204,7 @@ def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int
         )
     _check_layout(members)
     root = _strip_common_root(members)
+    _check_storage(tenant_id=tenant.id, adding=total)
 
     upload_id = uuid.uuid4()
     final = Path(settings.UPLOAD_DIR) / str(upload_id)
@@ -235,6 +241,22 @@ def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int
         has_block_mesh_dict=(case / "system" / "blockMeshDict").exists(),
         inspection=case_inspect(path=case),
     )
+
+
+def _check_storage(*, tenant_id: int, adding: int) -> None:
+    """Refuse a case that would use up the tenant's storage quota (its unpacked size is
+    known before anything is written): a 400 naming storage_gb, the figures and the fix."""
+    quota = Quota.objects.get(tenant_id=tenant_id)
+    stored = storage_used_bytes(tenant_id=tenant_id)
+    problem = storage_problem(quota=quota, stored_bytes=stored, adding_bytes=adding)
+    if problem:
+        raise ApplicationError(
+            f"the case unpacks to {adding / 1024**2:,.1f} MB and your tenant's storage quota "
+            f"(storage_gb) has no room for it: {problem}",
+            code=ErrorCode.QUOTA,
+            field="storage_gb",
+            details={"storage_gb": quota.storage_gb, "stored_gb": round(stored / GB, 3)},
+        )
 
 
 def _ensure(path: Path) -> Path:
@@ -469,3 +491,5 @@ def upload_delete(*, upload: Upload) -> None:
         )
     shutil.rmtree(Path(upload.path).parent, ignore_errors=True)
     upload.delete()
+    # what it stored is freed: runs held for the tenant's storage quota may start now
+    jobs.enqueue(Job.SCHEDULE_TENANT, upload.tenant_id)

@@ -19,7 +19,7 @@ from django.utils import timezone
 from catalog.models import Backend
 from compute.capacity import capacity_of
 from compute.drivers import kinds, traits_of
-from quotas.fit import Usage, effective_limits
+from quotas.fit import GB, Usage, effective_limits, storage_problem
 from quotas.models import Quota
 from studies.choices import ACTIVE_STATES, HOLDING_STATES, RunState, StudyState
 from studies.models import Run, Study, Upload
@@ -136,14 +136,22 @@ def quota_summary(*, tenant: Any) -> dict[str, Any]:
             "budget": quota.core_hours_budget,
             "period_start": since,
         },
-        "storage": {
-            "used_gb": round(storage_used_bytes(tenant_id=tenant.id) / GB, 3),
-            "limit_gb": quota.storage_gb,
-        },
+        "storage": storage_summary(quota=quota),
     }
 
 
-GB = 1024**3
+def storage_summary(*, quota: Quota) -> dict[str, Any]:
+    """The quota panel's storage: what the portal stores for the tenant against its storage
+    quota, and, once that is used up, what it means and what to do (quotas.fit)."""
+    stored = storage_used_bytes(tenant_id=quota.tenant_id)
+    problem = storage_problem(quota=quota, stored_bytes=stored)
+    return {
+        "used_gb": round(stored / GB, 3),
+        "used_bytes": stored,
+        "limit_gb": quota.storage_gb,
+        "full": problem is not None,
+        "problem": str(problem) if problem else "",
+    }
 
 
 def budget_period_start(*, now: datetime) -> datetime:
@@ -170,13 +178,39 @@ def core_hours_used(*, tenant_id: int, since: datetime, until: datetime) -> floa
 
 
 def storage_used_bytes(*, tenant_id: int) -> int:
-    """What the portal stores for the tenant, as recorded when it was stored: its case
-    uploads (unpacked) and its runs' result archives. Run directories the portal reads in
-    place (local, container, Slurm) are not walked: sizes come from the rows, two sums."""
-    uploads = Upload.objects.filter(tenant_id=tenant_id).aggregate(
-        n=Coalesce(Sum("unpacked_bytes"), 0)
-    )["n"]
-    archives = Run.objects.filter(tenant_id=tenant_id, archive_bytes__isnull=False).aggregate(
-        n=Coalesce(Sum("archive_bytes"), 0)
-    )["n"]
-    return int(uploads) + int(archives)
+    """What the portal stores for the tenant, in bytes: the one figure the quota panel shows
+    and submission, the preview and admission check against the storage quota
+    (quotas.fit.storage_problem).
+
+    - Its case uploads, unpacked, as recorded when each was stored.
+    - Its runs' result archives (archive_bytes: uploaded by an agent, or built by the portal
+      from a run directory on the first download: both are files of the portal's).
+    - The run directories the portal keeps: runs with a `results_dir` (local, container,
+      Slurm on a shared filesystem: the agent ran the case in the portal's data directory,
+      and the directory stays there, read in place, until the study is deleted), each at the
+      size its agent last reported (`disk_bytes`: the blocks the directory occupies, measured
+      every few seconds while the run goes and once more in its final report). Not counted:
+      a run that never started (no directory), a reused run (it shows its source's results
+      and has no directory of its own: the source is counted once), a run on a cloud server
+      or a remote cluster (its directory is on that machine, gone with it; only the archive
+      it uploads is the portal's). A deleted study's runs go with their rows and their files.
+      A run retried on a new attempt is counted at its current attempt's size; the earlier
+      attempts' directories, kept beside it, are not (each stayed within its disk budget,
+      and a run has at most WINDTUNNEL_MAX_RETRIES of them).
+
+    One statement: three sums, each read from an index of only the rows it sums (uploads by
+    tenant; run_archived and run_stored, partial and covering): never a scan of a tenant's
+    100,000 queued runs, whose COPY pays nothing for these indexes."""
+    with connection.cursor() as cur:
+        cur.execute(_STORAGE_SQL, {"tenant": tenant_id})
+        return int(cur.fetchone()[0])
+
+
+_STORAGE_SQL = f"""
+SELECT (SELECT coalesce(sum(unpacked_bytes), 0) FROM {Upload._meta.db_table}
+        WHERE tenant_id = %(tenant)s)
+     + (SELECT coalesce(sum(archive_bytes), 0) FROM {Run._meta.db_table}
+        WHERE tenant_id = %(tenant)s AND archive_bytes IS NOT NULL)
+     + (SELECT coalesce(sum(disk_bytes), 0) FROM {Run._meta.db_table}
+        WHERE tenant_id = %(tenant)s AND disk_bytes IS NOT NULL AND results_dir <> '')
+"""

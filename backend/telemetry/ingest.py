@@ -130,7 +130,8 @@ def telemetry_ingest_fenced(
 def batch_status(data: Mapping[str, Any]) -> dict[str, Any]:
     """What a batch says beside its points (agent-messages.json's TelemetryBatch): a batch
     stands for a heartbeat, so it carries the agent's phase, the process tree's CPU and
-    memory and the solver's iteration count so far; as the run's columns, only those given."""
+    memory, the disk its directory takes and the solver's iteration count so far; as the
+    run's columns, only those given."""
     out: dict[str, Any] = {}
     if isinstance(data.get("phase"), str) and data["phase"]:
         out["phase"] = data["phase"][:20]
@@ -139,6 +140,10 @@ def batch_status(data: Mapping[str, Any]) -> dict[str, Any]:
         out["cpu_percent"] = float(resources["cpu_percent"])
     if isinstance(resources.get("rss_bytes"), int | float):
         out["rss_bytes"] = int(resources["rss_bytes"])
+    if isinstance(resources.get("disk_bytes"), int) and not isinstance(
+        resources["disk_bytes"], bool
+    ):
+        out["disk_bytes"] = resources["disk_bytes"]
     if isinstance(data.get("iterations"), int) and not isinstance(data["iterations"], bool):
         out["iterations"] = data["iterations"]
     return out
@@ -241,7 +246,7 @@ def _after_store(
     return policy_decision(run=run, attempt=attempt, new=clean) if clean else None
 
 
-_STATUS_COLUMNS = ("phase", "cpu_percent", "rss_bytes", "iterations")
+_STATUS_COLUMNS = ("phase", "cpu_percent", "rss_bytes", "disk_bytes", "iterations")
 _RESOURCE_SERIES = {"cpu.percent": "cpu_percent", "memory.rss": "rss_bytes"}
 
 

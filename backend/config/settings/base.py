@@ -261,6 +261,9 @@ WINDTUNNEL = {
     # where runs' cgroups are made (a delegated cgroup; "": beside the agent's own, see
     # orchestration/agent/cgroups.py)
     "CGROUP_PARENT": env.str("WINDTUNNEL_CGROUP_PARENT", default=""),
+    # the disk a run's directory may take (GB; its agent ends the run past it), capped by
+    # its tenant's storage quota (quotas.fit.run_disk_gb); 0: no budget but the quota
+    "RUN_DISK_GB": env.float("WINDTUNNEL_RUN_DISK_GB", default=50.0),
     "UPLOAD_MAX_BYTES": env.int("WINDTUNNEL_UPLOAD_MAX_BYTES", default=200 * 1024 * 1024),
     "UPLOAD_MAX_ENTRIES": env.int("WINDTUNNEL_UPLOAD_MAX_ENTRIES", default=20_000),
     "UPLOAD_MAX_UNPACKED_BYTES": env.int(
@@ -330,6 +333,12 @@ if WINDTUNNEL["CASE_SANDBOX"] not in ("on", "off"):
     raise ImproperlyConfigured(
         f"WINDTUNNEL_CASE_SANDBOX={WINDTUNNEL['CASE_SANDBOX']!r}: use on (the default) or off "
         "(only where every user is trusted with the compute hosts)"
+    )
+
+if WINDTUNNEL["RUN_DISK_GB"] < 0:
+    raise ImproperlyConfigured(
+        f"WINDTUNNEL_RUN_DISK_GB={WINDTUNNEL['RUN_DISK_GB']:g}: give the GB a run's directory "
+        "may take (50 by default), or 0 for no budget but the tenant's storage quota"
     )
 
 # E-mail (notifications): SMTP when EMAIL_HOST is set, else printed on the console

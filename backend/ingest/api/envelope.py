@@ -48,4 +48,6 @@ def plain_telemetry_batch(envelope: Any) -> bool:
             return False
         if "rss_bytes" in resources and not _int_in(resources["rss_bytes"], 0, INT64_MAX):
             return False
+        if "disk_bytes" in resources and not _int_in(resources["disk_bytes"], 0, INT64_MAX):
+            return False
     return True

@@ -203,6 +203,7 @@ class IngestStateView(_IngestView):
             iterations=data.get("iterations"),
             last_time=data.get("last_time"),
             provenance=data.get("provenance"),
+            disk_bytes=data.get("disk_bytes"),
         )
         return Response({"stop": False})
 

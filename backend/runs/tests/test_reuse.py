@@ -19,7 +19,12 @@ from rest_framework.test import APIClient
 from catalog.models import Image
 from studies.identity import identity_base, identity_inputs, run_identity
 from studies.models import Run, Study
-from studies.usage import core_hours_used, queued_demand_for_tenant, usage_for_tenant
+from studies.usage import (
+    core_hours_used,
+    queued_demand_for_tenant,
+    storage_used_bytes,
+    usage_for_tenant,
+)
 from telemetry.ingest import telemetry_ingest
 from telemetry.models import SeriesChunk
 
@@ -256,10 +261,21 @@ def test_deleting_the_source_study_hands_its_results_to_the_reusing_runs(
 ):
     first = submit(api, SPEC)
     sources = complete_all(first["id"])
+    for source in sources:  # each ran in a directory the portal keeps, as a local run does
+        Run.objects.filter(pk=source.pk).update(
+            results_dir=str(Path(settings.RUNS_DIR) / str(source.pk) / "attempt-1" / "case"),
+            disk_bytes=1_000_000 * (source.index + 1),
+        )
+    stored = storage_used_bytes(tenant_id=api.tenant.id)
+    assert stored == 6_000_000 + sum(len(f"archive of run {i}") for i in range(3))
     second = submit(api, {**SPEC, "name": "second"})
     third = submit(api, {**SPEC, "name": "third"})
+    # a reused run has no directory or archive of its own: stored once, by its source
+    assert storage_used_bytes(tenant_id=api.tenant.id) == stored
     with django_capture_on_commit_callbacks(execute=True):  # the files move on commit
         assert api.delete(f"/api/v1/studies/{first['id']}/").status_code == 204
+    # the heirs took the files over (moved under their ids): still stored, still counted
+    assert storage_used_bytes(tenant_id=api.tenant.id) == stored
     assert not Run.objects.filter(pk__in=[s.pk for s in sources]).exists()
     heirs = runs_of(second["id"])
     # the heirs hold the results now; the third study's runs point to them

@@ -38,9 +38,18 @@ class CoreHoursSerializer(serializers.Serializer):
 
 class StorageSerializer(serializers.Serializer):
     used_gb = serializers.FloatField(
-        help_text="case uploads (unpacked) and result archives the portal stores"
+        help_text="what the portal stores for the tenant: case uploads (unpacked), result "
+        "archives and the run directories it keeps (each at the size its agent last reported)"
     )
-    limit_gb = serializers.FloatField()
+    used_bytes = serializers.IntegerField(help_text="used_gb, in bytes")
+    limit_gb = serializers.FloatField(help_text="the tenant's storage quota (storage_gb)")
+    full = serializers.BooleanField(
+        help_text="the quota is used up: submissions are refused and queued runs wait until "
+        "some is deleted"
+    )
+    problem = serializers.CharField(
+        allow_blank=True, help_text="when full: what that means and what to do; else empty"
+    )
 
 
 class QuotaSerializer(serializers.Serializer):

@@ -417,3 +417,22 @@ def test_libraries_by_name_are_fine(api):
     control = b'application simpleFoam;\nlibs ("libfieldFunctionObjects.so" turbulenceModels);\n'
     r = upload(api, "ok.tar.gz", tgz([("system/controlDict", control, "file")]))
     assert r.status_code == 201, r.json()
+
+
+def test_a_case_that_would_use_up_the_storage_quota_is_refused_before_it_is_stored(api):
+    """Uploads count in the tenant's storage: one that would take it to its quota is a 400
+    naming storage_gb and the figures, and nothing is written; one that fits is kept."""
+    from quotas.services import quota_set
+
+    quota_set(tenant=api.tenant, limits={"storage_gb": 0.001})  # 1 MiB (1,048,576 bytes)
+    small = tgz([("c/system/controlDict", CONTROL, "file")])
+    assert upload(api, "small.tar.gz", small).status_code == 201
+    padding = b"0" * 1_100_000  # compresses well, unpacks past the quota
+    big = tgz([("c/system/controlDict", CONTROL, "file"), ("c/constant/data", padding, "file")])
+    r = upload(api, "big.tar.gz", big)
+    assert r.status_code == 400
+    body = r.json()
+    assert body["code"] == "quota_exceeded" and body["field"] == "storage_gb"
+    assert body["message"].startswith("the case unpacks to 1.0 MB and your tenant's storage")
+    assert "over the storage quota of 0.001 GB" in body["message"]
+    assert Upload.objects.filter(tenant=api.tenant).count() == 1

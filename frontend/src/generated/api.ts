@@ -1410,16 +1410,6 @@ export interface components {
             host?: string;
             /** @description The hosts the solver's log names (a parallel run's, across nodes). */
             hosts?: string[];
-            /** @description What held the run to what it declared: `cgroup` (whether the kernel enforced its memory, cores and processes through a cgroup of its own), `detail` (why not, when not), the limits (`memory_gb`, `cpus`, `processes`, `disk_gb`; 0: none) and the highest memory the run's cgroup used (`memory_peak_bytes`). */
-            limits?: {
-                cgroup?: boolean;
-                cpus?: number;
-                detail?: string;
-                disk_gb?: number;
-                memory_gb?: number;
-                memory_peak_bytes?: number | null;
-                processes?: number;
-            };
             /** @description What the solver log's banner says: build and version. */
             openfoam?: {
                 build?: string;
@@ -1655,6 +1645,7 @@ export interface components {
             /** Format: date-time */
             readonly next_retry_at: string | null;
             readonly number: number;
+            readonly response_excerpt: string;
             readonly status_code: number | null;
         };
         /**
@@ -2582,8 +2573,6 @@ export interface components {
             index: number;
             /** @description the attempt's id on its backend */
             job_id: string;
-            /** @description null: the agent did not say */
-            limits: components["schemas"]["RunLimits"] | null;
             nodes: number;
             openfoam: {
                 [key: string]: unknown;
@@ -2698,7 +2687,7 @@ export interface components {
         Resources: {
             /** @description CPU use, in percent of one core. */
             cpu_percent?: number;
-            /** @description What the run's directory takes on disk, in bytes (walked without following links). */
+            /** @description What the attempt's work directory occupies on disk, in bytes (its files' blocks × 512, walked without following links), measured every few seconds. Where the portal keeps the run's directory (local, container, Slurm on a shared filesystem) it counts in the tenant's storage quota. */
             disk_bytes?: number;
             /** @description Resident memory, in bytes. */
             rss_bytes?: number;
@@ -2918,32 +2907,6 @@ export interface components {
          * @enum {string}
          */
         RunFieldsKindEnum: "2d" | "plane";
-        /** @description What held the run to what it declared (docs/security.md). */
-        RunLimits: {
-            /** @description the kernel enforced its memory, cores and processes (a cgroup of its own) */
-            cgroup: boolean;
-            /**
-             * Format: double
-             * @description 0: none
-             */
-            cpus: number;
-            /** @description why not, when not */
-            detail: string;
-            /**
-             * Format: double
-             * @description the run directory's budget; 0: none
-             */
-            disk_gb: number;
-            /**
-             * Format: double
-             * @description 0: none
-             */
-            memory_gb: number;
-            /** @description the highest memory the run's cgroup used */
-            memory_peak_bytes: number | null;
-            /** @description 0: none */
-            processes: number;
-        };
         /** @description What each run needs; default: the template's. */
         RunResources: {
             /**
@@ -3012,7 +2975,7 @@ export interface components {
         /** @description POST /api/v1/ingest/runs/{id}/state/: running once the case is prepared, then the final state, which may carry the attempt's last telemetry batch. */
         StateReport: {
             attempt: components["schemas"]["Attempt"];
-            /** @description What the run's directory takes on disk at its end, in bytes. */
+            /** @description With a final state: what the attempt's work directory occupies on disk at its end, in bytes (measured as resources.disk_bytes is); the size the tenant's storage counts from then on. */
             disk_bytes?: number;
             /** @description The failing step's exit code. */
             exit_code?: number | null;
@@ -3039,11 +3002,20 @@ export interface components {
             state: "running" | "completed" | "failed" | "cancelled";
         };
         Storage: {
-            /** Format: double */
-            limit_gb: number;
+            /** @description the quota is used up: submissions are refused and queued runs wait until some is deleted */
+            full: boolean;
             /**
              * Format: double
-             * @description case uploads (unpacked) and result archives the portal stores
+             * @description the tenant's storage quota (storage_gb)
+             */
+            limit_gb: number;
+            /** @description when full: what that means and what to do; else empty */
+            problem: string;
+            /** @description used_gb, in bytes */
+            used_bytes: number;
+            /**
+             * Format: double
+             * @description what the portal stores for the tenant: case uploads (unpacked), result archives and the run directories it keeps (each at the size its agent last reported)
              */
             used_gb: number;
         };
@@ -3440,9 +3412,10 @@ export interface components {
          *     * `image` - Waiting for its image to build
          *     * `cloud_limit` - Cloud project limit
          *     * `pool_worker` - Waiting for a pool worker
+         *     * `storage` - Tenant storage quota is used up
          * @enum {string}
          */
-        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker";
+        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker" | "storage";
         Webhook: {
             readonly active: boolean;
             /** Format: date-time */

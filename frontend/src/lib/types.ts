@@ -88,13 +88,16 @@ export interface QuotaSnapshot {
 export interface QuotaImpact {
   per_run: { cores: number; memory_gb: number; nodes: number };
   total: { cores: number; memory_gb: number; nodes: number };
-  limits: { cores: number; memory_gb: number; nodes: number; runs: number };
-  in_use: ResourceAmounts;
+  limits: { cores: number; memory_gb: number; nodes: number; runs: number; storage_gb?: number };
+  /** storage_gb: what the portal stores for the tenant now (uploads, archives, run directories) */
+  in_use: ResourceAmounts & { storage_gb?: number };
   concurrent_runs: number;
   /** what sets concurrent_runs: "your quota of 4 cores", "backend local's 2 cores", … */
   limited_by?: string;
   waves: number | null;
   fits: boolean;
+  /** the storage quota is used up: a submission is refused (a draft may be saved) */
+  storage_full?: boolean;
   problem: string | null;
   summary: string;
 }

@@ -30,6 +30,7 @@ const WAIT: Record<string, string> = {
   retry: "waiting to retry",
   image: "image building",
   pool_worker: "waiting for a pool worker",
+  storage: "storage quota full",
 };
 
 export function DashboardPage() {

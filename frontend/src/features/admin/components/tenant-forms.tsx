@@ -47,7 +47,12 @@ const QUOTA_FIELDS: { key: QuotaKey; label: string; description: string; step?: 
     label: "Queued or running runs",
     description: "a submission past it is refused",
   },
-  { key: "storage_gb", label: "Storage (GB)", description: "uploads and result archives" },
+  {
+    key: "storage_gb",
+    label: "Storage (GB)",
+    description:
+      "uploads, result archives and run directories; when used up, nothing new is submitted or started",
+  },
   {
     key: "core_hours_budget",
     label: "Core-hour budget",

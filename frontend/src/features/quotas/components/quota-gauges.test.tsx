@@ -111,7 +111,13 @@ describe("QuotaGauges: core-hour budget and storage", () => {
       "GET /api/v1/quota/": () => ({
         ...snapshot([]),
         core_hours: { used: 412.4, budget: 1000, period_start: "2026-11-01T00:00:00Z" },
-        storage: { used_gb: 12.5, limit_gb: 50 },
+        storage: {
+          used_gb: 12.5,
+          used_bytes: 12.5 * 1024 ** 3,
+          limit_gb: 50,
+          full: false,
+          problem: "",
+        },
       }),
     });
     renderWithApp(<QuotaGauges />);
@@ -123,6 +129,49 @@ describe("QuotaGauges: core-hour budget and storage", () => {
     expect(storage).toHaveTextContent("12.5 GB");
     expect(storage).toHaveTextContent("/ 50 GB");
     expect(within(storage).getAllByRole("progressbar")[0]).toHaveAttribute("aria-valuenow", "25");
+    expect(screen.queryByTestId("quota-storage-full")).not.toBeInTheDocument();
+  });
+
+  it("says when storage is full, what that stops and what to do", async () => {
+    const problem =
+      "storage quota of 0.05 GB used up (0.21 GB stored): delete studies or uploads you no " +
+      "longer need, or ask an admin for more";
+    mockApi({
+      "GET /api/v1/quota/": () => ({
+        ...snapshot([]),
+        storage: { used_gb: 0.213, used_bytes: 228589568, limit_gb: 0.05, full: true, problem },
+      }),
+    });
+    renderWithApp(<QuotaGauges />);
+    const storage = await screen.findByTestId("quota-storage");
+    expect(storage).toHaveTextContent("0.213 GB");
+    expect(storage).toHaveTextContent("/ 0.05 GB");
+    // the bar is full and red
+    const bar = within(storage).getAllByRole("progressbar")[0]!;
+    expect(bar).toHaveAttribute("aria-valuenow", "100");
+    expect(bar.getAttribute("style") ?? "").toContain("red");
+    expect(screen.getByTestId("quota-storage-full")).toHaveTextContent(
+      `Full: ${problem}. Until then new studies are refused and queued runs wait.`,
+    );
+  });
+
+  it("shows a storage quota of 0 as full", async () => {
+    mockApi({
+      "GET /api/v1/quota/": () => ({
+        ...snapshot([]),
+        storage: {
+          used_gb: 0,
+          used_bytes: 0,
+          limit_gb: 0,
+          full: true,
+          problem: "storage quota of 0 GB used up (0 GB stored): delete studies or uploads",
+        },
+      }),
+    });
+    renderWithApp(<QuotaGauges />);
+    expect(await screen.findByTestId("quota-storage-full")).toHaveTextContent(
+      "storage quota of 0 GB used up",
+    );
   });
 
   it("leaves the budget out when none is set", async () => {
@@ -130,7 +179,7 @@ describe("QuotaGauges: core-hour budget and storage", () => {
       "GET /api/v1/quota/": () => ({
         ...snapshot([]),
         core_hours: { used: 3, budget: null, period_start: "2026-11-01T00:00:00Z" },
-        storage: { used_gb: 0, limit_gb: 50 },
+        storage: { used_gb: 0, used_bytes: 0, limit_gb: 50, full: false, problem: "" },
       }),
     });
     renderWithApp(<QuotaGauges />);

@@ -76,13 +76,14 @@ function monthOf(iso: string): string {
 
 /**
  * The core-hour budget (used this calendar month / budget) and storage (used / limit), each
- * shown when the operator set it.
+ * shown when the operator set it; storage also when it is full (a quota of 0), saying what
+ * that stops and what to do.
  */
 function BudgetGauges({ quota }: { quota: QuotaSnapshot }) {
   const hours = quota.core_hours;
   const storage = quota.storage;
   const showHours = hours && hours.budget !== null && hours.budget !== undefined;
-  const showStorage = storage && storage.limit_gb > 0;
+  const showStorage = storage && (storage.limit_gb > 0 || storage.full);
   if (!showHours && !showStorage) return null;
   return (
     <SimpleGrid cols={{ base: 1, sm: 3 }} spacing="md">
@@ -105,9 +106,14 @@ function BudgetGauges({ quota }: { quota: QuotaSnapshot }) {
             used={storage.used_gb}
             limit={storage.limit_gb}
             format={formatGb}
-            caption="case uploads and result archives"
+            caption="case uploads, result archives and run directories"
             testId="quota-storage"
           />
+          {storage.full && (
+            <Text size="xs" c="red" mt={6} data-testid="quota-storage-full">
+              Full: {storage.problem}. Until then new studies are refused and queued runs wait.
+            </Text>
+          )}
         </Card>
       )}
     </SimpleGrid>

@@ -45,6 +45,19 @@ describe("WaitReason", () => {
     expect(screen.getByTestId("wait-reason")).not.toHaveTextContent("backend capacity:");
   });
 
+  it("says a run waits for room in the tenant's storage, with the figures and what to do", () => {
+    show(
+      run({
+        wait_reason: "storage",
+        wait_detail:
+          "storage quota of 0.05 GB used up (0.21 GB stored): delete studies or uploads you no longer need, or ask an admin for more",
+      }),
+    );
+    expect(screen.getByTestId("wait-reason")).toHaveTextContent(
+      "Your tenant's storage quota is used up; the run starts once there is room again. Now: storage quota of 0.05 GB used up (0.21 GB stored): delete studies or uploads you no longer need, or ask an admin for more.",
+    );
+  });
+
   it("says why a submitted job waits in the cluster's own queue, not the earlier attempt", () => {
     show(
       run({

@@ -10,6 +10,7 @@ const REASONS: Record<string, string> = {
     "Cloud project limit: the OpenStack project's compute limits are reached; the run starts when the project has room again.",
   retry: "The previous attempt was lost; the run waits to be retried.",
   image: "Its machine image is being built; the run starts when the image is ready.",
+  storage: "Your tenant's storage quota is used up; the run starts once there is room again.",
 };
 
 /** The scheduler's detail without the reason it repeats ("backend capacity: …"). */

@@ -111,6 +111,13 @@ export function PreviewPanel({
             limit={q.limits.memory_gb}
             format={formatGb}
           />
+          {q.limits.storage_gb !== undefined && q.in_use.storage_gb !== undefined && (
+            <StorageLine
+              stored={q.in_use.storage_gb}
+              limit={q.limits.storage_gb}
+              full={Boolean(q.storage_full)}
+            />
+          )}
           <Text size="xs" c="dimmed">
             Whole study: {formatInt(q.total.cores)} cores and {formatGb(q.total.memory_gb)} in all,
             added up over its runs; each run holds its share only while it runs. A study may be
@@ -153,6 +160,30 @@ function QuotaBar({
       <Progress.Root size="md" radius="sm">
         <Progress.Section value={busy} color="gray.5" aria-label={`${label} in use now`} />
         <Progress.Section value={mine} color="blue" aria-label={`${label} this study takes`} />
+      </Progress.Root>
+    </Stack>
+  );
+}
+
+/** What the tenant stores (uploads, result archives, run directories) against its quota. */
+function StorageLine({ stored, limit, full }: { stored: number; limit: number; full: boolean }) {
+  return (
+    <Stack gap={2} data-testid="preview-storage" data-full={full}>
+      <Group justify="space-between">
+        <Text size="xs" fw={600}>
+          Storage
+        </Text>
+        <Text size="xs" c={full ? "var(--mantine-color-red-light-color)" : "dimmed"} ff="monospace">
+          {formatGb(stored)} stored · limit {formatGb(limit)}
+          {full ? " · full" : ""}
+        </Text>
+      </Group>
+      <Progress.Root size="md" radius="sm">
+        <Progress.Section
+          value={limit > 0 ? Math.min(100, (stored / limit) * 100) : 100}
+          color={full ? "red" : "gray.5"}
+          aria-label="Storage in use now"
+        />
       </Progress.Root>
     </Stack>
   );

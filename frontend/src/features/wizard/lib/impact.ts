@@ -8,6 +8,7 @@ import type { QuotaImpact } from "@/lib/types";
  */
 export function impactSentence(runs: number, q: QuotaImpact): string {
   const head = `${plural(runs, "run")} × ${plural(q.per_run.cores, "core")}`;
+  if (q.storage_full) return `${head}: your storage quota is used up; save it as a draft for now`;
   if (!q.fits) return `${head}: a single run does not fit your quota`;
   const by = q.limited_by ? ` (set by ${q.limited_by})` : "";
   if (runs <= q.concurrent_runs) return `${head}: all at once`;

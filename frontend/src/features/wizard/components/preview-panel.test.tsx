@@ -1,0 +1,71 @@
+import { screen } from "@testing-library/react";
+import { describe, expect, it } from "vitest";
+import type { Preview, QuotaImpact } from "@/lib/types";
+import { renderWithApp } from "@/test/render";
+import { PreviewPanel } from "./preview-panel";
+
+const amounts = { cores: 0, memory_gb: 0, nodes: 0, runs: 0 };
+
+function preview(quota: Partial<QuotaImpact>): Preview {
+  return {
+    run_count: 3,
+    parameters: [],
+    rows: [],
+    solver: "icoFoam",
+    backend: "local",
+    resources: { processes: 1, nodes: 1, memory_gb: 1 },
+    steps: [],
+    objectives: {},
+    quota: {
+      per_run: { cores: 1, memory_gb: 1, nodes: 1 },
+      total: { cores: 3, memory_gb: 3, nodes: 3 },
+      limits: { cores: 4, memory_gb: 8, nodes: 4, runs: 4, storage_gb: 50 },
+      in_use: { ...amounts, storage_gb: 12.5 },
+      concurrent_runs: 3,
+      waves: 1,
+      fits: true,
+      storage_full: false,
+      problem: null,
+      summary: "",
+      ...quota,
+    },
+  } as Preview;
+}
+
+function show(p: Preview) {
+  renderWithApp(<PreviewPanel preview={p} error={null} loading={false} localProblems={0} />);
+}
+
+describe("PreviewPanel: storage", () => {
+  it("shows what the tenant stores against its storage quota beside cores and memory", () => {
+    show(preview({}));
+    const line = screen.getByTestId("preview-storage");
+    expect(line).toHaveTextContent("12.5 GB stored · limit 50 GB");
+    expect(line).not.toHaveTextContent("full");
+    expect(screen.getByTestId("quota-impact")).toHaveTextContent("3 runs × 1 core: all at once");
+  });
+
+  it("says a study cannot be submitted while storage is full, and why", () => {
+    const problem =
+      "your tenant's storage quota (storage_gb) of 0.05 GB is used up (0.21 GB stored: case " +
+      "uploads, result archives and run directories): delete studies or uploads you no longer " +
+      "need, or ask an admin to raise it; the study can be saved as a draft meanwhile";
+    show(
+      preview({
+        limits: { cores: 4, memory_gb: 8, nodes: 4, runs: 4, storage_gb: 0.05 },
+        in_use: { ...amounts, storage_gb: 0.213 },
+        fits: false,
+        storage_full: true,
+        problem,
+        summary: problem,
+      }),
+    );
+    expect(screen.getByTestId("preview-storage")).toHaveTextContent(
+      "0.213 GB stored · limit 0.05 GB · full",
+    );
+    expect(screen.getByTestId("quota-impact")).toHaveTextContent(
+      "3 runs × 1 core: your storage quota is used up; save it as a draft for now",
+    );
+    expect(screen.getByText(problem)).toBeInTheDocument();
+  });
+});
