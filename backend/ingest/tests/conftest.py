@@ -10,6 +10,16 @@ from studies.services import study_create
 from studies.transitions import hash_run_token, run_token
 
 
+class AgentClient(APIClient):
+    """An API client that reports as the run agent does: a report names its attempt in the
+    URL too (`?attempt=N`, the body's), so the portal authenticates it before reading it."""
+
+    def post(self, path, data=None, format=None, content_type=None, follow=False, **extra):
+        if isinstance(data, dict) and "attempt" in data and "?" not in path:
+            path = f"{path}?attempt={data['attempt']}"
+        return super().post(path, data, format, content_type, follow, **extra)
+
+
 @pytest.fixture
 def running(make_tenant, catalog):
     """A started run (attempt 2) on the no-op backend and its agent's client, holding the
@@ -26,6 +36,18 @@ def running(make_tenant, catalog):
         state="running", attempt=2, token_hash=hash_run_token(token), started_at=timezone.now()
     )
     run.refresh_from_db()
-    client = APIClient()
+    client = AgentClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     return run, client
+
+
+@pytest.fixture
+def agent_of():
+    """The client of the agent of a run's attempt (holding that attempt's token)."""
+
+    def make(run: Run, attempt: int) -> AgentClient:
+        client = AgentClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {run_token(run_id=run.pk, attempt=attempt)}")
+        return client
+
+    return make

@@ -126,16 +126,19 @@ def test_a_missing_or_wrong_token_is_401_and_stores_nothing(running, header, sta
 
 
 @pytest.mark.parametrize("run_id", ["0b0e7c1e-5d43-4a3c-9d3e-7d1e3a0c2f11", "not-a-uuid"])
-def test_an_unknown_run_is_404(running, run_id):
+def test_a_runs_token_opens_no_other_run_and_names_none_of_them(running, run_id):
     _, client = running
-    assert _telemetry(client, run_id, series=POINTS).status_code == 404
+    r = _telemetry(client, run_id, series=POINTS)
+    assert r.status_code == 401 and r.json()["message"] == "missing or wrong run token"
 
 
-def test_an_attempt_that_is_over_is_409_and_stores_nothing(running):
+def test_an_attempt_that_is_over_is_409_and_stores_nothing(running, agent_of):
     run, client = running
-    r = _telemetry(client, run.pk, attempt=1, series=POINTS, log=["late"])
+    r = _telemetry(agent_of(run, 1), run.pk, attempt=1, series=POINTS, log=["late"])
     assert r.status_code == 409
     assert r.json()["code"] == "stale_attempt"
+    # the current attempt's token naming the earlier attempt opens nothing either
+    assert _telemetry(client, run.pk, attempt=1, series=POINTS).status_code == 401
     assert _stored(run) == (0, 0)
 
 
@@ -298,7 +301,7 @@ def _post(client, run_id, endpoint, body):
     return client.post(f"/api/v1/ingest/runs/{run_id}/{endpoint}/", body, format="json")
 
 
-def test_a_heartbeat_is_one_statement_and_each_refusal_says_why(running):
+def test_a_heartbeat_is_one_statement_and_each_refusal_says_why(running, agent_of):
     run, client = running
     body = {"attempt": 2, "phase": "solving", "resources": {"cpu_percent": 99.5}}
     with CaptureQueriesContext(connection) as queries:
@@ -307,12 +310,12 @@ def test_a_heartbeat_is_one_statement_and_each_refusal_says_why(running):
     assert len(queries) == 1
     fresh = Run.objects.get(pk=run.pk)
     assert (fresh.phase, fresh.cpu_percent) == ("solving", 99.5) and fresh.heartbeat_at
-    assert _post(client, run.pk, "heartbeat", {**body, "attempt": 1}).status_code == 409
+    assert _post(agent_of(run, 1), run.pk, "heartbeat", {**body, "attempt": 1}).status_code == 409
     stranger = APIClient()
     stranger.credentials(HTTP_AUTHORIZATION="Bearer wrong")
     assert _post(stranger, run.pk, "heartbeat", body).status_code == 401
     assert (
-        _post(client, "4e1f8a2c-0000-4000-8000-000000000000", "heartbeat", body).status_code == 404
+        _post(client, "4e1f8a2c-0000-4000-8000-000000000000", "heartbeat", body).status_code == 401
     )
     Run.objects.filter(pk=run.pk).update(state="cancelled")
     r = _post(client, run.pk, "heartbeat", body)  # ended by the portal: stop
@@ -320,7 +323,7 @@ def test_a_heartbeat_is_one_statement_and_each_refusal_says_why(running):
 
 
 def test_the_running_report_is_one_statement_and_a_repeat_or_a_stale_one_is_told_apart(
-    running,
+    running, agent_of
 ):
     run, client = running
     Run.objects.filter(pk=run.pk).update(state="provisioning", started_at=None)
@@ -333,22 +336,26 @@ def test_the_running_report_is_one_statement_and_a_repeat_or_a_stale_one_is_told
     again = _post(client, run.pk, "state", {"attempt": 2, "state": "running"})
     assert again.status_code == 200  # a repeated report is fine
     assert Run.objects.get(pk=run.pk).started_at == fresh.started_at
-    assert _post(client, run.pk, "state", {"attempt": 1, "state": "running"}).status_code == 409
+    stale = _post(agent_of(run, 1), run.pk, "state", {"attempt": 1, "state": "running"})
+    assert stale.status_code == 409
     stranger = APIClient()
     stranger.credentials(HTTP_AUTHORIZATION="Bearer wrong")
     r = _post(stranger, run.pk, "state", {"attempt": 2, "state": "running"})
     assert r.status_code == 401
 
 
-def test_a_final_report_is_refused_for_a_stranger_an_unknown_run_or_a_stale_attempt(running):
+def test_a_final_report_is_refused_for_a_stranger_another_run_or_a_stale_attempt(
+    running, agent_of
+):
     run, client = running
     body = {"attempt": 2, "state": "completed", "exit_code": 0}
     stranger = APIClient()
     stranger.credentials(HTTP_AUTHORIZATION="Bearer wrong")
     assert _post(stranger, run.pk, "state", body).status_code == 401
-    assert _post(client, "4e1f8a2c-0000-4000-8000-000000000000", "state", body).status_code == 404
-    assert _post(client, "not-a-uuid", "state", body).status_code == 404
-    assert _post(client, run.pk, "state", {**body, "attempt": 1}).status_code == 409
+    assert _post(client, "4e1f8a2c-0000-4000-8000-000000000000", "state", body).status_code == 401
+    assert _post(client, "not-a-uuid", "state", body).status_code == 401
+    stale = _post(agent_of(run, 1), run.pk, "state", {**body, "attempt": 1})
+    assert stale.status_code == 409
     assert Run.objects.get(pk=run.pk).state == "running"  # nothing changed
     r = _post(client, run.pk, "state", body)
     assert r.status_code == 200
