@@ -123,9 +123,7 @@ class IngestGate:
             return
         await _answer(send, 200, answer)
 
-    async def _caller(
-        self, kind: str, ident: str, token: str, attempt: int | None
-    ) -> int | None:
+    async def _caller(self, kind: str, ident: str, token: str, attempt: int | None) -> int | None:
         """The attempt a run's caller is authenticated as (None for a pool worker), or the
         refusal (ingest.auth). The database is asked only for an agent that names its attempt
         in the body alone (in a thread: not on the event loop)."""

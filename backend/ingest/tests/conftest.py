@@ -51,3 +51,22 @@ def agent_of():
         return client
 
     return make
+
+
+@pytest.fixture
+def live_run(live) -> Run:
+    """On the live stack: a run whose attempt 2 is running (its token is run_token(attempt=2));
+    attempt 1 is over."""
+    Backend.objects.update_or_create(
+        name="noop", defaults={"kind": "noop", "cores": 64, "memory_gb": 256, "max_nodes": 1}
+    )
+    spec = {"name": "quick", "template": "cavity", "backend": "noop"}
+    study = study_create(tenant=live.tenant, owner=live.tenant.user, spec=spec, submit=True)
+    run = Run.objects.get(study=study)
+    Run.objects.filter(pk=run.pk).update(
+        state="running",
+        attempt=2,
+        token_hash=hash_run_token(run_token(run_id=run.pk, attempt=2)),
+        started_at=timezone.now(),
+    )
+    return run

@@ -125,6 +125,31 @@ def test_a_missing_or_wrong_token_is_401_and_stores_nothing(running, header, sta
     assert _stored(run) == (0, 0)
 
 
+def test_a_strangers_body_is_not_read_and_an_agents_is_capped_before_it_is(running):
+    """A stranger's malformed body is a 401 (not a 400: it is never parsed); an agent's body
+    of no declared length is a 411, one over its endpoint's limit a 413 naming the limit."""
+    run, client = running
+    stranger = APIClient()
+    url = f"/api/v1/ingest/runs/{run.pk}/telemetry/"
+    r = stranger.post(url, b"{not json", content_type="application/json")
+    assert r.status_code == 401 and r.json()["code"] == "not_authenticated"
+    r = client.post(f"{url}?attempt=2", b"{not json", content_type="application/json")
+    assert r.status_code == 400 and "JSON parse error" in r.json()["message"]
+    heartbeat = f"/api/v1/ingest/runs/{run.pk}/heartbeat/"
+    r = client.post(heartbeat, {"attempt": 2, "phase": "x" * 2_000_000}, format="json")
+    assert r.status_code == 413 and r.json()["code"] == "body_too_large"
+    assert "heartbeat endpoint takes at most 1 MB" in r.json()["message"]
+    r = client.generic(
+        "POST",
+        f"{heartbeat}?attempt=2",
+        b'{"attempt": 2}',
+        content_type="application/json",
+        CONTENT_LENGTH="",
+    )
+    assert r.status_code == 411 and "send Content-Length (at most 1 MB" in r.json()["message"]
+    assert Run.objects.get(pk=run.pk).heartbeat_at is None
+
+
 @pytest.mark.parametrize("run_id", ["0b0e7c1e-5d43-4a3c-9d3e-7d1e3a0c2f11", "not-a-uuid"])
 def test_a_runs_token_opens_no_other_run_and_names_none_of_them(running, run_id):
     _, client = running
@@ -344,9 +369,7 @@ def test_the_running_report_is_one_statement_and_a_repeat_or_a_stale_one_is_told
     assert r.status_code == 401
 
 
-def test_a_final_report_is_refused_for_a_stranger_another_run_or_a_stale_attempt(
-    running, agent_of
-):
+def test_a_final_report_is_refused_for_a_stranger_another_run_or_a_stale_attempt(running, agent_of):
     run, client = running
     body = {"attempt": 2, "state": "completed", "exit_code": 0}
     stranger = APIClient()
