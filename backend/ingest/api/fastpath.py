@@ -81,6 +81,7 @@ def telemetry_answer(run_id: str, token: str, attempt: int, body: bytes) -> byte
                 log=data.get("log") or [],
                 watched=watched,
                 status=batch_status(data),
+                batch_seq=data.get("batch_seq"),
             )
         except ApplicationError:  # the series did not check: nothing was stored
             return None

@@ -210,7 +210,7 @@ class IngestStateView(_RunView):
         # the solver is done: the token and the attempt are checked, then the cores (on the
         # portal's own machines), the last points and the state go in one transaction
         run = _run_checked(request, run_id, data["attempt"])
-        services.final_report(
+        duplicate = services.final_report(
             run_id=run.pk,
             attempt=data["attempt"],
             state=data["state"],
@@ -222,8 +222,9 @@ class IngestStateView(_RunView):
             iterations=data.get("iterations"),
             last_time=data.get("last_time"),
             provenance=data.get("provenance"),
+            batch_seq=data.get("batch_seq"),
         )
-        return Response({"stop": False})
+        return Response({"stop": False, "duplicate": True} if duplicate else {"stop": False})
 
 
 def _final_report_refused(request, run_id, problem: ApplicationError) -> None:
@@ -290,19 +291,23 @@ class IngestTelemetryView(_RunView):
                 log=data.get("log") or [],
                 watched=watched,
                 status=batch_status(data),
+                batch_seq=data.get("batch_seq"),
             )
             if stop is not None:
                 return Response({"stop": stop, "interval": interval_for(watched=watched)})
-        # the slow path tells apart what the fence refused (404, 401, 409, a run that ended)
+        # the slow path tells apart what the fence refused (404, 401, 409, a run that ended, a
+        # batch sent again)
         run = _run_for(request, run_id, data["attempt"])
-        stop = services.telemetry_report(
+        taken = services.telemetry_report(
             run=run,
             attempt=data["attempt"],
             series=data.get("series") or {},
             log=data.get("log") or [],
             status=batch_status(data),
+            batch_seq=data.get("batch_seq"),
         )
-        return Response({"stop": stop, "interval": telemetry_interval(run.pk)})
+        answer = {"stop": taken.stop, "interval": telemetry_interval(run.pk)}
+        return Response({**answer, "duplicate": True} if taken.duplicate else answer)
 
 
 class IngestArchiveView(_RunView):

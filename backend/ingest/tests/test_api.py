@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 
 from catalog.models import Backend
 from dispatch.reaper import queued_message
+from studies import transitions
 from studies.models import Run, Study
 from studies.objectives import objectives_resolve
 from studies.services import study_create
@@ -25,7 +26,7 @@ from telemetry import ingest as telemetry_ingest
 from telemetry.batches import MAX_POINTS_PER_BATCH
 from telemetry.models import LogChunk, SeriesChunk
 from telemetry.selectors import series_read, series_values
-from telemetry.watch import redis_client, watch_key
+from telemetry.watch import interval_for, redis_client, watch_key
 
 
 def _telemetry(client, run_id, *, attempt=2, series=None, log=None):
@@ -690,3 +691,74 @@ def test_a_run_that_failed_early_has_no_trust_flag_and_says_which_series_it_lack
     assert run.trust_detail["objective_errors"] == {
         "p_res": "no series named residual.p: the run sent no residuals"
     }
+
+
+# --- a batch sent again (its answer lost on the way) is stored once -------------------------
+
+
+def _numbered(client, run_id, seq, *, attempt=2, series=None, log=None, **fields):
+    body = {"attempt": attempt, "batch_seq": seq, "series": series or {}, "log": log or []}
+    return client.post(
+        f"/api/v1/ingest/runs/{run_id}/telemetry/", {**body, **fields}, format="json"
+    )
+
+
+def test_a_batch_sent_again_is_acknowledged_and_stored_once(running):
+    run, client = running
+    first = _numbered(client, run.pk, 1, series=POINTS, log=["Time = 1", "Time = 2"])
+    assert first.status_code == 200 and "duplicate" not in first.json()
+    again = _numbered(client, run.pk, 1, series=POINTS, log=["Time = 1", "Time = 2"], phase="x")
+    assert again.status_code == 200, again.content
+    assert again.json()["duplicate"] is True and again.json()["stop"] is False
+    assert _stored(run) == (2, 1)
+    assert series_values(run=run, attempt=2, name="residual.Ux") == ([1.0, 2.0], [0.5, 0.25])
+    assert Run.objects.get(pk=run.pk).phase == "x"  # still the agent's sign of life
+    # the next batch is stored; an older number than the highest stored is not, whatever it
+    # holds (the agent sends its batches one after the other)
+    assert "duplicate" not in _numbered(client, run.pk, 2, log=["Time = 3"]).json()
+    assert _numbered(client, run.pk, 1, log=["Time = 4"]).json()["duplicate"] is True
+    assert [list(c.lines) for c in LogChunk.objects.filter(run=run).order_by("seq")] == [
+        ["Time = 1", "Time = 2"],
+        ["Time = 3"],
+    ]
+
+
+def test_batches_without_a_number_are_stored_as_they_come(running):
+    """An agent before batch numbers: every batch it sends is stored, as before."""
+    run, client = running
+    for _ in range(2):
+        assert _telemetry(client, run.pk, log=["Time = 1"]).json() == {
+            "stop": False,
+            "interval": interval_for(watched=False),
+        }
+    assert _stored(run) == (0, 2)
+
+
+def test_a_final_report_carrying_a_batch_stored_already_ends_the_run_and_stores_it_once(
+    running,
+):
+    """The last batch went as a telemetry batch whose answer was lost; the final report
+    carries it again, with its number: the run ends, its points are stored once."""
+    run, client = running
+    series = {"returnFlow.min(Ux)": [[1, -0.1], [2, -0.2]]}
+    assert _numbered(client, run.pk, 3, series=series, log=["End"]).status_code == 200
+    r = _final(client, run.pk, batch_seq=3, series=series, log=["End"])
+    assert r.status_code == 200 and r.json() == {"stop": False, "duplicate": True}
+    fresh = Run.objects.get(pk=run.pk)
+    assert fresh.state == "completed" and fresh.objectives["u_min"] == -0.2
+    assert series_values(run=run, attempt=2, name="returnFlow.min(Ux)") == (
+        [1.0, 2.0],
+        [-0.1, -0.2],
+    )
+    assert _stored(run) == (1, 1)
+
+
+def test_a_new_attempt_numbers_its_batches_afresh(running, agent_of):
+    run, client = running
+    assert _numbered(client, run.pk, 7, log=["attempt 2"]).status_code == 200
+    Run.objects.filter(pk=run.pk).update(state="admitted")
+    (claimed,), _ = transitions.runs_claim(run_ids=[run.pk])
+    assert claimed.attempt == 3
+    r = _numbered(agent_of(run, 3), run.pk, 1, attempt=3, log=["attempt 3"])
+    assert r.status_code == 200 and "duplicate" not in r.json()
+    assert LogChunk.objects.filter(run=run, attempt=3).count() == 1
