@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
@@ -103,6 +103,17 @@ def _check_token(token: str, run: Run, attempt: int) -> None:
 
 AGENT_MESSAGES = Path(__file__).resolve().parents[1] / "schemas" / "agent-messages.json"
 ANSWER = {200: component_ref("AgentAnswer")}
+_ATTEMPT_TEXT = (
+    "the attempt the agent was started for (run.json's attempt), whose token the request "
+    "carries: the portal authenticates the caller from it and the token before it reads the "
+    "body"
+)
+ATTEMPT = OpenApiParameter(
+    "attempt",
+    int,
+    description=f"{_ATTEMPT_TEXT} (agents before 1.2 name it in the body only)",
+)
+ATTEMPT_REQUIRED = OpenApiParameter("attempt", int, required=True, description=_ATTEMPT_TEXT)
 
 
 def message_of(data: Any, definition: str) -> dict[str, Any]:
@@ -137,10 +148,9 @@ class OrjsonParser(JSONParser):
             raise ParseError(f"JSON parse error - {exc}") from exc
 
 
+# who calls is known (authenticate) and the body's declared length checked before anything
+# reads the body (request.data); no docstrings here: the API schema would show them
 class _IngestView(APIView):
-    """Who calls is known (authenticate) and the body's declared length checked before
-    anything reads the body (request.data)."""
-
     authentication_classes: list = []
     permission_classes = [AllowAny]
     parser_classes = [OrjsonParser]
@@ -165,9 +175,7 @@ class _IngestView(APIView):
 
 
 class _RunView(_IngestView):
-    """A call of a run's agent: `attempt` is the attempt its token is of."""
-
-    attempt: int
+    attempt: int  # a call of a run's agent: the attempt its token is of
 
     def authenticate(self, request, **kwargs) -> None:
         named = attempt_named(request.query_params.get("attempt"))
@@ -183,7 +191,9 @@ class IngestStateView(_RunView):
     message = "StateReport"
     endpoint = "state"
 
-    @extend_schema(request=_request(message), responses=ANSWER, tags=["ingest"])
+    @extend_schema(
+        request=_request(message), responses=ANSWER, parameters=[ATTEMPT], tags=["ingest"]
+    )
     def post(self, request, run_id):
         try:
             data = self._validated(request)
@@ -246,7 +256,9 @@ class IngestHeartbeatView(_RunView):
     message = "Heartbeat"
     endpoint = "heartbeat"
 
-    @extend_schema(request=_request(message), responses=ANSWER, tags=["ingest"])
+    @extend_schema(
+        request=_request(message), responses=ANSWER, parameters=[ATTEMPT], tags=["ingest"]
+    )
     def post(self, request, run_id):
         data = self._validated(request)
         pk, token = parse_uuid(run_id), _bearer(request)
@@ -275,7 +287,9 @@ class IngestTelemetryView(_RunView):
     message = "TelemetryBatch"
     endpoint = "telemetry"
 
-    @extend_schema(request=_request(message), responses=ANSWER, tags=["ingest"])
+    @extend_schema(
+        request=_request(message), responses=ANSWER, parameters=[ATTEMPT], tags=["ingest"]
+    )
     def post(self, request, run_id):
         data = self._validated(request)
         pk, token = parse_uuid(run_id), _bearer(request)
@@ -313,7 +327,12 @@ class IngestTelemetryView(_RunView):
 class IngestArchiveView(_RunView):
     endpoint = "archive"
 
-    @extend_schema(request={"application/gzip": bytes}, responses={200: None}, tags=["ingest"])
+    @extend_schema(
+        request={"application/gzip": bytes},
+        responses={200: None},
+        parameters=[ATTEMPT_REQUIRED],
+        tags=["ingest"],
+    )
     def put(self, request, run_id):
         attempt = attempt_required(request.query_params.get("attempt"))
         run = _run_for(request, run_id, attempt)
@@ -328,7 +347,9 @@ class IngestCaseView(_RunView):
 
     endpoint = "case"
 
-    @extend_schema(responses={(200, "application/gzip"): bytes}, tags=["ingest"])
+    @extend_schema(
+        responses={(200, "application/gzip"): bytes}, parameters=[ATTEMPT_REQUIRED], tags=["ingest"]
+    )
     def get(self, request, run_id):
         attempt = attempt_required(request.query_params.get("attempt"))
         run = _run_for(request, run_id, attempt)

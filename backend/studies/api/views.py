@@ -208,7 +208,8 @@ class StudyViewSet(viewsets.GenericViewSet):
     @action(detail=False, methods=["post"])
     def preview(self, request):
         """What a spec would make: run count, first rows, quota impact. Creates nothing.
-        At most PREVIEWS_PER_MINUTE a minute per tenant (429 beyond, with Retry-After)."""
+        A tenant may ask for WINDTUNNEL_PREVIEWS_PER_MINUTE (60 by default) a minute; beyond,
+        429 with Retry-After."""
         tenant = tenant_for_user(user=request.user)
         _preview_throttle(tenant)
         return Response(preview.study_preview(tenant=tenant, spec=s.spec_of(request.data)))
@@ -217,7 +218,7 @@ class StudyViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["get"], url_path="preview")
     def preview_saved(self, request, pk=None):
         """The preview of a saved study (e.g. a draft): run count, first rows, quota impact.
-        Counted with the tenant's other previews (429 beyond PREVIEWS_PER_MINUTE)."""
+        Counted with the tenant's other previews (429 beyond WINDTUNNEL_PREVIEWS_PER_MINUTE)."""
         study = self.get_object()
         _preview_throttle(study.tenant)
         return Response(preview.study_preview(tenant=study.tenant, spec=study.spec))
