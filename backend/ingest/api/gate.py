@@ -155,7 +155,7 @@ def _query_attempt(scope: Scope) -> int | None:
     if b"attempt=" not in query:
         return None
     values = parse_qs(query.decode("latin-1")).get("attempt")
-    return attempt_named(values[0]) if values else None
+    return attempt_named(values[-1]) if values else None  # the last, as Django reads it
 
 
 async def _read_body(receive: Receive, length: int) -> tuple[bytes, bool]:
