@@ -74,7 +74,7 @@ class AnswerLosingProxy:
     def forward(self, request: BaseHTTPRequestHandler) -> None:
         raw = request.rfile.read(int(request.headers.get("Content-Length") or 0))
         upstream = http.client.HTTPConnection(
-            self.upstream.hostname, self.upstream.port, timeout=60
+            self.upstream.hostname or "127.0.0.1", self.upstream.port, timeout=60
         )
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         upstream.request(request.command, request.path, body=raw, headers=headers)

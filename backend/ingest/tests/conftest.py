@@ -1,5 +1,7 @@
 """The ingest API's fixtures: a started run and its agent's client."""
 
+from typing import Any
+
 import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -14,10 +16,10 @@ class AgentClient(APIClient):
     """An API client that reports as the run agent does: a report names its attempt in the
     URL too (`?attempt=N`, the body's), so the portal authenticates it before reading it."""
 
-    def post(self, path, data=None, format=None, content_type=None, follow=False, **extra):
-        if isinstance(data, dict) and "attempt" in data and "?" not in path:
+    def post(self, path: Any, data: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(data, dict) and "attempt" in data and "?" not in str(path):
             path = f"{path}?attempt={data['attempt']}"
-        return super().post(path, data, format, content_type, follow, **extra)
+        return super().post(path, data, *args, **kwargs)
 
 
 @pytest.fixture

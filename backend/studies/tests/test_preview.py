@@ -4,6 +4,7 @@ and each tenant may ask for so many a minute, without slowing another tenant dow
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from tenancy.testing import TenantAPIClient
 
 LID = [0.1 + i * 0.01 for i in range(1000)]
 NU = [round(1e-4 + i * 1e-5, 10) for i in range(1000)]
-MILLION = {
+MILLION: dict[str, Any] = {
     "name": "a million",
     "template": "cavity",
     "parameters": {"lid_velocity": {"values": LID}, "nu": {"values": NU}},
