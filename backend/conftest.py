@@ -42,10 +42,14 @@ def pytest_collection_modifyitems(session, config, items) -> None:
 
 @pytest.fixture(autouse=True)
 def sign_in_limits_reset() -> None:
-    """Every test starts with no sign-in attempts counted (tenancy.throttle keeps them in the
-    cache for up to a day: tests signing in as the same username would lock it)."""
+    """Every test starts with no sign-in attempts or previews counted (tenancy.throttle keeps
+    them in the cache for up to a day: tests signing in as the same username would lock it)."""
     client = redis.Redis.from_url(settings.REDIS_URL)
-    keys = list(client.scan_iter(match=f"*{throttle.KEY_PREFIX}*", count=1000))
+    keys = [
+        key
+        for prefix in (throttle.KEY_PREFIX, throttle.RATE_PREFIX)
+        for key in client.scan_iter(match=f"*{prefix}*", count=1000)
+    ]
     if keys:
         client.delete(*keys)
     client.close()

@@ -124,19 +124,17 @@ def noop_study(*, name: str, parameters: dict, submit: bool = True):
 
 
 def started_runs(study, *, state: str = "running") -> dict[str, str]:
-    """Give every run of a no-op study an attempt and a fresh token, as dispatch would, in
-    `state`; return run id → token (what each run's agent would hold)."""
-    import secrets
-
+    """Give every run of a no-op study its attempt 1 and that attempt's token, as dispatch
+    would, in `state`; return run id → token (what each run's agent would hold)."""
     from django.utils import timezone
 
     from studies.models import Run
-    from studies.transitions import hash_run_token
+    from studies.transitions import hash_run_token, run_token
 
     tokens = {}
     now = timezone.now()
     for run_id in Run.objects.filter(study=study).values_list("pk", flat=True):
-        token = tokens[str(run_id)] = secrets.token_urlsafe(16)
+        token = tokens[str(run_id)] = run_token(run_id=run_id, attempt=1)
         Run.objects.filter(pk=run_id).update(
             state=state,
             attempt=1,

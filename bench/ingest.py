@@ -86,7 +86,8 @@ def main() -> None:
                     for s in range(SERIES)
                 }
                 r = client.post(
-                    "telemetry/", json={"attempt": 1, "series": series, "log": [f"Time = {b}"]}
+                    "telemetry/?attempt=1",  # as the agent does: the attempt in the URL too
+                    json={"attempt": 1, "series": series, "log": [f"Time = {b}"]},
                 )
                 r.raise_for_status()
 

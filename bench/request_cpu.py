@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import secrets
 import subprocess
 import tempfile
 import time
@@ -154,11 +153,11 @@ def fixed_cost() -> None:
 
     from orchestration.agent.client import PortalClient
     from studies.models import Run
-    from studies.transitions import hash_run_token
+    from studies.transitions import hash_run_token, run_token
 
     study = noop_study(name="request-cpu", parameters={"lid_velocity": {"linspace": [1, 2, 2]}})
     run = Run.objects.filter(study=study).first()
-    token = secrets.token_urlsafe(16)
+    token = run_token(run_id=run.pk, attempt=1)  # as dispatch gives it
     Run.objects.filter(pk=run.pk).update(
         state="running", attempt=1, token_hash=hash_run_token(token), heartbeat_at=timezone.now()
     )

@@ -60,7 +60,7 @@ from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
-from ingest.api.fastpath import TelemetryFastPath  # noqa: E402
+from ingest.api.gate import IngestGate  # noqa: E402
 from tenancy.authentication import WebsocketAuthMiddleware  # noqa: E402
 
 
@@ -74,8 +74,9 @@ class BrowserOriginValidator(OriginValidator):
 
 application = ProtocolTypeRouter(
     {
-        # the agents' common telemetry batch skips Django's handler (ingest/api/fastpath.py)
-        "http": TelemetryFastPath(django_asgi_app),
+        # the agents' API: callers authenticated and bodies capped before they are read, the
+        # common telemetry batch answered without Django's handler (ingest/api/gate.py)
+        "http": IngestGate(django_asgi_app),
         "websocket": BrowserOriginValidator(
             WebsocketAuthMiddleware(URLRouter(websocket_urlpatterns)),
             settings.ALLOWED_HOSTS if "*" not in settings.ALLOWED_HOSTS else ["*"],

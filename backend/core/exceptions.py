@@ -35,6 +35,8 @@ class ErrorCode(enum.StrEnum):
     UNAUTHENTICATED = "not_authenticated"
     FORBIDDEN = "permission_denied"
     THROTTLED = "throttled"
+    LENGTH_REQUIRED = "length_required"
+    BODY_TOO_LARGE = "body_too_large"
 
 
 class ApplicationError(Exception):

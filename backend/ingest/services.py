@@ -4,7 +4,7 @@ convergence policy applied to the run (runs), and signs of life."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 
@@ -26,6 +26,14 @@ from telemetry.ingest import (
 )
 
 
+class Taken(NamedTuple):
+    """What a telemetry batch came to: whether the agent must stop, and whether the batch
+    was one sent again (its number stored already: nothing was stored twice)."""
+
+    stop: bool
+    duplicate: bool = False
+
+
 def telemetry_report_fenced(
     *,
     run_id: Any,
@@ -35,9 +43,11 @@ def telemetry_report_fenced(
     log: Sequence[str],
     watched: bool | None,
     status: dict[str, Any] | None = None,
+    batch_seq: int | None = None,
 ) -> bool | None:
-    """The hot path: a batch stored in one statement fenced by token and attempt; whether
-    the agent must stop, or None when the fence stored nothing (the caller tells why)."""
+    """The hot path: a batch stored in one statement fenced by token and attempt (and by its
+    number, when it has one); whether the agent must stop, or None when the fence stored
+    nothing (the caller tells why)."""
     stored = telemetry_ingest_fenced(
         run_id=str(run_id),
         attempt=attempt,
@@ -46,6 +56,7 @@ def telemetry_report_fenced(
         log=log,
         watched=watched,
         status=status,
+        batch_seq=batch_seq,
     )
     return None if stored is None else _apply(run_id, attempt, stored)
 
@@ -57,22 +68,31 @@ def telemetry_report(
     series: Any,
     log: Sequence[str],
     status: dict[str, Any] | None = None,
-) -> bool:
-    """The slow path (it tells a stale attempt or a run the portal ended apart): a batch,
-    or an empty one as a sign of life; whether the agent must stop. `status` is what the
-    batch says of the run beside its points (telemetry.ingest.batch_status)."""
+    batch_seq: int | None = None,
+) -> Taken:
+    """The slow path (it tells a stale attempt, a run the portal ended or a batch sent again
+    apart): a batch, or an empty one as a sign of life. `status` is what the batch says of
+    the run beside its points (telemetry.ingest.batch_status). A batch sent again stores
+    nothing and counts as a sign of life."""
     status = status or {}
     stored = telemetry_ingest(
-        run=run, attempt=attempt, series=series, log=log, heartbeat=True, status=status
+        run=run,
+        attempt=attempt,
+        series=series,
+        log=log,
+        heartbeat=True,
+        status=status,
+        batch_seq=batch_seq,
     )
-    if stored is None:
+    if stored is None or stored.duplicate:
         resources: dict[str, Any] = {
             k: status[k] for k in ("cpu_percent", "rss_bytes", "disk_bytes") if k in status
         }
-        return run_heartbeat(
+        stop = run_heartbeat(
             run=run, attempt=attempt, phase=status.get("phase", ""), resources=resources
         )
-    return _apply(run.pk, attempt, stored)
+        return Taken(stop, duplicate=stored is not None)
+    return Taken(_apply(run.pk, attempt, stored))
 
 
 def final_report(
@@ -89,11 +109,14 @@ def final_report(
     last_time: float | None = None,
     provenance: dict[str, Any] | None = None,
     disk_bytes: int | None = None,
-) -> None:
+    batch_seq: int | None = None,
+) -> bool:
     """The agent's final report, checked (its body and its token) by the caller: on the
     portal's own cores, the cores are given back first (released_at); then the last batch
-    it carries is stored and the state it reports applied, with the objectives read from
-    all its points, and the size its directory ended at (`disk_bytes`).
+    it carries is stored (unless its number, `batch_seq`, is stored already: it went as a
+    telemetry batch whose answer was lost) and the state it reports applied, with the
+    objectives read from all its points, and the size its directory ended at (`disk_bytes`).
+    Whether the batch was such a duplicate.
 
     All of it in one transaction: a report refused on the way (a stale attempt, a report
     already in) or a database error leaves the run as it was, still counted as holding its
@@ -103,8 +126,10 @@ def final_report(
     backend_end = run_backend_end(run=run, attempt=attempt, state=state)
     with transaction.atomic():
         run_release_cores(run_id=run_id, attempt=attempt)  # the next one is scheduled on commit
-        stored = telemetry_final_batch(run_id=run_id, attempt=attempt, batch=batch)
-        if stored is not None:
+        stored = telemetry_final_batch(
+            run_id=run_id, attempt=attempt, batch=batch, batch_seq=batch_seq
+        )
+        if stored is not None and not stored.duplicate:
             _apply(run_id, attempt, stored)
         if provenance:
             run_record_provenance(run_id=run_id, attempt=attempt, provenance=provenance)
@@ -121,6 +146,7 @@ def final_report(
             last_time=last_time,
             disk_bytes=disk_bytes,
         )
+    return stored is not None and stored.duplicate
 
 
 def _apply(run_id: Any, attempt: int, stored: Stored) -> bool:

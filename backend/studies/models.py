@@ -160,6 +160,11 @@ class Run(PublicIdModel):
     event_seq = models.BigIntegerField(
         default=0, help_text="last sequence number of the run's stream"
     )
+    batch_seq = models.BigIntegerField(
+        default=0,
+        help_text="the highest telemetry batch number (batch_seq) the attempt's agent has had "
+        "stored: a batch sent again is acknowledged and not stored twice",
+    )
     queued_at = models.DateTimeField()
     admitted_at = models.DateTimeField(null=True, blank=True)
     provisioning_at = models.DateTimeField(null=True, blank=True)

@@ -2,10 +2,18 @@
 
 The wizard asks this on every change (R18: live quota usage and what a new study takes of
 it), so it answers from the same capacity check as submission and admission (quotas.fit).
+
+Its cost does not grow with the run count where the space allows: the count is arithmetic,
+the first rows come from the space's lazy iterator, the quota impact is computed from the
+count, and the values are checked per parameter and per distinct combination of what the
+derived values use (ResolvedSpec.check_within: at most PREVIEW_CHECKED_RUNS runs' worth;
+beyond, the first ones, and submission checks every run). A million-run grid is previewed in
+about the time of a small one.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -16,18 +24,21 @@ from studies.services import resolved_shape
 from studies.spec import ResolvedSpec, spec_resolve
 from studies.usage import active_run_count, storage_used_bytes, usage_for_tenant
 
+PREVIEW_CHECKED_RUNS = 10_000  # runs' worth of values a preview checks at most
+
 
 def study_preview(*, tenant: Any, spec: dict[str, Any], rows: int = 20) -> dict[str, Any]:
     """What a spec would make, without creating anything: run count, first rows, quota impact."""
     resolved = spec_resolve(tenant=tenant, spec=spec)
-    first = []
-    for i, (params, context) in enumerate(resolved.points()):
-        if i >= rows:
-            break
-        first.append({"index": i, "parameters": params, "context": context})
-    resolved.check()  # every point (bounds, derived values) and the case's placeholders
+    first = [
+        {"index": i, "parameters": params, "context": context}
+        for i, (params, context) in enumerate(itertools.islice(resolved.points(), rows))
+    ]
+    # the values (bounds, derived values) and the case's placeholders, at a bounded cost
+    checked = resolved.check_within(limit=PREVIEW_CHECKED_RUNS)
     return {
         "run_count": resolved.run_count,
+        "checked_runs": checked,
         "parameters": [a.name for a in resolved.space.axes],
         "rows": first,
         "solver": resolved.solver,

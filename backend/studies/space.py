@@ -9,7 +9,7 @@ import dataclasses
 import itertools
 import math
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -203,6 +203,30 @@ class Space:
             return len(self.axes[0].values)
         return self.samples
 
+    def combinations(
+        self, names: Collection[str]
+    ) -> tuple[int, Iterator[tuple[int, dict[str, Value]]]]:
+        """The distinct combinations of the values of the parameters `names`, each as the
+        first run (its index and point) that has it, in the runs' order, and how many there
+        are. In a grid they are the product of those parameters' values (the others at their
+        first value): counted, and made, without the rest of the grid. In a zip or a sampled
+        space the parameters change together: every run."""
+        if self.combine != "grid" or not self.axes:
+            return self.count(), enumerate(self.points())
+        axes = self.axes
+        strides = [math.prod(len(a.values) for a in axes[k + 1 :]) for k in range(len(axes))]
+        varied = [k for k, a in enumerate(axes) if a.name in names]
+
+        def made() -> Iterator[tuple[int, dict[str, Value]]]:
+            for combo in itertools.product(*(range(len(axes[k].values)) for k in varied)):
+                at = [0] * len(axes)
+                for k, i in zip(varied, combo, strict=True):
+                    at[k] = i
+                index = sum(i * stride for i, stride in zip(at, strides, strict=True))
+                yield index, {a.name: a.values[i] for a, i in zip(axes, at, strict=True)}
+
+        return math.prod(len(axes[k].values) for k in varied), made()
+
     def points(self) -> Iterator[dict[str, Value]]:
         names = [a.name for a in self.axes]
         if self.combine == "grid":
@@ -215,12 +239,17 @@ class Space:
             yield from self._sample()
 
     def _sample(self) -> Iterator[dict[str, Value]]:
+        """The sampled design, a row at a time: each sampled parameter's draws are made up
+        front (the seed's sequence: a Latin hypercube shuffles all its strata), each value
+        is rounded (to 12 decimals, or to a whole number) only when its row is taken, so the
+        first rows cost little whatever the number of samples."""
         rng = random.Random(self.seed)
         n = self.samples
-        columns: dict[str, Sequence[Value]] = {}
+        fixed: dict[str, Value] = {}
+        drawn: dict[str, tuple[Axis, list[float]]] = {}
         for axis in self.axes:
             if not axis.sampled:
-                columns[axis.name] = [axis.values[0]] * n
+                fixed[axis.name] = axis.values[0]
                 continue
             assert axis.low is not None and axis.high is not None
             if self.combine in ("lhs", "adaptive"):  # adaptive: its initial design
@@ -236,14 +265,23 @@ class Space:
                     "use smaller bounds",
                     field=f"parameters.{axis.name}",
                 )
-            raw = [axis.low + u * width for u in units]
-            columns[axis.name] = (
-                [int(round(v)) for v in raw]
-                if axis.integer
-                else _cleaned(raw, f"parameters.{axis.name}")
-            )
+            drawn[axis.name] = (axis, units)
+        names = [a.name for a in self.axes]
         for i in range(n):
-            yield {name: columns[name][i] for name in columns}
+            row: dict[str, Value] = {}
+            for name in names:
+                if name in fixed:
+                    row[name] = fixed[name]
+                    continue
+                axis, units = drawn[name]
+                assert axis.low is not None and axis.high is not None
+                value = axis.low + units[i] * (axis.high - axis.low)
+                row[name] = (
+                    int(round(value))
+                    if axis.integer
+                    else _cleaned((value,), f"parameters.{name}")[0]
+                )
+            yield row
 
     def constants(self) -> dict[str, Value]:
         """The parameters of a sampled study given one value: the same in every run."""

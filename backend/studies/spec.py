@@ -7,6 +7,7 @@ One function, `spec_resolve`, turns what a user wrote (API JSON, CLI YAML, the U
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import keyword
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -124,6 +125,33 @@ class ResolvedSpec:
         if first is not None:
             self.check_case(first)
 
+    def check_within(self, *, limit: int) -> int:
+        """As check(), at a cost set by `limit` rather than by the run count where the space
+        allows; how many runs' values it checked (run_count: all of them).
+
+        Each parameter's values are checked once each (a grid's are its axes', not its
+        runs'); derived values are evaluated for every distinct combination of the
+        parameters they use when there are at most `limit` of them (a 1,000 x 1,000 grid
+        whose derived values use one axis: 1,000). Otherwise, and in sampled spaces, the
+        first `limit` runs are checked, and submission checks the rest."""
+        for axis in self.space.axes:
+            definition = self.definitions.get(axis.name)
+            if definition is not None and not axis.sampled:
+                for _, value in dict.fromkeys((type(v), v) for v in axis.values):
+                    definition.check(value, f"parameters.{axis.name}")
+        used = {name for expr in self.derived.values() for name in render.expression_names(expr)}
+        count, combinations = self.space.combinations(used)
+        checked = self.run_count
+        if count > limit:
+            combinations = itertools.islice(enumerate(self.space.points()), limit)
+            checked = min(limit, self.run_count)
+        first = None  # run 0's context: the combinations start with it
+        for _, context in self.indexed_contexts(combinations):
+            first = context if first is None else first
+        if first is not None:
+            self.check_case(first)
+        return checked
+
     def check_case(self, context: Mapping[str, Any]) -> None:
         """The case's templates rendered with `context` in the sandbox, or a 400 saying why."""
         try:
@@ -148,10 +176,16 @@ class ResolvedSpec:
     ) -> Iterator[tuple[dict[str, Value], dict[str, Any]]]:
         """(parameters, context) of each of `points` (an adaptive study's next batch, or the
         space's points), validated against the parameter definitions."""
+        return self.indexed_contexts(enumerate(points))
+
+    def indexed_contexts(
+        self, points: Iterable[tuple[int, Mapping[str, Value]]]
+    ) -> Iterator[tuple[dict[str, Value], dict[str, Any]]]:
+        """As contexts(), for points given with their run index (named by a refusal)."""
         memo: dict[
             tuple[Any, ...], Any
         ] = {}  # derived values by their inputs (render.evaluate_derived)
-        for i, point in enumerate(points):
+        for i, point in points:
             params = {}
             for name, value in point.items():
                 definition = self.definitions.get(name)

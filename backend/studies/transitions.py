@@ -235,12 +235,13 @@ def runs_claim(*, run_ids: Iterable[Any]) -> tuple[list[Run], dict[Any, str]]:
             run.results_dir = ""
             run.results_at = None
             run.phase = ""
+            run.batch_seq = 0  # the new attempt's agent numbers its batches from 1
             run.updated_at = now
         if runs:
             _update_from_values(
                 "attempt = v.attempt, state = %s, provisioning_at = %s, heartbeat_at = NULL, "
                 "token_hash = v.token_hash, handle = '', results_dir = '', results_at = NULL, "
-                "phase = '', updated_at = %s",
+                "phase = '', batch_seq = 0, updated_at = %s",
                 [RunState.PROVISIONING.value, now, now],
                 "(%s::uuid, %s::int, %s)",
                 [(str(r.pk), r.attempt, r.token_hash) for r in runs],

@@ -29,11 +29,16 @@ from telemetry.watch import is_watched
 
 class Stored(NamedTuple):
     """A stored batch: its seq on the run's stream, whether the agent must stop (the portal
-    wants it stopped, or ended the run), and what the convergence policy decided."""
+    wants it stopped, or ended the run), and what the convergence policy decided. A batch
+    sent again (its number stored already) is `duplicate`: nothing was stored."""
 
     seq: int
     stop: bool
     decision: Decision | None
+    duplicate: bool = False
+
+
+REPLAYED = Stored(0, False, None, duplicate=True)
 
 
 def telemetry_ingest(
@@ -44,6 +49,7 @@ def telemetry_ingest(
     log: Sequence[str] = (),
     heartbeat: bool = False,
     status: Mapping[str, Any] | None = None,
+    batch_seq: int | None = None,
 ) -> Stored | None:
     """Store one batch from the agent as one chunk per series, stamped with the run stream's
     seq, and publish it; judge the new points by the study's convergence policy.
@@ -53,7 +59,10 @@ def telemetry_ingest(
     batch for an attempt that is over raises StaleAttempt, except for a run the portal ended
     (cancel, policy), whose last points are still kept (and `stop` says so). `status` is
     what a heartbeat would have said (batch_status: phase, CPU, memory, iterations so far),
-    recorded with the sign of life.
+    recorded with the sign of life. A batch numbered `batch_seq` is stored only when the
+    attempt has no batch of that number or a later one stored yet (in the same statement:
+    REPLAYED otherwise, and its sign of life is the caller's to record); a batch without a
+    number (agents before 1.2) is stored whenever it comes.
 
     Telemetry commits asynchronously (synchronous_commit off): a database crash can lose the
     last fraction of a second of points, never the run's state, which commits normally.
@@ -68,20 +77,28 @@ def telemetry_ingest(
         clean=clean,
         lines=lines,
         status=status,
+        batch_seq=batch_seq,
     )
     stop = heartbeat and row is not None and row.stop
     if row is None:
-        current = (
-            Run.objects.filter(pk=run.pk).values_list("state", "attempt", "results_at").first()
-        )
+        current = _current(run.pk)
+        if _replayed(current, attempt, batch_seq):
+            return REPLAYED
         if not (heartbeat and current and current[1] == attempt and current[0] in TERMINAL_STATES):
             raise StaleAttempt()
         # ended by the portal (cancel, policy): keep what came in, and tell the agent to stop,
         # until its final report is in (then the attempt takes nothing more)
         row = _store_batch(
-            run_id=str(run.pk), attempt=attempt, heartbeat=False, clean=clean, lines=lines
+            run_id=str(run.pk),
+            attempt=attempt,
+            heartbeat=False,
+            clean=clean,
+            lines=lines,
+            batch_seq=batch_seq,
         )
         if row is None:
+            if _replayed(_current(run.pk), attempt, batch_seq):  # the same batch meanwhile
+                return REPLAYED
             raise RunEnded(current[0])
         stop = True
     decision = _after_store(run=run, attempt=attempt, seq=row.seq, clean=clean, lines=lines)
@@ -97,14 +114,16 @@ def telemetry_ingest_fenced(
     log: Sequence[str] = (),
     watched: bool | None = None,
     status: Mapping[str, Any] | None = None,
+    batch_seq: int | None = None,
 ) -> Stored | None:
     """The agents' hot path: telemetry_ingest(heartbeat=True) for a run named by id, its
     token's hash and attempt, in one round trip to PostgreSQL (the fence, the sign of life, the
     chunks and the log in one statement that also returns what the convergence policy needs).
 
     None when that statement stores nothing: an empty batch, an unknown run, a wrong token, an
-    attempt that is over or a run that has ended. The caller then takes the slow path, which
-    tells these apart (404, 401, 409, or keeping the last points of a run the portal ended).
+    attempt that is over, a run that has ended, or a batch whose number is stored already. The
+    caller then takes the slow path, which tells these apart (404, 401, 409, keeping the last
+    points of a run the portal ended, or acknowledging a batch sent again).
     """
     clean, lines = clean_batch(series, log)
     if not clean and not lines:
@@ -117,6 +136,7 @@ def telemetry_ingest_fenced(
         lines=lines,
         token_hash=token_hash,
         status=status,
+        batch_seq=batch_seq,
     )
     if row is None:
         return None
@@ -156,7 +176,11 @@ def telemetry_check_batch(*, series: Any, log: Sequence[str]) -> tuple[dict, lis
 
 
 def telemetry_final_batch(
-    *, run_id: Any, attempt: int, batch: tuple[dict[str, Columns], list[str]]
+    *,
+    run_id: Any,
+    attempt: int,
+    batch: tuple[dict[str, Columns], list[str]],
+    batch_seq: int | None = None,
 ) -> Stored | None:
     """Store the last batch that a final report carries (checked by telemetry_check_batch;
     the caller checked the token).
@@ -164,7 +188,8 @@ def telemetry_final_batch(
     Kept under the same fence as any batch, and also for a run the portal ended meanwhile
     (cancel, policy) as long as its agent's final report is not in yet (RunEnded once it
     is). It commits with the final report's transaction, synchronously: the run's end is in
-    it. None when nothing was stored."""
+    it. None when nothing was stored, REPLAYED when its number is stored already (it went
+    as a telemetry batch whose answer was lost)."""
     clean, lines = batch
     if not clean and not lines:
         return None
@@ -175,11 +200,12 @@ def telemetry_final_batch(
         clean=clean,
         lines=lines,
         async_commit=False,
+        batch_seq=batch_seq,
     )
     if row is None:
-        current = (
-            Run.objects.filter(pk=run_id).values_list("state", "attempt", "results_at").first()
-        )
+        current = _current(run_id)
+        if _replayed(current, attempt, batch_seq):
+            return REPLAYED
         if current is None or current[1] != attempt or current[0] not in TERMINAL_STATES:
             raise StaleAttempt()
         row = _store_batch(
@@ -189,12 +215,34 @@ def telemetry_final_batch(
             clean=clean,
             lines=lines,
             async_commit=False,
+            batch_seq=batch_seq,
         )
         if row is None:
+            if _replayed(_current(run_id), attempt, batch_seq):
+                return REPLAYED
             raise RunEnded(current[0])  # its final report is in already
     run = _run_of(run_id, attempt, row)
     decision = _after_store(run=run, attempt=attempt, seq=row.seq, clean=clean, lines=lines)
     return Stored(row.seq, False, decision)
+
+
+def _current(run_id: Any) -> tuple[str, int, Any, int] | None:
+    """The run's state, attempt, results_at and batch_seq now."""
+    return (
+        Run.objects.filter(pk=run_id)
+        .values_list("state", "attempt", "results_at", "batch_seq")
+        .first()
+    )
+
+
+def _replayed(current: tuple[str, int, Any, int] | None, attempt: int, batch_seq: Any) -> bool:
+    """Whether a batch numbered `batch_seq` of `attempt` is stored already."""
+    return (
+        batch_seq is not None
+        and current is not None
+        and current[1] == attempt
+        and current[3] >= batch_seq
+    )
 
 
 def _run_of(run_id: Any, attempt: int, row: _Stored) -> Run:
@@ -279,11 +327,15 @@ def _store_batch(
     token_hash: str | None = None,
     async_commit: bool = True,
     status: Mapping[str, Any] | None = None,
+    batch_seq: int | None = None,
 ) -> _Stored | None:
     """One statement, its own transaction: bump the run stream's seq (with `heartbeat` also
     the sign of life, fenced by attempt and started state, and by the token's hash when
     given; without, fenced by attempt and a final report not yet in: a run the portal ended)
     and insert the batch's chunks and log lines stamped with it. None when the fence held.
+    With `batch_seq`, the fence also holds when the attempt has that batch or a later one
+    stored, and the run keeps the number: two copies of a batch, even at once, store once
+    (the second waits for the first's row lock, then finds the number taken).
 
     It commits asynchronously (synchronous_commit off for this transaction only, unless
     `async_commit` is false: inside a caller's transaction that also changes a run's state):
@@ -302,6 +354,9 @@ def _store_batch(
             if column in _STATUS_COLUMNS:
                 sets += f", {column} = %s"
                 params.append(value)
+    if batch_seq is not None:
+        sets += ", batch_seq = %s"
+        params.append(batch_seq)
     params += [run_id, attempt]
     if heartbeat:
         where += f" AND r.state IN ({', '.join(['%s'] * len(STARTED_STATES))})"
@@ -311,6 +366,9 @@ def _store_batch(
     if token_hash is not None:
         where += " AND r.token_hash = %s"
         params.append(token_hash)
+    if batch_seq is not None:
+        where += " AND r.batch_seq < %s"
+        params.append(batch_seq)
     parts = [
         f"s AS (UPDATE {run_table} r SET {sets} FROM {study_table} st"
         f" WHERE {where} AND st.id = r.study_id"

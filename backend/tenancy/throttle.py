@@ -1,6 +1,7 @@
-"""Sign-in throttling, for every way to sign in: an API token (POST /api/v1/auth/token/), the
-web UI's session (POST /api/v1/auth/login/), and the login forms of the Django admin and of
-the browsable API (`login_throttled`).
+"""Throttling: sign-in attempts, for every way to sign in: an API token (POST
+/api/v1/auth/token/), the web UI's session (POST /api/v1/auth/login/), and the login forms of
+the Django admin and of the browsable API (`login_throttled`); and costly requests per tenant
+(`tenant_rate_check`: study previews).
 
 Two limits, both answered 429 with Retry-After and a message that says when to try again:
 
@@ -15,6 +16,11 @@ The client address is REMOTE_ADDR, unless that is one of WINDTUNNEL_TRUSTED_PROX
 or networks; none by default): then it is the rightmost address in X-Forwarded-For that is not
 a trusted proxy, i.e. the one the closest trusted proxy saw. A client that sends
 X-Forwarded-For itself changes nothing.
+
+Per tenant, a costly kind of request (a study preview checks and lays out a whole parameter
+space): at most so many a minute from all the tenant's members and tokens together, counted
+per calendar minute; one more is answered 429 with Retry-After (the minute's end) and a
+message. Another tenant is not affected.
 
 The counts live in the cache (Redis), shared by every process of the portal.
 """
@@ -38,6 +44,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from core.exceptions import Throttled
 
 KEY_PREFIX = "wt-login:"
+RATE_PREFIX = "wt-rate:"  # of tenant_rate_check
 WINDOW_SECONDS = 60  # of the per-address limit
 BACKOFF_FIRST_SECONDS = 15
 FAILURES_REMEMBERED_SECONDS = 24 * 3600  # after the last failure
@@ -197,3 +204,19 @@ def login_throttled(view: Callable[..., HttpResponseBase]) -> Callable[..., Http
         return response
 
     return wrapped
+
+
+def tenant_rate_check(*, tenant_id: Any, what: str, per_minute: int) -> None:
+    """Count one request of a costly kind (`what`, e.g. "preview") from a tenant, and raise
+    Throttled (429) when it is one more than `per_minute` this minute (0: no limit)."""
+    if per_minute <= 0:
+        return
+    now = clock()
+    minute = int(now // WINDOW_SECONDS)
+    if _count(f"{RATE_PREFIX}{what}:{tenant_id}:{minute}", WINDOW_SECONDS + 1) <= per_minute:
+        return
+    wait = max((minute + 1) * WINDOW_SECONDS - now, 1.0)
+    raise Throttled(
+        f"too many {what}s from your tenant: at most {per_minute} a minute; try again {_in(wait)}",
+        retry_after=math.ceil(wait),
+    )

@@ -5,6 +5,6 @@ See docs/agent-protocol.md for the contract it implements.
 
 # the agent's version, reported with every run's provenance; raised when its behaviour or
 # its messages change (docs/agent-protocol.md)
-AGENT_VERSION = "1.1.0"
+AGENT_VERSION = "1.2.0"
 # the run's provenance record, written by the agent into the case (so into its archive)
 PROVENANCE_FILE = "windtunnel-provenance.json"

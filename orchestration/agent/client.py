@@ -108,9 +108,11 @@ class PortalClient:
         self._local = threading.local()
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a report; its attempt goes in the URL as well as in the body: the portal
+        authenticates the token from the URL and headers before it reads the body."""
         payload = _dumps({"attempt": self.attempt, **body})
         headers = {**self._headers, "Content-Type": "application/json"}
-        status, raw = self._call("POST", path, payload, headers)
+        status, raw = self._call("POST", f"{path}?attempt={self.attempt}", payload, headers)
         return _decode(raw)
 
     def put_file(

@@ -81,6 +81,11 @@ class Reporter:
     is in flight (or within the interval) waits and goes as one batch, with the next data
     once the pace allows (`_sendable`): batches grow with the load instead of the requests
     multiplying.
+
+    Each batch is numbered (`batch_seq`: 1, 2, … in the attempt). A batch whose answer did
+    not come (a timeout, a network error, a 5xx) is sent again as it was, with its number,
+    before anything newer: the portal stored it or not, and stores it once either way. The
+    final report carrying the last batch carries its number too.
     """
 
     def __init__(
@@ -127,6 +132,9 @@ class Reporter:
         self._oldest: float | None = None  # when the oldest data waiting came
         self._retry_at = 0.0
         self._backoff = Backoff()
+        self._batch_seq = 0  # the number of the last batch taken
+        # a batch sent whose answer did not come: sent again, as it is, before anything newer
+        self._unsent: dict[str, Any] | None = None
 
     # -- producers (any thread) -----------------------------------------------------------
 
@@ -257,6 +265,8 @@ class Reporter:
         return out
 
     def has_pending(self) -> bool:
+        if self._unsent is not None:
+            return True
         with self._lock:
             return bool(self._points or self._log or self._skipped_lines)
 
@@ -314,7 +324,9 @@ class Reporter:
         """Send everything left, retrying until `deadline`; True when all was accepted. With
         `keep_last`, the last batch stays for `take_batch()` (the final report carries it)."""
         backoff = Backoff()
-        while self.has_pending() and not (keep_last and self._fits_one_batch()):
+        while self.has_pending() and not (
+            keep_last and self._unsent is None and self._fits_one_batch()
+        ):
             try:
                 self._send_telemetry()
                 backoff.reset()
@@ -332,12 +344,20 @@ class Reporter:
             return self._points <= MAX_BATCH_POINTS
 
     def take_batch(self) -> dict[str, Any]:
-        """What is left, as the fields of a telemetry batch (`series`, `log`), for a report
-        that carries it; empty when nothing is."""
+        """What is left, as the fields of a telemetry batch (`batch_seq`, `series`, `log`),
+        for a report that carries it; empty when nothing is. A batch still unanswered (flush
+        gave up on it) goes first, with its number."""
+        unsent, self._unsent = self._unsent, None
+        if unsent is not None:
+            return unsent
         if not self.has_pending():
             return {}
+        return self._numbered_batch()
+
+    def _numbered_batch(self) -> dict[str, Any]:
         series, log, _ = self._take_batch()
-        return {"series": pack_columns(series), "log": log}
+        self._batch_seq += 1
+        return {"batch_seq": self._batch_seq, "series": pack_columns(series), "log": log}
 
     # -- the thread -----------------------------------------------------------------------
 
@@ -412,18 +432,19 @@ class Reporter:
         self._call("heartbeat/", {"phase": status["phase"], "resources": status["resources"]})
 
     def _send_telemetry(self) -> None:
-        series, log, count = self._take_batch()
+        """Send the batch still unanswered, else the next one. Unanswered (TransientError) it
+        stays to be sent again as it is; refused (PortalError) it is dropped: resending what
+        was refused would loop forever."""
+        batch = self._unsent
+        if batch is None:
+            batch = self._unsent = self._numbered_batch()
         try:
-            body = {"series": pack_columns(series), "log": log, **self.status()}
-            self._call("telemetry/", body)
-            self._sent_any = True
-        except TransientError:
-            self._put_back(series, log, count)
+            self._call("telemetry/", {**batch, **self.status()})
+        except (StaleAttempt, PortalError):
+            self._unsent = None
             raise
-        except StaleAttempt:
-            raise
-        except PortalError:
-            raise  # the batch is dropped: resending what was refused would loop forever
+        self._unsent = None
+        self._sent_any = True
 
     # -- buffer ---------------------------------------------------------------------------
 
@@ -469,27 +490,6 @@ class Reporter:
             return []
         tail = "\n".join(reversed(blocks)).split("\n")[-MAX_LOG_LINES:]
         return [line[:MAX_LOG_LINE_CHARS] for line in tail]
-
-    def _put_back(self, batch: Batch, lines: list[str], count: int) -> None:
-        """A failed batch goes back in front of what arrived since."""
-        with self._lock:
-            if self._oldest is None:
-                self._oldest = self.clock()
-            if lines:
-                self._log.appendleft(("\n".join(lines), len(lines)))
-                self._log_lines += len(lines)
-                while len(self._log) > 1 and (
-                    self._log_lines - self._log[0][1] >= MAX_BUFFERED_LOG_LINES
-                ):
-                    _, dropped = self._log.popleft()
-                    self._log_lines -= dropped
-                    self._skipped_lines += dropped
-            for name, columns in batch.items():
-                xs, ys = self._series.get(name, ([], []))
-                self._series[name] = (columns["x"] + xs, columns["y"] + ys)
-            self._points += count
-            if self._points > MAX_BUFFERED_POINTS:
-                self._shed_points()
 
     def _shed_points(self) -> None:
         """Over the bound: drop every other point of the oldest half of the largest series."""

@@ -159,6 +159,51 @@ def test_failed_batches_are_kept_and_resent(portal: FakePortal) -> None:
     assert len(calls) == 3
     assert unpack(calls[-1].body["series"]) == {"a": {"x": [1.0], "y": [1.0]}}
     assert calls[-1].body["log"] == ["hello"]
+    assert [c.body["batch_seq"] for c in calls] == [1, 1, 1]
+    assert all(c.query == {"attempt": ["1"]} for c in calls)  # the attempt in the URL too
+
+
+def test_an_unanswered_batch_goes_again_as_it_was_before_anything_newer(
+    portal: FakePortal,
+) -> None:
+    """The portal may have stored a batch whose answer was lost: it is sent again with the
+    same points and number (so the portal stores it once), and what came since goes in the
+    next batch, numbered after it."""
+    lost = iter([True])
+    portal.responder = lambda call: (504, {}) if next(lost, False) else None
+    reporter = _reporter(portal)
+    reporter.add_points([("a", 1.0, 1.0)])
+    reporter.add_log(["first"])
+    assert not reporter.flush(deadline=0)  # unanswered: kept
+    reporter.add_points([("a", 2.0, 2.0)])
+    reporter.add_log(["second"])
+    assert reporter.flush(deadline=0)
+    calls = portal.of("telemetry/")
+    assert [(c.body["batch_seq"], c.body["log"]) for c in calls] == [
+        (1, ["first"]),
+        (1, ["first"]),
+        (2, ["second"]),
+    ]
+    assert [unpack(c.body["series"])["a"]["x"] for c in calls] == [[1.0], [1.0], [2.0]]
+
+
+def test_the_final_report_carries_its_batchs_number(portal: FakePortal) -> None:
+    """The last batch rides with the final report, numbered after the batches sent; a batch
+    flush could not get answered rides there itself, with its own number."""
+    reporter = _reporter(portal)
+    reporter.add_points([("a", 1.0, 1.0)])
+    assert reporter.flush(deadline=0)
+    reporter.add_points([("a", 2.0, 1.0)])
+    assert reporter.flush(deadline=0, keep_last=True)
+    assert reporter.take_batch()["batch_seq"] == 2
+
+    portal.responder = lambda call: (503, {})
+    reporter.add_points([("a", 3.0, 1.0)])
+    assert not reporter.flush(deadline=0)  # unanswered: given up on at the deadline
+    reporter.add_points([("a", 4.0, 1.0)])
+    last = reporter.take_batch()
+    assert last["batch_seq"] == 3 and unpack(last["series"])["a"]["x"] == [3.0]
+    assert portal.of("telemetry/")[-1].body["batch_seq"] == 3
 
 
 def test_stop_and_stale_answers_set_events(portal: FakePortal) -> None:

@@ -285,6 +285,9 @@ WINDTUNNEL = {
     # then 30 s, 1 min, … up to the maximum; a success starts it afresh
     "LOGIN_FAILURES_BEFORE_BACKOFF": env.int("WINDTUNNEL_LOGIN_FAILURES_BEFORE_BACKOFF", default=5),
     "LOGIN_BACKOFF_MAX_SECONDS": env.int("WINDTUNNEL_LOGIN_BACKOFF_MAX_SECONDS", default=900),
+    # study previews per tenant and minute, all its members and tokens together (0: no
+    # limit): the wizard asks one at each pause in typing (tenancy/throttle.py)
+    "PREVIEWS_PER_MINUTE": env.int("WINDTUNNEL_PREVIEWS_PER_MINUTE", default=60),
     "LOCAL_CORES": env.int("WINDTUNNEL_LOCAL_CORES", default=0),  # 0 = os.cpu_count()
     "LOCAL_MEMORY_GB": env.float("WINDTUNNEL_LOCAL_MEMORY_GB", default=0.0),  # 0 = all RAM
     "OPENFOAM_DIR": env("WM_PROJECT_DIR", default="/usr/share/openfoam"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-_KEYS = frozenset({"attempt", "series", "log", "phase", "resources", "iterations"})
+_KEYS = frozenset({"attempt", "batch_seq", "series", "log", "phase", "resources", "iterations"})
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 PHASE_MAX = 40
@@ -39,6 +39,8 @@ def plain_telemetry_batch(envelope: Any) -> bool:
         if type(phase) is not str or len(phase) > PHASE_MAX or "\x00" in phase:
             return False
     if "iterations" in envelope and not _int_in(envelope["iterations"], 0, INT32_MAX):
+        return False
+    if "batch_seq" in envelope and not _int_in(envelope["batch_seq"], 1, INT64_MAX):
         return False
     if "resources" in envelope:
         resources = envelope["resources"]

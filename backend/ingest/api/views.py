@@ -1,8 +1,11 @@
 """The ingest API the run agents report to (docs/agent-protocol.md).
 
-Authenticated by the per-run bearer token first (401, telling nothing of the run), then
-fenced by the attempt number (409: the agent of an attempt that is over stops) and by the
-attempt's end (409 once its final report is in: the token opens nothing any more).
+Authenticated first, from the headers and the URL alone (ingest.auth: 401, telling nothing of
+the run; the body is not read), its body capped by its declared length (411, 413), then
+parsed and fenced by the attempt number (409: the agent of an attempt that is over stops) and
+by the attempt's end (409 once its final report is in: the token opens nothing any more).
+Under the ASGI server the gate in front of Django (ingest.api.gate) has applied the same
+checks before any of the body was read; these views apply them again for every other way in.
 """
 
 from __future__ import annotations
@@ -12,21 +15,31 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from django.conf import settings
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.exceptions import ApplicationError, ErrorCode, NotFound, RunEnded, StaleAttempt
+from core.exceptions import ApplicationError, NotFound, RunEnded, StaleAttempt
 from core.http import file_download
 from core.ids import parse_uuid
 from core.schemas import component_ref, validate
 from dispatch import pilots
 from ingest import services
 from ingest.api.envelope import plain_telemetry_batch
+from ingest.auth import (
+    MAX_ATTEMPT,
+    RunTokenRefused,
+    attempt_named,
+    attempt_required,
+    bearer_token,
+    body_length,
+    body_limit,
+    reported_attempt_check,
+    run_caller,
+)
 from runs import archives
 from runs.services import (
     run_end_on_refused_report,
@@ -40,13 +53,6 @@ from studies.transitions import hash_run_token, run_report_running, run_token_is
 from telemetry.batches import check_log_lines
 from telemetry.ingest import batch_status, telemetry_check_batch
 from telemetry.watch import interval_for, is_watched, telemetry_interval
-
-
-class _Auth(ApplicationError):
-    status = 401
-
-    def __init__(self) -> None:
-        super().__init__("missing or wrong run token", code=ErrorCode.UNAUTHENTICATED)
 
 
 def _run_for(request, run_id, attempt: int) -> Run:
@@ -72,12 +78,11 @@ def _run_checked(request, run_id, attempt: int) -> Run:
 
 
 def _bearer(request) -> str:
-    header = request.META.get("HTTP_AUTHORIZATION", "")
-    return header[7:] if header.lower().startswith("bearer ") else ""
+    return bearer_token(request.META.get("HTTP_AUTHORIZATION", ""))
 
 
 def _check_token(token: str, run: Run, attempt: int) -> None:
-    """Who calls, then whether its attempt still takes reports. The current attempt's token
+    """Whether the caller's attempt still takes reports. The current attempt's token
     passes the attempt fence (409 for another attempt) and the end fence (409 once its final
     report is in); an earlier attempt's token (its agent, still alive) is told 409 to stop;
     any other caller 401, whatever the run and the attempt it names."""
@@ -93,31 +98,22 @@ def _check_token(token: str, run: Run, attempt: int) -> None:
         and run_token_is_of(token, run_id=run.pk, attempt=int(attempt))
     ):
         raise StaleAttempt()  # that attempt is over (superseded, requeued or failed)
-    raise _Auth()
-
-
-MAX_ATTEMPT = 2**31 - 1  # the attempt column's range (agent-messages.json's Attempt)
-
-
-def _attempt_param(request) -> int:
-    raw = request.query_params.get("attempt", "")
-    try:
-        attempt = int(raw)
-    except ValueError:
-        raise ApplicationError(
-            f"give ?attempt=N, the attempt the agent was started for; got {raw[:20]!r}",
-            field="attempt",
-        ) from None
-    if not 1 <= attempt <= MAX_ATTEMPT:
-        raise ApplicationError(
-            f"attempt must be a whole number from 1 to {MAX_ATTEMPT}, got {attempt}",
-            field="attempt",
-        )
-    return attempt
+    raise RunTokenRefused()
 
 
 AGENT_MESSAGES = Path(__file__).resolve().parents[1] / "schemas" / "agent-messages.json"
 ANSWER = {200: component_ref("AgentAnswer")}
+_ATTEMPT_TEXT = (
+    "the attempt the agent was started for (run.json's attempt), whose token the request "
+    "carries: the portal authenticates the caller from it and the token before it reads the "
+    "body"
+)
+ATTEMPT = OpenApiParameter(
+    "attempt",
+    int,
+    description=f"{_ATTEMPT_TEXT} (agents before 1.2 name it in the body only)",
+)
+ATTEMPT_REQUIRED = OpenApiParameter("attempt", int, required=True, description=_ATTEMPT_TEXT)
 
 
 def message_of(data: Any, definition: str) -> dict[str, Any]:
@@ -152,20 +148,52 @@ class OrjsonParser(JSONParser):
             raise ParseError(f"JSON parse error - {exc}") from exc
 
 
+# who calls is known (authenticate) and the body's declared length checked before anything
+# reads the body (request.data); no docstrings here: the API schema would show them
 class _IngestView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
     parser_classes = [OrjsonParser]
     message = ""  # the request body's $defs name in the agent messages' schema
+    endpoint = ""  # the URL's last part (ingest.auth.body_limit)
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        self.authenticate(request, **kwargs)
+        body_length(
+            declared=request.META.get("CONTENT_LENGTH"),
+            method=request.method,
+            limit=body_limit(self.endpoint),
+            action=self.endpoint,
+        )
+
+    def authenticate(self, request, **kwargs) -> None:
+        raise NotImplementedError
 
     def _validated(self, request) -> dict[str, Any]:
         return message_of(request.data, self.message)
 
 
-class IngestStateView(_IngestView):
-    message = "StateReport"
+class _RunView(_IngestView):
+    attempt: int  # a call of a run's agent: the attempt its token is of
 
-    @extend_schema(request=_request(message), responses=ANSWER, tags=["ingest"])
+    def authenticate(self, request, **kwargs) -> None:
+        named = attempt_named(request.query_params.get("attempt"))
+        self.attempt = run_caller(run_id=kwargs["run_id"], token=_bearer(request), attempt=named)
+
+    def _validated(self, request) -> dict[str, Any]:
+        data = super()._validated(request)
+        reported_attempt_check(reported=data["attempt"], attempt=self.attempt)
+        return data
+
+
+class IngestStateView(_RunView):
+    message = "StateReport"
+    endpoint = "state"
+
+    @extend_schema(
+        request=_request(message), responses=ANSWER, parameters=[ATTEMPT], tags=["ingest"]
+    )
     def post(self, request, run_id):
         try:
             data = self._validated(request)
@@ -175,7 +203,8 @@ class IngestStateView(_IngestView):
                     series=data.get("series") or {}, log=data.get("log") or []
                 )
         except ApplicationError as exc:
-            _final_report_refused(request, run_id, exc)
+            if exc.status == 400:  # for what it holds (not for whose it is)
+                _final_report_refused(request, run_id, exc)
             raise
         pk, token = parse_uuid(run_id), _bearer(request)
         if batch is None:
@@ -191,7 +220,7 @@ class IngestStateView(_IngestView):
         # the solver is done: the token and the attempt are checked, then the cores (on the
         # portal's own machines), the last points and the state go in one transaction
         run = _run_checked(request, run_id, data["attempt"])
-        services.final_report(
+        duplicate = services.final_report(
             run_id=run.pk,
             attempt=data["attempt"],
             state=data["state"],
@@ -204,8 +233,9 @@ class IngestStateView(_IngestView):
             last_time=data.get("last_time"),
             provenance=data.get("provenance"),
             disk_bytes=data.get("disk_bytes"),
+            batch_seq=data.get("batch_seq"),
         )
-        return Response({"stop": False})
+        return Response({"stop": False, "duplicate": True} if duplicate else {"stop": False})
 
 
 def _final_report_refused(request, run_id, problem: ApplicationError) -> None:
@@ -223,10 +253,13 @@ def _final_report_refused(request, run_id, problem: ApplicationError) -> None:
     )
 
 
-class IngestHeartbeatView(_IngestView):
+class IngestHeartbeatView(_RunView):
     message = "Heartbeat"
+    endpoint = "heartbeat"
 
-    @extend_schema(request=_request(message), responses=ANSWER, tags=["ingest"])
+    @extend_schema(
+        request=_request(message), responses=ANSWER, parameters=[ATTEMPT], tags=["ingest"]
+    )
     def post(self, request, run_id):
         data = self._validated(request)
         pk, token = parse_uuid(run_id), _bearer(request)
@@ -251,10 +284,13 @@ class IngestHeartbeatView(_IngestView):
         return Response({"stop": stop, "interval": telemetry_interval(run.pk)})
 
 
-class IngestTelemetryView(_IngestView):
+class IngestTelemetryView(_RunView):
     message = "TelemetryBatch"
+    endpoint = "telemetry"
 
-    @extend_schema(request=_request(message), responses=ANSWER, tags=["ingest"])
+    @extend_schema(
+        request=_request(message), responses=ANSWER, parameters=[ATTEMPT], tags=["ingest"]
+    )
     def post(self, request, run_id):
         data = self._validated(request)
         pk, token = parse_uuid(run_id), _bearer(request)
@@ -270,41 +306,53 @@ class IngestTelemetryView(_IngestView):
                 log=data.get("log") or [],
                 watched=watched,
                 status=batch_status(data),
+                batch_seq=data.get("batch_seq"),
             )
             if stop is not None:
                 return Response({"stop": stop, "interval": interval_for(watched=watched)})
-        # the slow path tells apart what the fence refused (404, 401, 409, a run that ended)
+        # the slow path tells apart what the fence refused (404, 401, 409, a run that ended, a
+        # batch sent again)
         run = _run_for(request, run_id, data["attempt"])
-        stop = services.telemetry_report(
+        taken = services.telemetry_report(
             run=run,
             attempt=data["attempt"],
             series=data.get("series") or {},
             log=data.get("log") or [],
             status=batch_status(data),
+            batch_seq=data.get("batch_seq"),
         )
-        return Response({"stop": stop, "interval": telemetry_interval(run.pk)})
+        answer = {"stop": taken.stop, "interval": telemetry_interval(run.pk)}
+        return Response({**answer, "duplicate": True} if taken.duplicate else answer)
 
 
-class IngestArchiveView(_IngestView):
-    @extend_schema(request={"application/gzip": bytes}, responses={200: None}, tags=["ingest"])
+class IngestArchiveView(_RunView):
+    endpoint = "archive"
+
+    @extend_schema(
+        request={"application/gzip": bytes},
+        responses={200: None},
+        parameters=[ATTEMPT_REQUIRED],
+        tags=["ingest"],
+    )
     def put(self, request, run_id):
-        attempt = _attempt_param(request)
+        attempt = attempt_required(request.query_params.get("attempt"))
         run = _run_for(request, run_id, attempt)
         size = archives.run_store_archive(
-            run=run,
-            attempt=attempt,
-            stream=request._request,
-            max_bytes=settings.WINDTUNNEL["ARCHIVE_MAX_MB"] * 1024 * 1024,
+            run=run, attempt=attempt, stream=request._request, max_bytes=body_limit("archive")
         )
         return Response({"bytes": size})
 
 
-class IngestCaseView(_IngestView):
+class IngestCaseView(_RunView):
     """The case source as tar.gz, for agents on machines without the portal's files (VMs)."""
 
-    @extend_schema(responses={(200, "application/gzip"): bytes}, tags=["ingest"])
+    endpoint = "case"
+
+    @extend_schema(
+        responses={(200, "application/gzip"): bytes}, parameters=[ATTEMPT_REQUIRED], tags=["ingest"]
+    )
     def get(self, request, run_id):
-        attempt = _attempt_param(request)
+        attempt = attempt_required(request.query_params.get("attempt"))
         run = _run_for(request, run_id, attempt)
         path = archives.run_case_archive(run=run, attempt=attempt)
         handle = path.open("rb")
@@ -326,9 +374,13 @@ PILOT_ANSWER = {200: component_ref("PilotAnswer")}
 
 
 class _PilotView(_IngestView):
+    endpoint = "pilot"
+
+    def authenticate(self, request, **kwargs) -> None:
+        self.worker = _worker(request, kwargs["worker_id"])
+
     def post(self, request, worker_id):
-        data = self._validated(request)
-        return Response(self.act(_worker(request, worker_id), data))
+        return Response(self.act(self.worker, self._validated(request)))
 
     def act(self, worker, data: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError

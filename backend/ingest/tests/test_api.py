@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 
 from catalog.models import Backend
 from dispatch.reaper import queued_message
+from studies import transitions
 from studies.models import Run, Study
 from studies.objectives import objectives_resolve
 from studies.services import study_create
@@ -25,7 +26,7 @@ from telemetry import ingest as telemetry_ingest
 from telemetry.batches import MAX_POINTS_PER_BATCH
 from telemetry.models import LogChunk, SeriesChunk
 from telemetry.selectors import series_read, series_values
-from telemetry.watch import redis_client, watch_key
+from telemetry.watch import interval_for, redis_client, watch_key
 
 
 def _telemetry(client, run_id, *, attempt=2, series=None, log=None):
@@ -125,17 +126,45 @@ def test_a_missing_or_wrong_token_is_401_and_stores_nothing(running, header, sta
     assert _stored(run) == (0, 0)
 
 
-@pytest.mark.parametrize("run_id", ["0b0e7c1e-5d43-4a3c-9d3e-7d1e3a0c2f11", "not-a-uuid"])
-def test_an_unknown_run_is_404(running, run_id):
-    _, client = running
-    assert _telemetry(client, run_id, series=POINTS).status_code == 404
-
-
-def test_an_attempt_that_is_over_is_409_and_stores_nothing(running):
+def test_a_strangers_body_is_not_read_and_an_agents_is_capped_before_it_is(running):
+    """A stranger's malformed body is a 401 (not a 400: it is never parsed); an agent's body
+    of no declared length is a 411, one over its endpoint's limit a 413 naming the limit."""
     run, client = running
-    r = _telemetry(client, run.pk, attempt=1, series=POINTS, log=["late"])
+    stranger = APIClient()
+    url = f"/api/v1/ingest/runs/{run.pk}/telemetry/"
+    r = stranger.post(url, b"{not json", content_type="application/json")
+    assert r.status_code == 401 and r.json()["code"] == "not_authenticated"
+    r = client.post(f"{url}?attempt=2", b"{not json", content_type="application/json")
+    assert r.status_code == 400 and "JSON parse error" in r.json()["message"]
+    heartbeat = f"/api/v1/ingest/runs/{run.pk}/heartbeat/"
+    r = client.post(heartbeat, {"attempt": 2, "phase": "x" * 2_000_000}, format="json")
+    assert r.status_code == 413 and r.json()["code"] == "body_too_large"
+    assert "heartbeat endpoint takes at most 1 MB" in r.json()["message"]
+    r = client.generic(
+        "POST",
+        f"{heartbeat}?attempt=2",
+        b'{"attempt": 2}',
+        content_type="application/json",
+        CONTENT_LENGTH="",
+    )
+    assert r.status_code == 411 and "send Content-Length (at most 1 MB" in r.json()["message"]
+    assert Run.objects.get(pk=run.pk).heartbeat_at is None
+
+
+@pytest.mark.parametrize("run_id", ["0b0e7c1e-5d43-4a3c-9d3e-7d1e3a0c2f11", "not-a-uuid"])
+def test_a_runs_token_opens_no_other_run_and_names_none_of_them(running, run_id):
+    _, client = running
+    r = _telemetry(client, run_id, series=POINTS)
+    assert r.status_code == 401 and r.json()["message"] == "missing or wrong run token"
+
+
+def test_an_attempt_that_is_over_is_409_and_stores_nothing(running, agent_of):
+    run, client = running
+    r = _telemetry(agent_of(run, 1), run.pk, attempt=1, series=POINTS, log=["late"])
     assert r.status_code == 409
     assert r.json()["code"] == "stale_attempt"
+    # the current attempt's token naming the earlier attempt opens nothing either
+    assert _telemetry(client, run.pk, attempt=1, series=POINTS).status_code == 401
     assert _stored(run) == (0, 0)
 
 
@@ -298,7 +327,7 @@ def _post(client, run_id, endpoint, body):
     return client.post(f"/api/v1/ingest/runs/{run_id}/{endpoint}/", body, format="json")
 
 
-def test_a_heartbeat_is_one_statement_and_each_refusal_says_why(running):
+def test_a_heartbeat_is_one_statement_and_each_refusal_says_why(running, agent_of):
     run, client = running
     body = {"attempt": 2, "phase": "solving", "resources": {"cpu_percent": 99.5}}
     with CaptureQueriesContext(connection) as queries:
@@ -307,12 +336,12 @@ def test_a_heartbeat_is_one_statement_and_each_refusal_says_why(running):
     assert len(queries) == 1
     fresh = Run.objects.get(pk=run.pk)
     assert (fresh.phase, fresh.cpu_percent) == ("solving", 99.5) and fresh.heartbeat_at
-    assert _post(client, run.pk, "heartbeat", {**body, "attempt": 1}).status_code == 409
+    assert _post(agent_of(run, 1), run.pk, "heartbeat", {**body, "attempt": 1}).status_code == 409
     stranger = APIClient()
     stranger.credentials(HTTP_AUTHORIZATION="Bearer wrong")
     assert _post(stranger, run.pk, "heartbeat", body).status_code == 401
     assert (
-        _post(client, "4e1f8a2c-0000-4000-8000-000000000000", "heartbeat", body).status_code == 404
+        _post(client, "4e1f8a2c-0000-4000-8000-000000000000", "heartbeat", body).status_code == 401
     )
     Run.objects.filter(pk=run.pk).update(state="cancelled")
     r = _post(client, run.pk, "heartbeat", body)  # ended by the portal: stop
@@ -320,7 +349,7 @@ def test_a_heartbeat_is_one_statement_and_each_refusal_says_why(running):
 
 
 def test_the_running_report_is_one_statement_and_a_repeat_or_a_stale_one_is_told_apart(
-    running,
+    running, agent_of
 ):
     run, client = running
     Run.objects.filter(pk=run.pk).update(state="provisioning", started_at=None)
@@ -333,22 +362,24 @@ def test_the_running_report_is_one_statement_and_a_repeat_or_a_stale_one_is_told
     again = _post(client, run.pk, "state", {"attempt": 2, "state": "running"})
     assert again.status_code == 200  # a repeated report is fine
     assert Run.objects.get(pk=run.pk).started_at == fresh.started_at
-    assert _post(client, run.pk, "state", {"attempt": 1, "state": "running"}).status_code == 409
+    stale = _post(agent_of(run, 1), run.pk, "state", {"attempt": 1, "state": "running"})
+    assert stale.status_code == 409
     stranger = APIClient()
     stranger.credentials(HTTP_AUTHORIZATION="Bearer wrong")
     r = _post(stranger, run.pk, "state", {"attempt": 2, "state": "running"})
     assert r.status_code == 401
 
 
-def test_a_final_report_is_refused_for_a_stranger_an_unknown_run_or_a_stale_attempt(running):
+def test_a_final_report_is_refused_for_a_stranger_another_run_or_a_stale_attempt(running, agent_of):
     run, client = running
     body = {"attempt": 2, "state": "completed", "exit_code": 0}
     stranger = APIClient()
     stranger.credentials(HTTP_AUTHORIZATION="Bearer wrong")
     assert _post(stranger, run.pk, "state", body).status_code == 401
-    assert _post(client, "4e1f8a2c-0000-4000-8000-000000000000", "state", body).status_code == 404
-    assert _post(client, "not-a-uuid", "state", body).status_code == 404
-    assert _post(client, run.pk, "state", {**body, "attempt": 1}).status_code == 409
+    assert _post(client, "4e1f8a2c-0000-4000-8000-000000000000", "state", body).status_code == 401
+    assert _post(client, "not-a-uuid", "state", body).status_code == 401
+    stale = _post(agent_of(run, 1), run.pk, "state", {**body, "attempt": 1})
+    assert stale.status_code == 409
     assert Run.objects.get(pk=run.pk).state == "running"  # nothing changed
     r = _post(client, run.pk, "state", body)
     assert r.status_code == 200
@@ -660,3 +691,74 @@ def test_a_run_that_failed_early_has_no_trust_flag_and_says_which_series_it_lack
     assert run.trust_detail["objective_errors"] == {
         "p_res": "no series named residual.p: the run sent no residuals"
     }
+
+
+# --- a batch sent again (its answer lost on the way) is stored once -------------------------
+
+
+def _numbered(client, run_id, seq, *, attempt=2, series=None, log=None, **fields):
+    body = {"attempt": attempt, "batch_seq": seq, "series": series or {}, "log": log or []}
+    return client.post(
+        f"/api/v1/ingest/runs/{run_id}/telemetry/", {**body, **fields}, format="json"
+    )
+
+
+def test_a_batch_sent_again_is_acknowledged_and_stored_once(running):
+    run, client = running
+    first = _numbered(client, run.pk, 1, series=POINTS, log=["Time = 1", "Time = 2"])
+    assert first.status_code == 200 and "duplicate" not in first.json()
+    again = _numbered(client, run.pk, 1, series=POINTS, log=["Time = 1", "Time = 2"], phase="x")
+    assert again.status_code == 200, again.content
+    assert again.json()["duplicate"] is True and again.json()["stop"] is False
+    assert _stored(run) == (2, 1)
+    assert series_values(run=run, attempt=2, name="residual.Ux") == ([1.0, 2.0], [0.5, 0.25])
+    assert Run.objects.get(pk=run.pk).phase == "x"  # still the agent's sign of life
+    # the next batch is stored; an older number than the highest stored is not, whatever it
+    # holds (the agent sends its batches one after the other)
+    assert "duplicate" not in _numbered(client, run.pk, 2, log=["Time = 3"]).json()
+    assert _numbered(client, run.pk, 1, log=["Time = 4"]).json()["duplicate"] is True
+    assert [list(c.lines) for c in LogChunk.objects.filter(run=run).order_by("seq")] == [
+        ["Time = 1", "Time = 2"],
+        ["Time = 3"],
+    ]
+
+
+def test_batches_without_a_number_are_stored_as_they_come(running):
+    """An agent before batch numbers: every batch it sends is stored, as before."""
+    run, client = running
+    for _ in range(2):
+        assert _telemetry(client, run.pk, log=["Time = 1"]).json() == {
+            "stop": False,
+            "interval": interval_for(watched=False),
+        }
+    assert _stored(run) == (0, 2)
+
+
+def test_a_final_report_carrying_a_batch_stored_already_ends_the_run_and_stores_it_once(
+    running,
+):
+    """The last batch went as a telemetry batch whose answer was lost; the final report
+    carries it again, with its number: the run ends, its points are stored once."""
+    run, client = running
+    series = {"returnFlow.min(Ux)": [[1, -0.1], [2, -0.2]]}
+    assert _numbered(client, run.pk, 3, series=series, log=["End"]).status_code == 200
+    r = _final(client, run.pk, batch_seq=3, series=series, log=["End"])
+    assert r.status_code == 200 and r.json() == {"stop": False, "duplicate": True}
+    fresh = Run.objects.get(pk=run.pk)
+    assert fresh.state == "completed" and fresh.objectives["u_min"] == -0.2
+    assert series_values(run=run, attempt=2, name="returnFlow.min(Ux)") == (
+        [1.0, 2.0],
+        [-0.1, -0.2],
+    )
+    assert _stored(run) == (1, 1)
+
+
+def test_a_new_attempt_numbers_its_batches_afresh(running, agent_of):
+    run, client = running
+    assert _numbered(client, run.pk, 7, log=["attempt 2"]).status_code == 200
+    Run.objects.filter(pk=run.pk).update(state="admitted")
+    (claimed,), _ = transitions.runs_claim(run_ids=[run.pk])
+    assert claimed.attempt == 3
+    r = _numbered(agent_of(run, 3), run.pk, 1, attempt=3, log=["attempt 3"])
+    assert r.status_code == 200 and "duplicate" not in r.json()
+    assert LogChunk.objects.filter(run=run, attempt=3).count() == 1

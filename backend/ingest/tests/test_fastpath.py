@@ -11,37 +11,18 @@ import httpx
 import pytest
 import websockets
 from django.conf import settings
-from django.utils import timezone
 
-from catalog.models import Backend
 from studies.models import Run
-from studies.services import study_create
-from studies.transitions import hash_run_token, run_token
+from studies.transitions import run_token
 
 pytestmark = pytest.mark.slow
 
 
-def started_run(live) -> Run:
-    """A run whose attempt 2 is running (its token is run_token(attempt=2)); attempt 1 is over."""
-    Backend.objects.update_or_create(
-        name="noop", defaults={"kind": "noop", "cores": 64, "memory_gb": 256, "max_nodes": 1}
-    )
-    spec = {"name": "quick", "template": "cavity", "backend": "noop"}
-    study = study_create(tenant=live.tenant, owner=live.tenant.user, spec=spec, submit=True)
-    run = Run.objects.get(study=study)
-    Run.objects.filter(pk=run.pk).update(
-        state="running",
-        attempt=2,
-        token_hash=hash_run_token(run_token(run_id=run.pk, attempt=2)),
-        started_at=timezone.now(),
-    )
-    return run
-
-
 def post(live, run: Run, body, *, attempt_token: int = 2, raw: bytes | None = None):
+    """As the agent posts a batch: its attempt named in the URL too."""
     token = run_token(run_id=run.pk, attempt=attempt_token)
     return httpx.post(
-        f"{live.stack.url}/api/v1/ingest/runs/{run.pk}/telemetry/",
+        f"{live.stack.url}/api/v1/ingest/runs/{run.pk}/telemetry/?attempt={attempt_token}",
         content=raw if raw is not None else json.dumps(body),
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         timeout=30,
@@ -57,8 +38,8 @@ def batch(x: float, *, attempt: int = 2) -> dict:
     }
 
 
-def test_a_batch_is_stored_and_published_and_a_stale_attempts_is_neither(live):
-    run = started_run(live)
+def test_a_batch_is_stored_and_published_and_a_stale_attempts_is_neither(live, live_run):
+    run = live_run
     base = live.stack.url.replace("http://", "ws://")
     url = f"{base}/ws/runs/{run.pk}/?token={live.headers['Authorization'].split()[1]}"
 
@@ -101,8 +82,8 @@ def test_a_batch_is_stored_and_published_and_a_stale_attempts_is_neither(live):
     assert fresh.phase == "solving" and fresh.heartbeat_at is not None
 
 
-def test_what_the_quick_path_does_not_take_gets_the_views_answer(live):
-    run = started_run(live)
+def test_what_the_quick_path_does_not_take_gets_the_views_answer(live, live_run):
+    run = live_run
     stranger = httpx.post(
         f"{live.stack.url}/api/v1/ingest/runs/{run.pk}/telemetry/",
         json=batch(1),
@@ -120,14 +101,16 @@ def test_what_the_quick_path_does_not_take_gets_the_views_answer(live):
     assert stored["series"]["residual.p"]["x"] == [3.0]
 
 
-def test_a_running_report_is_taken_by_the_quick_path_and_every_other_state_by_the_view(live):
-    run = started_run(live)
+def test_a_running_report_is_taken_by_the_quick_path_and_every_other_state_by_the_view(
+    live, live_run
+):
+    run = live_run
     Run.objects.filter(pk=run.pk).update(state="provisioning", started_at=None)
 
     def state(body, *, attempt_token: int = 2):
         token = run_token(run_id=run.pk, attempt=attempt_token)
         return httpx.post(
-            f"{live.stack.url}/api/v1/ingest/runs/{run.pk}/state/",
+            f"{live.stack.url}/api/v1/ingest/runs/{run.pk}/state/?attempt={attempt_token}",
             json=body,
             headers={"Authorization": f"Bearer {token}"},
             timeout=30,

@@ -98,8 +98,9 @@ def test_a_refused_final_report_ends_a_run_whose_cores_went_back_early(running, 
     assert beat.status_code == 200 and _cores_held(run) == 0
     stranger = APIClient()
     stranger.credentials(HTTP_AUTHORIZATION="Bearer not-the-token")
-    assert _final(stranger, run.pk, iterations=2**40).status_code == 400
-    assert Run.objects.get(pk=run.pk).state == "running"  # a stranger's report ends nothing
+    # a stranger's report is refused before it is read, and ends nothing
+    assert _final(stranger, run.pk, iterations=2**40).status_code == 401
+    assert Run.objects.get(pk=run.pk).state == "running"
     r = _final(client, run.pk, iterations=2**40)
     assert r.status_code == 400 and r.json()["field"] == "iterations"
     fresh = Run.objects.get(pk=run.pk)

@@ -419,6 +419,11 @@ class UploadCreateSerializer(serializers.Serializer):
 
 class PreviewSerializer(serializers.Serializer):
     run_count = serializers.IntegerField()
+    checked_runs = serializers.IntegerField(
+        help_text="how many runs' values (bounds, derived values) the preview checked: "
+        "run_count unless the space is too large to check them all here (then the first "
+        "ones; submission checks every run)"
+    )
     parameters = serializers.ListField(child=serializers.CharField())
     rows = serializers.ListField(child=serializers.DictField())
     solver = serializers.CharField()

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
+from django.conf import settings
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -30,6 +31,7 @@ from studies.api.pagination import study_runs_pagination
 from studies.choices import RunState, StudyState, Trust
 from studies.models import Run, Study, Upload
 from tenancy.selectors import tenant_for_member, tenant_for_user
+from tenancy.throttle import tenant_rate_check
 
 
 class StudyFilter(django_filters.FilterSet):
@@ -135,6 +137,11 @@ def spec_body(by_type: dict[str, Any]) -> dict[str, Any]:
     return {**by_type, **{parser.media_type: schema for parser in YAML_PARSERS}}
 
 
+def _preview_throttle(tenant: Any) -> None:
+    per_minute = settings.WINDTUNNEL["PREVIEWS_PER_MINUTE"]
+    tenant_rate_check(tenant_id=tenant.pk, what="preview", per_minute=per_minute)
+
+
 class StudyViewSet(viewsets.GenericViewSet):
     queryset = Study.objects.none()  # for the schema; get_queryset() scopes to the tenant
     serializer_class = s.StudySerializer
@@ -200,15 +207,20 @@ class StudyViewSet(viewsets.GenericViewSet):
     @extend_schema(request=spec_body(s.SPEC_REQUEST), responses=s.PreviewSerializer)
     @action(detail=False, methods=["post"])
     def preview(self, request):
-        """What a spec would make: run count, first rows, quota impact. Creates nothing."""
+        """What a spec would make: run count, first rows, quota impact. Creates nothing.
+        A tenant may ask for WINDTUNNEL_PREVIEWS_PER_MINUTE (60 by default) a minute; beyond,
+        429 with Retry-After."""
         tenant = tenant_for_user(user=request.user)
+        _preview_throttle(tenant)
         return Response(preview.study_preview(tenant=tenant, spec=s.spec_of(request.data)))
 
     @extend_schema(responses=s.PreviewSerializer, operation_id="studies_preview_saved")
     @action(detail=True, methods=["get"], url_path="preview")
     def preview_saved(self, request, pk=None):
-        """The preview of a saved study (e.g. a draft): run count, first rows, quota impact."""
+        """The preview of a saved study (e.g. a draft): run count, first rows, quota impact.
+        Counted with the tenant's other previews (429 beyond WINDTUNNEL_PREVIEWS_PER_MINUTE)."""
         study = self.get_object()
+        _preview_throttle(study.tenant)
         return Response(preview.study_preview(tenant=study.tenant, spec=study.spec))
 
     @extend_schema(request=None, responses=s.StudySerializer)

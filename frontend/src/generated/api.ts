@@ -1018,7 +1018,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description The preview of a saved study (e.g. a draft): run count, first rows, quota impact. */
+        /**
+         * @description The preview of a saved study (e.g. a draft): run count, first rows, quota impact.
+         *     Counted with the tenant's other previews (429 beyond WINDTUNNEL_PREVIEWS_PER_MINUTE).
+         */
         get: operations["studies_preview_saved"];
         put?: never;
         post?: never;
@@ -1159,7 +1162,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description What a spec would make: run count, first rows, quota impact. Creates nothing. */
+        /**
+         * @description What a spec would make: run count, first rows, quota impact. Creates nothing.
+         *     A tenant may ask for WINDTUNNEL_PREVIEWS_PER_MINUTE (60 by default) a minute; beyond,
+         *     429 with Retry-After.
+         */
         post: operations["v1_studies_preview_create"];
         delete?: never;
         options?: never;
@@ -1381,6 +1388,8 @@ export interface components {
         AdmissionPolicyEnum: "fifo" | "priority" | "fair_share";
         /** @description What every report is answered (200). */
         AgentAnswer: {
+            /** @description The batch's number (batch_seq) was stored already: it was sent again (an answer lost on the way) and nothing of it was stored twice. Absent otherwise. */
+            duplicate?: boolean;
             /** @description Seconds between telemetry batches from now on: short while someone watches the run live, long while nobody does. */
             interval?: number;
             /** @description The portal ended the run (cancel, convergence policy): end cleanly now, keeping the results. */
@@ -1535,6 +1544,8 @@ export interface components {
          * @enum {string}
          */
         BackendKindEnum: "local" | "noop" | "container" | "slurm" | "openstack";
+        /** @description The batch's number in its attempt: 1, 2, … as the agent takes batches. A batch sent again keeps its number, and the final report carrying the last batch carries that batch's; the portal stores a batch only when the attempt has no batch of that number or a later one stored, and answers duplicate: true otherwise. Without it (agents before 1.2) every batch is stored as it comes. */
+        BatchSeq: number;
         /** @enum {unknown} */
         BlankEnum: "";
         Capacity: {
@@ -1645,7 +1656,6 @@ export interface components {
             /** Format: date-time */
             readonly next_retry_at: string | null;
             readonly number: number;
-            readonly response_excerpt: string;
             readonly status_code: number | null;
         };
         /**
@@ -2486,6 +2496,8 @@ export interface components {
         PrepareUtility: "blockMesh" | "snappyHexMesh" | "surfaceFeatureExtract" | "surfaceFeatures" | "extrudeMesh" | "setFields" | "topoSet" | "createPatch" | "checkMesh" | "renumberMesh" | "refineMesh" | "transformPoints" | "mirrorMesh" | "createBaffles" | "potentialFoam" | "mapFields" | "changeDictionary";
         Preview: {
             backend: string;
+            /** @description how many runs' values (bounds, derived values) the preview checked: run_count unless the space is too large to check them all here (then the first ones; submission checks every run) */
+            checked_runs: number;
             objectives: {
                 [key: string]: unknown;
             };
@@ -2573,6 +2585,8 @@ export interface components {
             index: number;
             /** @description the attempt's id on its backend */
             job_id: string;
+            /** @description null: the agent did not say */
+            limits: components["schemas"]["RunLimits"] | null;
             nodes: number;
             openfoam: {
                 [key: string]: unknown;
@@ -2687,7 +2701,7 @@ export interface components {
         Resources: {
             /** @description CPU use, in percent of one core. */
             cpu_percent?: number;
-            /** @description What the attempt's work directory occupies on disk, in bytes (its files' blocks × 512, walked without following links), measured every few seconds. Where the portal keeps the run's directory (local, container, Slurm on a shared filesystem) it counts in the tenant's storage quota. */
+            /** @description What the attempt's case directory occupies on disk, in bytes (its files' blocks × 512, walked without following links), measured every few seconds. Where the portal keeps the run's directory (local, container, Slurm on a shared filesystem) it counts in the tenant's storage quota. */
             disk_bytes?: number;
             /** @description Resident memory, in bytes. */
             rss_bytes?: number;
@@ -2907,6 +2921,32 @@ export interface components {
          * @enum {string}
          */
         RunFieldsKindEnum: "2d" | "plane";
+        /** @description What held the run to what it declared (docs/security.md). */
+        RunLimits: {
+            /** @description the kernel enforced its memory, cores and processes (a cgroup of its own) */
+            cgroup: boolean;
+            /**
+             * Format: double
+             * @description 0: none
+             */
+            cpus: number;
+            /** @description why not, when not */
+            detail: string;
+            /**
+             * Format: double
+             * @description the run directory's budget; 0: none
+             */
+            disk_gb: number;
+            /**
+             * Format: double
+             * @description 0: none
+             */
+            memory_gb: number;
+            /** @description the highest memory the run's cgroup used */
+            memory_peak_bytes: number | null;
+            /** @description 0: none */
+            processes: number;
+        };
         /** @description What each run needs; default: the template's. */
         RunResources: {
             /**
@@ -2975,7 +3015,8 @@ export interface components {
         /** @description POST /api/v1/ingest/runs/{id}/state/: running once the case is prepared, then the final state, which may carry the attempt's last telemetry batch. */
         StateReport: {
             attempt: components["schemas"]["Attempt"];
-            /** @description With a final state: what the attempt's work directory occupies on disk at its end, in bytes (measured as resources.disk_bytes is); the size the tenant's storage counts from then on. */
+            batch_seq?: components["schemas"]["BatchSeq"];
+            /** @description With a final state: what the attempt's case directory occupies on disk at its end, in bytes (measured as resources.disk_bytes is); the size the tenant's storage counts from then on. */
             disk_bytes?: number;
             /** @description The failing step's exit code. */
             exit_code?: number | null;
@@ -3293,6 +3334,7 @@ export interface components {
         /** @description POST /api/v1/ingest/runs/{id}/telemetry/: new points and log lines since the last batch; also a sign of life. */
         TelemetryBatch: {
             attempt: components["schemas"]["Attempt"];
+            batch_seq?: components["schemas"]["BatchSeq"];
             /** @description Time steps (iterations) the solver has counted so far: a batch stands for a heartbeat, so it carries the run's progress too. */
             iterations?: number;
             log?: components["schemas"]["LogLines"];
@@ -4376,7 +4418,10 @@ export interface operations {
     };
     v1_ingest_runs_archive_update: {
         parameters: {
-            query?: never;
+            query: {
+                /** @description the attempt the agent was started for (run.json's attempt), whose token the request carries: the portal authenticates the caller from it and the token before it reads the body */
+                attempt: number;
+            };
             header?: never;
             path: {
                 run_id: string;
@@ -4400,7 +4445,10 @@ export interface operations {
     };
     v1_ingest_runs_case_retrieve: {
         parameters: {
-            query?: never;
+            query: {
+                /** @description the attempt the agent was started for (run.json's attempt), whose token the request carries: the portal authenticates the caller from it and the token before it reads the body */
+                attempt: number;
+            };
             header?: never;
             path: {
                 run_id: string;
@@ -4421,7 +4469,10 @@ export interface operations {
     };
     v1_ingest_runs_heartbeat_create: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description the attempt the agent was started for (run.json's attempt), whose token the request carries: the portal authenticates the caller from it and the token before it reads the body (agents before 1.2 name it in the body only) */
+                attempt?: number;
+            };
             header?: never;
             path: {
                 run_id: string;
@@ -4446,7 +4497,10 @@ export interface operations {
     };
     v1_ingest_runs_state_create: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description the attempt the agent was started for (run.json's attempt), whose token the request carries: the portal authenticates the caller from it and the token before it reads the body (agents before 1.2 name it in the body only) */
+                attempt?: number;
+            };
             header?: never;
             path: {
                 run_id: string;
@@ -4471,7 +4525,10 @@ export interface operations {
     };
     v1_ingest_runs_telemetry_create: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description the attempt the agent was started for (run.json's attempt), whose token the request carries: the portal authenticates the caller from it and the token before it reads the body (agents before 1.2 name it in the body only) */
+                attempt?: number;
+            };
             header?: never;
             path: {
                 run_id: string;

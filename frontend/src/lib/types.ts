@@ -110,6 +110,8 @@ export interface PreviewStep {
 
 export interface Preview {
   run_count: number;
+  /** runs whose values the preview checked: run_count, or the first ones of a huge space */
+  checked_runs: number;
   parameters: string[];
   rows: { index: number; parameters: Record<string, Scalar>; context: Record<string, Scalar> }[];
   solver: string;

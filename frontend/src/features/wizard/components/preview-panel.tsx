@@ -46,6 +46,12 @@ export function PreviewPanel({
         </Title>
         <Text c="dimmed">{preview?.run_count === 1 ? "run" : "runs"}</Text>
       </Group>
+      {preview && preview.checked_runs < preview.run_count && (
+        <Text size="xs" c="dimmed" data-testid="preview-checked">
+          Values of the first {formatInt(preview.checked_runs)} runs checked here; submitting checks
+          every run.
+        </Text>
+      )}
       {localProblems > 0 ? (
         <Text size="sm" c="var(--mantine-color-orange-light-color)" mt="xs">
           Fix {plural(localProblems, "marked field")} to update the preview.
