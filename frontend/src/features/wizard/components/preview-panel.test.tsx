@@ -9,6 +9,7 @@ const amounts = { cores: 0, memory_gb: 0, nodes: 0, runs: 0 };
 function preview(quota: Partial<QuotaImpact>): Preview {
   return {
     run_count: 3,
+    checked_runs: 3,
     parameters: [],
     rows: [],
     solver: "icoFoam",
