@@ -79,10 +79,10 @@ def test_the_disk_a_run_reports_counts_in_its_tenants_storage(api, make_tenant, 
     other = make_tenant()
     assert _used_gb(api) == 0
 
-    # a heartbeat: one statement, as before
+    # a heartbeat of an agent that names its attempt in the URL: one statement, as before
     with CaptureQueriesContext(connection) as queries:
         r = agent.post(
-            f"/api/v1/ingest/runs/{run.pk}/heartbeat/",
+            f"/api/v1/ingest/runs/{run.pk}/heartbeat/?attempt={run.attempt}",
             {"attempt": run.attempt, "phase": "solving", "resources": {"disk_bytes": 300 * MB}},
             format="json",
         )
@@ -101,7 +101,7 @@ def test_the_disk_a_run_reports_counts_in_its_tenants_storage(api, make_tenant, 
     # a telemetry batch stands for a heartbeat: still the one statement
     with CaptureQueriesContext(connection) as queries:
         r = agent.post(
-            f"/api/v1/ingest/runs/{run.pk}/telemetry/",
+            f"/api/v1/ingest/runs/{run.pk}/telemetry/?attempt={run.attempt}",
             {
                 "attempt": run.attempt,
                 "series": {"residual.p": [[1, 0.5]]},
