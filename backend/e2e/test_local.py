@@ -290,3 +290,42 @@ def test_worker_restart_mid_study_loses_nothing_and_runs_nothing_twice(live):
     assert all(r.state == "completed" for r in runs)
     assert _max_overlap(runs) <= 2
     assert usage_for_tenant(tenant_id=live.tenant.id).runs == 0
+
+
+def test_a_run_over_its_declared_memory_fails_saying_so_and_the_next_run_goes_on(live):
+    """`memory_gb: 0.1` is what the kernel holds the run to: a 700 × 700 cavity mesh takes
+    more, and the run ends failed, saying which limit; its neighbour in the study, small
+    enough, completes; the run's provenance says the limits held."""
+    up = live.post(
+        "/api/v1/uploads/",
+        files={"file": ("mycavity.tar.gz", _cavity_archive(), "application/gzip")},
+    )
+    assert up.status_code == 201, up.text
+    spec = {
+        "name": "over its memory",
+        "case": up.json()["id"],
+        "solver": "icoFoam",
+        "resources": {"memory_gb": 0.1},
+        "parameters": {
+            "cells": {"values": [700, 10]},
+            "lid_velocity": 1,
+            "end_time": 0.005,
+            "nu": 0.01,
+            "delta_t": 0.005,
+            "write_interval": 0.005,
+        },
+    }
+    r = live.post("/api/v1/studies/", json=spec)
+    assert r.status_code == 201, r.text
+    study = finished(live, r.json()["id"])
+    runs = {
+        row["parameters"]["cells"]: row
+        for row in live.get(f"/api/v1/studies/{study['id']}/runs/").json()["results"]
+    }
+    big = live.get(f"/api/v1/runs/{runs[700]['id']}/").json()
+    assert big["state"] == "failed" and big["end_reason"] == "memory_limit", big
+    assert "memory limit of 0.1 GB exceeded" in big["message"], big
+    assert runs[10]["state"] == "completed", runs[10]
+    limits = live.get(f"/api/v1/runs/{runs[10]['id']}/").json()["provenance"]["limits"]
+    assert limits["cgroup"] is True and limits["memory_gb"] == pytest.approx(0.1)
+    assert 0 < limits["memory_peak_bytes"] <= 0.1 * 1024**3

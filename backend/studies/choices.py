@@ -65,6 +65,8 @@ class EndReason(models.TextChoices):
     TERMINATED = "terminated", "Terminated by the backend"
     CONVERGED = "converged", "Stopped early: converged"
     MAX_WALL_TIME = "max_wall_time", "Stopped: maximum wall time"
+    MEMORY_LIMIT = "memory_limit", "Stopped: over its memory"
+    DISK_BUDGET = "disk_budget", "Stopped: over its disk budget"
 
 
 class Reduce(models.TextChoices):

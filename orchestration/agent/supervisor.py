@@ -220,7 +220,7 @@ class Supervisor:
                 used = (self.disk_bytes or 0) / 1024**3
                 return Outcome(
                     state="failed",
-                    reason="disk budget exceeded",
+                    reason="disk_budget",
                     message=(
                         f"disk budget of {budget:.3g} GB exceeded: the run's directory took "
                         f"{used:.3g} GB during {step.name}; write less (fewer write times, "
@@ -232,7 +232,7 @@ class Supervisor:
                 return Outcome(
                     state="failed",
                     exit_code=result.returncode,
-                    reason="memory limit exceeded",
+                    reason="memory_limit",
                     message=(
                         f"memory limit of {limit:.3g} GB exceeded: {step.name} was stopped by "
                         "the kernel; ask for more memory per run (resources.memory_gb) or a "

@@ -279,7 +279,7 @@ def test_a_run_over_its_memory_fails_saying_so_and_nothing_else_is_killed(
         neighbour.kill()
         neighbour.wait()
     assert final["state"] == "failed", final
-    assert final["reason"] == "memory limit exceeded", final
+    assert final["reason"] == "memory_limit", final
     assert "memory limit of 0.1 GB exceeded" in final["message"], final
 
 
@@ -356,7 +356,7 @@ def test_a_run_that_outgrows_its_disk_budget_fails_saying_so(
     started = time.monotonic()
     final = _run(portal, spec)
     assert time.monotonic() - started < 30  # stopped, not waited out
-    assert final["state"] == "failed" and final["reason"] == "disk budget exceeded", final
+    assert final["state"] == "failed" and final["reason"] == "disk_budget", final
     assert "disk budget of 0.002 GB exceeded" in final["message"], final
     assert final["disk_bytes"] >= 8_000_000, final
 

@@ -1752,9 +1752,11 @@ export interface components {
          *     * `terminated` - Terminated by the backend
          *     * `converged` - Stopped early: converged
          *     * `max_wall_time` - Stopped: maximum wall time
+         *     * `memory_limit` - Stopped: over its memory
+         *     * `disk_budget` - Stopped: over its disk budget
          * @enum {string}
          */
-        EndReasonEnum: "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time";
+        EndReasonEnum: "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time" | "memory_limit" | "disk_budget";
         FieldGrid: {
             /** Format: double */
             dx: number;

@@ -47,6 +47,8 @@ const END: Record<string, string> = {
   terminated: "Terminated by the backend",
   converged: "Stopped early: converged",
   max_wall_time: "Stopped: maximum wall time",
+  memory_limit: "Stopped: over its memory",
+  disk_budget: "Stopped: over its disk budget",
 };
 
 /** Seconds since a running run started (its wall time so far). */
