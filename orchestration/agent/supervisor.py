@@ -46,6 +46,7 @@ PHASES = {
 TERMINATE_GRACE = 3.0  # on SIGTERM the driver waits for us: leave time to report
 POLL = 0.1
 LIVE_POLL = 0.02  # the shortest wait between reads of the log (a watched run)
+SETTLE = 0.003  # after a watched step's write wakes the agent: the rest of its burst
 WATCHED_BELOW = 1.0  # a telemetry interval shorter than this: someone watches the run live
 SAMPLE_EVERY = 1.0  # CPU/memory of the step's process tree: once a second is plenty
 DISK_EVERY = 5.0  # the run directory's size: every 5 s at least, longer for a large tree
@@ -492,6 +493,11 @@ class Supervisor:
                     if gap > 0:
                         _wait_exit(proc, gap)
                     _wait_exit(proc, POLL, writes.fd)
+                    # woken by a step's first write, let the rest of its burst (a time
+                    # step's lines) land before reading: a read in mid-burst leaves the
+                    # rest waiting LIVE_POLL. It matters most when the step runs in a cgroup
+                    # of its own, where the woken agent preempts it at once
+                    _wait_exit(proc, SETTLE)
                 else:
                     _wait_exit(proc, self._poll_every())
         finally:
