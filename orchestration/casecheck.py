@@ -24,9 +24,10 @@ import zlib
 from collections.abc import Mapping
 
 from orchestration import casefiles
-from orchestration.dictcheck import LIBS_KEYS, CaseCheckError, Context, DictReader
+from orchestration.dictcheck import CaseCheckError, Context, DictReader
 from orchestration.foamscope import Scope, pattern_matches
 from orchestration.foamtokens import BinaryData, Token, tokenize
+from orchestration.libscheck import LIBS_KEYS
 
 __all__ = ["MAX_FILE_BYTES", "CaseCheckError", "check_case", "check_rendered", "etc_folder"]
 
@@ -171,10 +172,18 @@ def _check_file(files: _Files, rel: str, etc_dir: str | None) -> None:
     if not dictionary and not _WORTH_READING.search(text) and _quoted_libs(text) is None:
         return
     try:
-        _, tokens, _ = files.tokens(rel, text)
+        _, tokens, template = files.tokens(rel, text)
     except BinaryData:
         _check_bytes(text.encode("latin-1"), rel)
         return
+    if template:
+        for token in tokens:
+            if token.placeholder and "#" in token.text:
+                raise CaseCheckError(
+                    f"{rel} line {token.line}: {token.text!r}: a placeholder cannot write '#' "
+                    "(OpenFOAM would read a directive such as #include)",
+                    rel,
+                )
     ctx = Context(
         tokens_of=files.included,
         etc_keys=lambda name: files.etc_keys(etc_dir, name),

@@ -25,28 +25,21 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from orchestration import casepaths
+from orchestration.casefiles import RenderError
 from orchestration.casepaths import PathRefused
 from orchestration.foamscope import (
     Entry,
     Scope,
     assign,
     lookup,
-    pattern_matches,
     remove,
     scoped_target,
 )
 from orchestration.foamtokens import BinaryData, Token, tokenize
+from orchestration.libscheck import block_entries, libs_problem
 
-__all__ = ["LIBS_KEYS", "CaseCheckError", "Context", "DictReader"]
+__all__ = ["CaseCheckError", "Context", "DictReader"]
 
-# the keywords whose lists OpenFOAM opens as shared libraries (dlLibraryTable)
-LIBS_KEYS = (
-    "libs",
-    "functionObjectLibs",
-    "motionSolverLibs",
-    "geometricGAMGAgglomerationLibs",
-    "algebraicGAMGAgglomerationLibs",
-)
 INCLUDES = {  # directive: reads the case's files (True) or OpenFOAM's etc folder (False)
     "#include": True,
     "#sinclude": True,
@@ -66,9 +59,10 @@ _INPUT_MODES = ("merge", "overwrite", "protect", "warn", "error", "default")
 MAX_INCLUDE_DEPTH = 16
 
 
-class CaseCheckError(ValueError):
+class CaseCheckError(RenderError):
     """A case file does something a case may not; the message names the file and line and
-    says what to write instead. `rel`: the file (relative to the case)."""
+    says what to write instead. `rel`: the file (relative to the case). A RenderError: a
+    run whose rendered case fails the check cannot be prepared."""
 
     def __init__(self, message: str, rel: str) -> None:
         super().__init__(message)
@@ -274,101 +268,14 @@ class DictReader:
 
     # -- libs -----------------------------------------------------------------------------------
 
-    def libs_key(self, key: Token) -> str | None:
-        """How `key` may read as a libs-like keyword, or None."""
-        if key.placeholder:
-            return f"{key.text} (a placeholder that may write libs)"
-        text, pattern = key.text, key.kind == "string"
-        if "/" in text:
-            text = text.rstrip("/").rsplit("/", 1)[-1]
-            pattern = text[:1] in "\"'"
-            text = text.strip("\"'")
-        if not pattern:
-            return key.text if text in LIBS_KEYS else None
-        for name in LIBS_KEYS:
-            matched = pattern_matches(text, name)
-            if matched is None:
-                return f'"{key.text}" (a pattern that may match {name})'
-            if matched:
-                return key.text if key.text == name else f'"{key.text}" (read as {name})'
-        return None
-
     def check_libs(self, key: Token, tokens: list[Token]) -> None:
-        """A libs-like entry holds library names only. A keyword a placeholder writes is
-        checked in each run's rendered case (orchestration.render); a pattern that may or
-        may not match libs, for paths and values this check cannot know."""
-        label = self.libs_key(key)
-        if label is None or key.placeholder:
-            return
-        if " may match " in label:
-            for item in tokens:
-                if item.kind in ("number", "punct", "data"):
-                    continue
-                named = item.kind in ("word", "string") and not item.placeholder
-                if named and casepaths.LIBRARY_NAME.fullmatch(item.text):
-                    continue
-                self.refuse(key, f"{label} holds {item.text!r}: write library names only")
-            return
-        items = tokens[1:] if tokens and tokens[0].kind == "number" else tokens
-        if items and items[0].kind == "punct" and items[0].text == "(":
-            if not (items[-1].kind == "punct" and items[-1].text == ")"):
-                self.refuse(key, f"{label} is not a list of library names in ( )")
-            items = items[1:-1]
-        for item in items:
-            if item.kind in ("word", "string") and not item.placeholder:
-                if casepaths.LIBRARY_NAME.fullmatch(item.text):
-                    continue
-                self.refuse(
-                    key,
-                    f"{label} names {item.text!r}, a library file of the case; a case may "
-                    "load the backend's libraries by name only "
-                    '(e.g. libs ("libfieldFunctionObjects.so");)',
-                )
-            what = item.text if item.kind == "unknown" else f"{item.text!r} ({item.kind})"
-            if item.placeholder:
-                what = f"a placeholder ({item.text})"
-            self.refuse(
-                key,
-                f"{label} holds {what}: a library list must be written out as names "
-                '(e.g. libs ("libfieldFunctionObjects.so");)',
-            )
+        problem = libs_problem(key, tokens)
+        if problem is not None:
+            self.refuse(key, problem)
 
     def check_blocks(self, tokens: list[Token]) -> None:
-        """A value may hold { } blocks that become dictionaries later (a list of function
-        objects, a list of patches): their libs-like entries are checked too."""
-        if not any(t.kind == "punct" and t.text == "{" for t in tokens):
-            return
-        stack: list[str] = []
-        start = True
-        for i, token in enumerate(tokens):
-            if token.kind == "punct" and token.text in "({":
-                stack.append(token.text)
-                start = token.text == "{"
-                continue
-            if token.kind == "punct" and token.text in ")}":
-                if stack:
-                    stack.pop()
-                start = bool(stack) and stack[-1] == "{"
-                continue
-            if token.kind == "punct" and token.text == ";":
-                start = bool(stack) and stack[-1] == "{"
-                continue
-            if start and stack and stack[-1] == "{" and token.kind in ("word", "string"):
-                if self.libs_key(token) is not None:
-                    end, depth = i + 1, 0
-                    while end < len(tokens):
-                        t = tokens[end]
-                        if t.kind == "punct" and t.text in "({":
-                            depth += 1
-                        elif t.kind == "punct" and t.text in ")}":
-                            if depth == 0:
-                                break
-                            depth -= 1
-                        elif t.kind == "punct" and t.text == ";" and depth == 0:
-                            break
-                        end += 1
-                    self.check_libs(token, tokens[i + 1 : end])
-            start = False
+        for key, value in block_entries(tokens):
+            self.check_libs(key, value)
 
     # -- directives -------------------------------------------------------------------------
 
@@ -489,8 +396,13 @@ class DictReader:
             base = posixpath.dirname(self.rel)
             target = casepaths.case_include(expanded, base)
         except PathRefused as exc:
-            where = "OpenFOAM's etc folder" if not case_file else "the case's own files"
-            self.refuse(token, f"{name} {arg.text!r}: {exc}; a case may include {where} only")
+            if not case_file:
+                self.refuse(token, f"{name} {arg.text!r}: {exc}")
+            self.refuse(
+                token,
+                f"{name} {arg.text!r}: {exc}; a case may include its own files only (a path "
+                "relative to the file, <case>/…, or $FOAM_CASE/…)",
+            )
         if not in_value:
             self.read_included(token, target, scope)
         else:

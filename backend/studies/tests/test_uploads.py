@@ -394,7 +394,7 @@ def test_a_placeholder_that_renders_an_include_is_refused_before_anything_runs(a
                     "file",
                 )
             ],
-            "libs names '$FOAM_CASE/x.so'",
+            "system/controlDict line 1: libs holds $FOAM_CASE/x.so",
         ),
         (
             [("system/functions", b'f { type coded; libs ("/tmp/evil.so"); }\n', "file")],
