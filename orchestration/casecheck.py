@@ -21,7 +21,7 @@ import gzip
 import os
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from orchestration import casefiles
 from orchestration.dictcheck import CaseCheckError, Context, DictReader
@@ -224,13 +224,18 @@ def _check_bytes(data: bytes, rel: str) -> None:
 
 
 def check_case(
-    root: str | os.PathLike[str], *, etc_dir: str | None, templates: bool = True
+    root: str | os.PathLike[str],
+    *,
+    etc_dir: str | None,
+    templates: bool = True,
+    rels: Iterable[str] | None = None,
 ) -> None:
-    """Check every file of the case at `root` (``templates``: ``{{ }}`` are placeholders);
-    raises CaseCheckError naming the file and line, RenderError for a symbolic link."""
+    """Check every file of the case at `root` (or those of `rels`; ``templates``: ``{{ }}``
+    are placeholders); raises CaseCheckError naming the file and line, RenderError for a
+    symbolic link."""
     base = os.fspath(root)
     files = _Files(base, {}, templates)
-    for _, rel in casefiles.walk(base):
+    for rel in rels if rels is not None else (rel for _, rel in casefiles.walk(base)):
         _check_file(files, rel, etc_dir)
 
 

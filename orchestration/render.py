@@ -672,18 +672,15 @@ def render_case(
     The rendered texts pass the case checks (orchestration.casecheck; `etc_dir`: OpenFOAM's
     etc folder, by default $WM_PROJECT_DIR's) or a CaseCheckError (a RenderError) says why.
     """
-    texts: dict[str, str] = {}
-
-    def text_of(path: str, rel: str) -> str | None:
-        text = read_template(path)
-        if text is None:
-            return None
-        texts[rel] = render_text(text, context, filename=rel)
-        return texts[rel]
-
-    written = copy_case(src, dst, text_of)
-    casecheck.check_rendered(dst, texts, etc_dir=_etc(etc_dir))
-    return written
+    if os.path.exists(dst) and os.listdir(dst):
+        raise RenderError(f"destination {os.fspath(dst)} is not empty")
+    texts = {
+        rel: render_text(text, context, filename=rel)
+        for path, rel in walk(Path(src))
+        if (text := read_template(path)) is not None
+    }
+    casecheck.check_rendered(src, texts, etc_dir=_etc(etc_dir))  # before anything is written
+    return copy_case(src, dst, lambda _path, rel: texts.get(rel))
 
 
 def render_files(
