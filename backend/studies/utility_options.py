@@ -29,7 +29,7 @@ __all__ = ["UTILITIES", "prepare_check"]
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}")
-_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.,+=@%/-]{0,499}")
+_PATH = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.,+=@%/-]{0,499}")
 _TIME_ITEM = re.compile(rf"(?:{_NUMBER})?(?::(?:{_NUMBER})?)?")
 _NUMBERS_TOKEN = re.compile(rf"\s+|\(|\)|{_NUMBER}")
 
