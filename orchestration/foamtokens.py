@@ -33,6 +33,7 @@ _VALID_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _WORD = re.compile(r"[^ \t\n\v\f\r\"'/;{}\x00]+")
 _VARIABLE = re.compile(r"[^ \t\n\v\f\r\"';{}\x00]+")  # a word that may hold '/' (scoping)
 _SPACES = re.compile(r"[ \t\n\v\f\r]+")
+_SKIP = re.compile(r"(?:[ \t\n\v\f\r]+|//[^\n]*|/\*.*?\*/)*", re.S)  # white space, comments
 _BULK = re.compile(r"[ \t\n\v\f\r0-9.eE+\-()]{512,}")  # long runs of numbers in lists
 _RAW_AFTER = frozenset(("#eval", "#message", "#word"))
 _LINE_AFTER = frozenset(("#if", "#elif"))
@@ -107,24 +108,17 @@ class _Lexer:
     def skip_space(self) -> bool:
         """Skip white space and comments; False at the end of the text (or of a comment
         that is never closed: OpenFOAM stops reading there)."""
-        s = self.s
-        while self.i < self.n:
-            match = _SPACES.match(s, self.i)
-            if match:
-                self._advance(match.end())
-                continue
-            if s.startswith("//", self.i):
-                end = s.find("\n", self.i)
-                self._advance(self.n if end < 0 else end)
-            elif s.startswith("/*", self.i):
-                end = s.find("*/", self.i + 2)
-                if end < 0:
-                    self._advance(self.n)
-                    return False
-                self._advance(end + 2)
-            else:
-                return True
-        return False
+        s, i = self.s, self.i
+        end = _SKIP.match(s, i).end()  # type: ignore[union-attr]  # matches the empty string
+        if end != i:
+            self.line += s.count("\n", i, end)
+            self.i = end
+        if end >= self.n:
+            return False
+        if s.startswith("/*", end):  # a comment never closed
+            self._advance(self.n)
+            return False
+        return True
 
     def emit(self, kind: str, text: str, line: int, placeholder: bool = False) -> Token:
         token = Token(kind, text, line, placeholder)
@@ -198,7 +192,7 @@ class _Lexer:
                         depth -= 1
             if end == self.i:
                 break
-            self._advance(end)
+            self.i = end  # a word holds no newline
             if end < match.end():
                 break
         if self.i == start:  # a lone ')' after a word's balanced part: punctuation
@@ -209,7 +203,8 @@ class _Lexer:
     def number(self, line: int) -> None:
         match = _NUMBER.match(self.s, self.i)
         assert match is not None
-        text = self._advance(match.end())
+        text = match.group()
+        self.i = match.end()
         if text == "-":
             self.emit("punct", "-", line)
             return
