@@ -1,14 +1,15 @@
 """A tolerant reader of OpenFOAM dictionaries, for inspecting a case (never for running it).
 
 Reads what a case's dictionaries say (``application simpleFoam;``, the ``functions`` of a
-controlDict, the ``solvers`` of an fvSolution) the way OpenFOAM's parser would: ``//`` and
-``/* */`` comments, quoted strings, nested dictionaries and lists, words with balanced
-parentheses (``div(phi,U)``, ``patchAverage(name=outlet,p)``), ``$macro`` values, and the
-directives ``#include``/``#includeIfPresent``/``#sinclude`` (files of the case only),
-``#includeEtc`` (OpenFOAM's etc folder, when it is installed), ``#includeFunc`` (a function
-object from etc/caseDicts/postProcessing with its arguments) and ``#remove``; code
-(``#codeStream``, ``#calc``, ``#{ … #}``) is skipped, never run. A case's ``{{ … }}``
-placeholders are read as one word each.
+controlDict, the ``solvers`` of an fvSolution) from OpenFOAM's own tokens
+(orchestration.foamtokens: comments, quoted strings, words with balanced parentheses such
+as ``div(phi,U)`` and ``patchAverage(name=outlet,p)``, ``$macro`` values) into nested
+dictionaries and lists, with the directives ``#include``/``#includeIfPresent``/``#sinclude``
+and ``#includeEtc``/``#sincludeEtc`` followed where the case checks allow them
+(orchestration.casepaths: the case's own files, OpenFOAM's etc folder when it is
+installed), ``#includeFunc`` (a function object from etc/caseDicts/postProcessing with its
+arguments) and ``#remove``; code (``#codeStream``, ``#calc``, ``#eval``, ``#{ … #}``) is
+skipped, never run. A case's ``{{ … }}`` placeholders are read as part of their word.
 
 Plain Python, no Django: used by orchestration.caseinspect in the portal.
 """
