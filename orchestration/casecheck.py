@@ -18,10 +18,11 @@ Plain Python, no Django.
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from orchestration import casefiles
 from orchestration.dictcheck import CaseCheckError, Context, DictReader
@@ -31,7 +32,10 @@ from orchestration.libscheck import LIBS_KEYS
 
 __all__ = ["MAX_FILE_BYTES", "CaseCheckError", "check_case", "check_rendered", "etc_folder"]
 
-MAX_FILE_BYTES = 1 << 30  # one file as OpenFOAM reads it (gzip unpacked)
+MAX_FILE_BYTES = 256 << 20  # a file read whole (gzip unpacked); larger ones: their bytes
+MAX_STREAM_BYTES = 4 << 30  # a file whose bytes are searched, gzip unpacked
+MAX_TOKENS = 2_000_000  # a file read as a dictionary (numbers in lists count as one)
+_CHUNK = 8 << 20
 _SPACE = "[ \\t\\n\\v\\f\\r]"
 _FOAMFILE = re.compile(
     rf"(?:{_SPACE}+|//[^\n]*|/\*.*?\*/)*FoamFile(?![^ \t\n\v\f\r\"'/;{{}}])", re.S
@@ -75,25 +79,33 @@ class _Files:
                 return candidate
         return None
 
-    def text(self, rel: str) -> str:
+    def text(self, rel: str) -> str | None:
+        """The file as OpenFOAM reads it (one character a byte), None past MAX_FILE_BYTES."""
         if rel in self.texts:
             return self.texts[rel]
+        with self.open(rel) as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+        return None if len(data) > MAX_FILE_BYTES else data.decode("latin-1")
+
+    def open(self, rel: str) -> io.BufferedIOBase:
         path = os.path.join(self.root, rel)
         with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-        if data.startswith(b"\x1f\x8b"):
-            try:
-                with gzip.open(path, "rb") as fh:
-                    data = fh.read(MAX_FILE_BYTES + 1)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise CaseCheckError(f"{rel}: a damaged gzip file ({exc})", rel) from exc
-        if len(data) > MAX_FILE_BYTES:
-            raise CaseCheckError(
-                f"{rel} is larger than {MAX_FILE_BYTES >> 20} MB as OpenFOAM reads it; split it "
-                "or save it in binary format",
-                rel,
-            )
-        return data.decode("latin-1")  # OpenFOAM reads bytes: one character per byte
+            gzipped = fh.read(2) == b"\x1f\x8b"
+        return gzip.open(path, "rb") if gzipped else open(path, "rb")
+
+    def chunks(self, rel: str) -> Iterator[bytes]:
+        """A large file's bytes in overlapping chunks (a pattern across two is in one)."""
+        total, tail = 0, b""
+        with self.open(rel) as fh:
+            while chunk := fh.read(_CHUNK):
+                total += len(chunk)
+                if total > MAX_STREAM_BYTES:
+                    raise CaseCheckError(
+                        f"{rel} is larger than {MAX_STREAM_BYTES >> 20:,} MB as OpenFOAM reads it",
+                        rel,
+                    )
+                yield tail + chunk
+                tail = chunk[-256:]
 
     def is_template(self, rel: str, text: str) -> bool:
         if not self.templates or rel in self.texts or "{{" not in text:
@@ -111,9 +123,11 @@ class _Files:
             key = (path, st.st_size, st.st_mtime_ns, self.templates)
         cached = _TOKEN_CACHE.get(key) if key else None
         text = self.text(rel) if text is None else text
+        if text is None:
+            raise BinaryData(f"larger than {MAX_FILE_BYTES >> 20} MB")
         template = self.is_template(rel, text)
         if cached is None:
-            cached = tokenize(text, templates=template, bulk=True)
+            cached = tokenize(text, templates=template, bulk=True, limit=MAX_TOKENS)
             if key is not None and len(text) <= _CACHED_BYTES:
                 if len(_TOKEN_CACHE) >= 256:
                     _TOKEN_CACHE.clear()
@@ -167,14 +181,23 @@ def _top_keys(tokens: list[Token]) -> set[str] | None:
 
 
 def _check_file(files: _Files, rel: str, etc_dir: str | None) -> None:
-    text = files.text(rel)
+    try:
+        text = files.text(rel)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise CaseCheckError(f"{rel}: a damaged gzip file ({exc})", rel) from exc
+    if text is None:  # too large to read whole: its bytes are searched
+        for chunk in files.chunks(rel):
+            _check_bytes(chunk, rel, "large file")
+        return
     dictionary = _FOAMFILE.match(text) is not None
     if not dictionary and not _WORTH_READING.search(text) and _quoted_libs(text) is None:
         return
     try:
         _, tokens, template = files.tokens(rel, text)
-    except BinaryData:
-        _check_bytes(text.encode("latin-1"), rel)
+    except BinaryData as exc:
+        _check_bytes(
+            text.encode("latin-1"), rel, "binary data" if "tokens" not in str(exc) else "large file"
+        )
         return
     if template:
         for token in tokens:
@@ -208,17 +231,19 @@ def _quoted_libs(text: str) -> str | None:
     return None
 
 
-def _check_bytes(data: bytes, rel: str) -> None:
-    """Binary data OpenFOAM's dictionary reader cannot be followed through: refused when
-    its bytes hold an include or a libs-like word, or a quoted text that may be a pattern
-    matching libs."""
+def _check_bytes(data: bytes, rel: str, what: str) -> None:
+    """Data OpenFOAM's dictionary reader cannot be followed through here (binary data, a
+    file too large to read whole): refused when its bytes hold an include or a libs-like
+    word, or a quoted text that may be a pattern matching libs."""
     found = _BINARY_INCLUDE.search(data) or _BINARY_LIBS.search(data)
-    what = found.group().decode("latin-1") if found else _quoted_libs(data.decode("latin-1"))
-    if what is not None:
+    if found is None and what == "large file":  # a comment may part '#' from its name
+        found = re.search(rb"include", data)
+    text = found.group().decode("latin-1") if found else _quoted_libs(data.decode("latin-1"))
+    if text is not None:
         raise CaseCheckError(
-            f"{rel}: binary data holding {what!r}; OpenFOAM could read it as a directive or a "
-            "library list, which cannot be checked in binary data: save the file in ascii "
-            "format (writeFormat ascii)",
+            f"{rel}: {what} holding {text!r}; OpenFOAM could read it as a directive or a "
+            "library list, which cannot be checked in it: save the file in ascii format "
+            "(writeFormat ascii), or split it",
             rel,
         )
 

@@ -57,6 +57,7 @@ KNOWN = frozenset(
 )
 _INPUT_MODES = ("merge", "overwrite", "protect", "warn", "error", "default")
 MAX_INCLUDE_DEPTH = 16
+_KEPT_TOKENS = 256  # longer values are kept as 'unknown' (memory)
 
 
 class CaseCheckError(RenderError):
@@ -147,6 +148,8 @@ class DictReader:
                 self.store(scope, token, Entry(token.text, self.where(token), scope=sub), mode)
             else:
                 tokens = self.value(scope, token, None)
+                if len(tokens) > _KEPT_TOKENS:  # a field's values: never a path or a library
+                    tokens = [_unknown(f"a value of {len(tokens):,} tokens", token.line)]
                 entry = Entry(token.text, self.where(token), tokens=tokens)
                 self.store(scope, token, entry, mode)
         elif (

@@ -67,7 +67,7 @@ _CLASS_LISTS = {
 
 class BinaryData(ValueError):
     """The file holds bytes OpenFOAM's dictionary reader would not read as text (binary data
-    this module cannot size, or a NUL byte)."""
+    this module cannot size, or a NUL byte), or more tokens than the caller allows."""
 
 
 class Token:
@@ -88,8 +88,9 @@ class Token:
 
 
 class _Lexer:
-    def __init__(self, text: str, templates: bool, bulk: bool) -> None:
+    def __init__(self, text: str, templates: bool, bulk: bool, limit: int | None) -> None:
         self.s, self.i, self.n, self.line = text, 0, len(text), 1
+        self.limit = limit
         self.templates, self.bulk = templates, bulk
         self.out: list[Token] = []
         self.binary: tuple[int, int] | None = None  # bytes of a label and of a scalar
@@ -133,6 +134,8 @@ class _Lexer:
 
     def run(self) -> list[Token]:
         while self.skip_space():
+            if self.limit is not None and len(self.out) > self.limit:
+                raise BinaryData(f"line {self.line}: more than {self.limit:,} tokens")
             s, i, line = self.s, self.i, self.line
             c = s[i]
             if c == "\x00":
@@ -390,10 +393,12 @@ class _Lexer:
         self._advance(after + 1)
 
 
-def tokenize(text: str, *, templates: bool = False, bulk: bool = False) -> list[Token]:
+def tokenize(
+    text: str, *, templates: bool = False, bulk: bool = False, limit: int | None = None
+) -> list[Token]:
     """The tokens of a dictionary's `text` (``templates``: ``{{ … }}`` are placeholders of
     the portal's templates; ``bulk``: each long run of numbers and parentheses after a '('
     (a mesh's points, a field's values) is one ``data`` token whose text is the change of
     nesting it makes, so hundreds of megabytes are read at a regular expression's speed).
-    Raises BinaryData for binary data that cannot be sized."""
-    return _Lexer(text, templates, bulk).run()
+    Raises BinaryData for binary data that cannot be sized, or past `limit` tokens."""
+    return _Lexer(text, templates, bulk, limit).run()

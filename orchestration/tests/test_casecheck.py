@@ -8,6 +8,7 @@ import os
 import shutil
 import struct
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ needs_foam_dictionary = pytest.mark.skipif(
 )
 
 
-def make_case(root: Path, files: dict[str, str | bytes]) -> Path:
+def make_case(root: Path, files: Mapping[str, str | bytes]) -> Path:
     """A case with `files` (relative path: text, a FoamFile header of 6 lines added to the
     dictionaries directly in system/ and constant/ that have none)."""
     files = {"system/controlDict": "application icoFoam;\n", **files}
@@ -369,3 +370,32 @@ def test_every_openfoam_tutorial_passes_or_is_refused_for_its_links_only():
                 refused[name] = str(inner)
     assert refused == {}
     assert len(cases) == 383 and len(linked) == 21
+
+
+def test_a_file_too_large_to_read_whole_is_searched_for_includes(tmp_path, monkeypatch):
+    """Past MAX_FILE_BYTES (as OpenFOAM reads it, gzip unpacked) or MAX_TOKENS a file is not
+    read as a dictionary, and what could hide an include or a libs in it is refused."""
+    import gzip
+
+    from orchestration import casecheck
+
+    monkeypatch.setattr(casecheck, "MAX_FILE_BYTES", 1 << 20)
+    monkeypatch.setattr(casecheck, "MAX_TOKENS", 10_000)
+    words = HEADER + "names (" + " w" * 20_000 + ");\n"  # under 1 MB, over 10,000 tokens
+    numbers = HEADER + "values (" + " 1.5" * 400_000 + ");\n"  # over 1 MB unpacked
+    for rel, body in [
+        ("constant/names", words),
+        ("constant/values.gz", gzip.compress(numbers.encode())),
+    ]:
+        check_case(make_case(tmp_path / rel, {rel: body}), etc_dir=ETC)
+        hidden = (
+            body + '#include "/etc/passwd"\n'
+            if isinstance(body, str)
+            else gzip.compress((numbers + '#/* long comment */include "/etc/passwd"\n').encode())
+        )
+        message = refusal(make_case(tmp_path / f"{rel}-hidden", {rel: hidden}))
+        assert message.startswith(f"{rel}: large file holding '#"), message
+    monkeypatch.setattr(casecheck, "MAX_STREAM_BYTES", 2 << 20)
+    bomb = gzip.compress(b" " * (3 << 20))
+    message = refusal(make_case(tmp_path / "bomb", {"constant/bomb.gz": bomb}))
+    assert message == "constant/bomb.gz is larger than 2 MB as OpenFOAM reads it", message

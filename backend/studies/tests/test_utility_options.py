@@ -37,7 +37,8 @@ AIRFOIL = {"name": "prep", "template": "airfoil2d", "parameters": {"aoa": 2, "sp
     ],
 )
 def test_a_prepare_option_off_its_utilitys_list_is_a_400_naming_step_and_option(api, argv, needle):
-    spec = {**AIRFOIL, "prepare": [["blockMesh"], argv]}
+    prepare: list[list[str]] = [["blockMesh"], argv]
+    spec = {**AIRFOIL, "prepare": prepare}
     for path in ("/api/v1/studies/preview/", "/api/v1/studies/"):
         r = api.post(path, spec, format="json")
         assert r.status_code == 400, r.json()
