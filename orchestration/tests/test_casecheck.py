@@ -4,6 +4,7 @@ every form OpenFOAM reads; what real cases write passes (every OpenFOAM tutorial
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import struct
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestration import casecheck
 from orchestration.casecheck import CaseCheckError, check_case, check_rendered, etc_folder
 from orchestration.casefiles import RenderError
 from orchestration.tests.conftest import OPENFOAM_ENV, TUTORIALS
@@ -375,18 +377,15 @@ def test_every_openfoam_tutorial_passes_or_is_refused_for_its_links_only():
 def test_a_file_too_large_to_read_whole_is_searched_for_includes(tmp_path, monkeypatch):
     """Past MAX_FILE_BYTES (as OpenFOAM reads it, gzip unpacked) or MAX_TOKENS a file is not
     read as a dictionary, and what could hide an include or a libs in it is refused."""
-    import gzip
-
-    from orchestration import casecheck
-
     monkeypatch.setattr(casecheck, "MAX_FILE_BYTES", 1 << 20)
     monkeypatch.setattr(casecheck, "MAX_TOKENS", 10_000)
     words = HEADER + "names (" + " w" * 20_000 + ");\n"  # under 1 MB, over 10,000 tokens
     numbers = HEADER + "values (" + " 1.5" * 400_000 + ");\n"  # over 1 MB unpacked
-    for rel, body in [
+    files: list[tuple[str, str | bytes]] = [
         ("constant/names", words),
         ("constant/values.gz", gzip.compress(numbers.encode())),
-    ]:
+    ]
+    for rel, body in files:
         check_case(make_case(tmp_path / rel, {rel: body}), etc_dir=ETC)
         hidden = (
             body + '#include "/etc/passwd"\n'
