@@ -50,7 +50,7 @@ def refusal(case: Path) -> str:
     return str(info.value)
 
 
-# -- the seven ways around the line-by-line checks (five in the case's files) --------------
+# -- what a search line by line misses ---------------------------------------------------------
 
 SECRET = "leaked_secret_value"
 
@@ -60,7 +60,7 @@ def _up_to_root() -> str:
 
 
 BYPASSES = {
-    "an include form the old check did not know": '#sincludeEtc "{secret}"\n',
+    "an absolute path read by #sincludeEtc": '#sincludeEtc "{secret}"\n',
     "a variable inside an #includeEtc path": 'dd "..";\n#includeEtc "caseDicts/$dd/{up}{secret}"\n',
     "libs as a quoted keyword": '"libs" ("./lib/x.so");\n',
     "libs through a variable": 'mylibs ("./lib/x.so");\nlibs $mylibs;\n',
@@ -73,7 +73,7 @@ def _bypass(name: str, secret: Path) -> str:
 
 
 @pytest.mark.parametrize("name", BYPASSES)
-def test_each_way_around_the_old_checks_is_refused_naming_file_and_line(tmp_path, name):
+def test_what_a_line_by_line_search_misses_is_refused_naming_file_and_line(tmp_path, name):
     secret = tmp_path / "secret"
     secret.write_text(f"stolen {SECRET};\n")
     case = make_case(
@@ -253,8 +253,7 @@ def test_an_include_in_an_included_file_is_checked_where_it_is(tmp_path):
 
 
 def test_a_nul_byte_in_a_comment_does_not_hide_the_rest_of_a_file(tmp_path):
-    """The line-by-line check skipped files with a NUL in their first 8 KB; OpenFOAM does
-    not care for a NUL in a comment."""
+    """OpenFOAM does not care for a NUL byte in a comment: the check reads on too."""
     text = HEADER + "/* \x00 */\n" + "x 1;\n" * 5000 + '#include "/etc/passwd"\n'
     case = make_case(tmp_path, {"system/fvSolution": text.encode("latin-1")})
     assert refusal(case).startswith("system/fvSolution line 5008:")

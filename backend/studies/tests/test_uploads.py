@@ -420,7 +420,7 @@ def test_libraries_by_name_are_fine(api):
     assert r.status_code == 201, r.json()
 
 
-# the ways around the line-by-line checks: OpenFOAM read /etc/passwd or opened the case's
+# dictionaries a search line by line misses: OpenFOAM reads /etc/passwd or opens the case's
 # library with each (orchestration/tests/test_casecheck.py shows OpenFOAM v1912 doing it)
 BYPASSES = [
     ('#sincludeEtc "/etc/passwd"', 3),
@@ -429,7 +429,7 @@ BYPASSES = [
     ('mylibs ("./lib/x.so");\nlibs $mylibs;', 4),
     ('libs /* ours */ ("./lib/x.so");', 3),
     ('/* ours ( */ libs ("./lib/x.so");', 3),
-    # and forms the line-by-line checks never looked for
+    # and more forms OpenFOAM reads
     ('"l.bs" ("./lib/x.so");', 3),
     ('"functions/f/libs" ("./lib/x.so");', 3),
     ('( libs ("./lib/x.so"); )', 3),
@@ -452,8 +452,8 @@ def test_a_case_that_would_read_outside_itself_or_load_its_own_library_is_refuse
 
 
 def test_an_include_hidden_behind_a_nul_byte_or_16_mb_is_found(api):
-    """The line-by-line check read the first 16 MB of a file, and skipped a file with a NUL
-    in its first 8 KB (in a comment, OpenFOAM does not care)."""
+    """OpenFOAM reads a whole file, past a NUL byte in a comment and past 16 MB: so does the
+    check."""
     hidden = b"/* \x00 */\n" + b'#include "/etc/passwd"\n'
     r = upload(api, "n.tar.gz", tgz([("system/controlDict", hidden, "file")]))
     assert r.status_code == 400 and r.json()["message"].startswith("system/controlDict line 2:")

@@ -14,7 +14,7 @@ AIRFOIL = {"name": "prep", "template": "airfoil2d", "parameters": {"aoa": 2, "sp
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        # the two ways around the utility check: a library of the case, a file of the host
+        # a library of the case, a file of the host
         (["checkMesh", "-lib", '("/case/x.so")'], "option -lib is not allowed (it loads"),
         (["blockMesh", "-dict", "/etc/passwd"], "option -dict takes a path relative to the case"),
         (["blockMesh", "-dict", "system/../../etc/passwd"], "a path inside the case"),
