@@ -9,8 +9,9 @@ for includes and library lists, as OpenFOAM would read it if something included 
 data in OpenFOAM's format is skipped by its declared size; other binary data is searched
 for an include or a library list in its bytes.
 
-`check_case` runs on an upload (placeholders read as such); `check_rendered` on the texts a
-case's templates render to for a run, wherever that run is rendered (orchestration.render).
+`check_case` runs on an upload (placeholders read as such); `check_rendered` (through
+`render_checked`) on the texts a case's templates render to for a run: at preview and
+submission with the first run's values, at dispatch with each run's.
 
 Plain Python, no Django.
 """
@@ -23,14 +24,23 @@ import os
 import re
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
-from orchestration import casefiles
+from orchestration import casefiles, render
 from orchestration.dictcheck import CaseCheckError, Context, DictReader
 from orchestration.foamscope import Scope, pattern_matches
 from orchestration.foamtokens import BinaryData, Token, tokenize
 from orchestration.libscheck import LIBS_KEYS
 
-__all__ = ["MAX_FILE_BYTES", "CaseCheckError", "check_case", "check_rendered", "etc_folder"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "CaseCheckError",
+    "check_case",
+    "check_rendered",
+    "etc_folder",
+    "render_checked",
+]
 
 MAX_FILE_BYTES = 256 << 20  # a file read whole (gzip unpacked); larger ones: their bytes
 MAX_STREAM_BYTES = 4 << 30  # a file whose bytes are searched, gzip unpacked
@@ -272,3 +282,15 @@ def check_rendered(
     files = _Files(os.fspath(root), texts, templates=False)
     for rel in sorted(texts):
         _check_file(files, rel, etc_dir)
+
+
+def render_checked(
+    src: str | os.PathLike[str], context: Mapping[str, Any], *, etc_dir: str | None
+) -> dict[str, str]:
+    """The texts `context` renders the case at `src`'s templates to (orchestration.render),
+    checked: a run's values could write what the upload's check could not see (a keyword, a
+    comment's end). RenderError for a placeholder that cannot be filled, CaseCheckError for
+    what the checks refuse. Portal-side: the run agent ships without these modules."""
+    texts = render.render_files(Path(src), context)
+    check_rendered(src, texts, etc_dir=etc_dir)
+    return texts

@@ -36,7 +36,6 @@ from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
-from orchestration import casecheck
 from orchestration.casefiles import (
     MAX_TEMPLATE_BYTES,
     RenderError,
@@ -660,44 +659,26 @@ def find_placeholders(case_dir: Path) -> dict[str, list[str]]:
 
 
 def render_case(
-    src: str | os.PathLike[str],
-    dst: str | os.PathLike[str],
-    context: Mapping[str, Any],
-    *,
-    etc_dir: str | None = None,
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], context: Mapping[str, Any]
 ) -> list[str]:
     """Copy the case tree `src` to `dst` rendering text files with `{{`; return those paths.
 
     `dst` must not exist or be empty. Symbolic links and special files in `src` are errors.
-    The rendered texts pass the case checks (orchestration.casecheck; `etc_dir`: OpenFOAM's
-    etc folder, by default $WM_PROJECT_DIR's) or a CaseCheckError (a RenderError) says why.
     """
-    if os.path.exists(dst) and os.listdir(dst):
-        raise RenderError(f"destination {os.fspath(dst)} is not empty")
-    texts = {
-        rel: render_text(text, context, filename=rel)
-        for path, rel in walk(Path(src))
-        if (text := read_template(path)) is not None
-    }
-    casecheck.check_rendered(src, texts, etc_dir=_etc(etc_dir))  # before anything is written
-    return copy_case(src, dst, lambda _path, rel: texts.get(rel))
+
+    def text_of(path: str, rel: str) -> str | None:
+        text = read_template(path)
+        return None if text is None else render_text(text, context, filename=rel)
+
+    return copy_case(src, dst, text_of)
 
 
-def render_files(
-    src: Path, context: Mapping[str, Any], *, etc_dir: str | None = None
-) -> dict[str, str]:
+def render_files(src: Path, context: Mapping[str, Any]) -> dict[str, str]:
     """The rendered text of every template file of the case tree `src`, by relative path:
-    with `casefiles.copy_case` this writes what `render_case` writes. The texts pass the
-    case checks (orchestration.casecheck) or a CaseCheckError (a RenderError) says why."""
-    texts = {
+    with `casefiles.copy_case` this writes what `render_case` writes."""
+    return {
         rel: render_text(text, context, filename=rel) for rel, text in _case_templates(src).items()
     }
-    casecheck.check_rendered(src, texts, etc_dir=_etc(etc_dir))
-    return texts
-
-
-def _etc(etc_dir: str | None) -> str | None:
-    return etc_dir if etc_dir is not None else casecheck.etc_folder()
 
 
 # by the case tree: its path, then (relative path, size, mtime) of each of its files

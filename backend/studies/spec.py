@@ -129,7 +129,7 @@ class ResolvedSpec:
         field = "case" if self.upload else "template"
         etc_dir = casecheck.etc_folder(settings.WINDTUNNEL["OPENFOAM_DIR"])
         try:
-            render.render_files(Path(self.case_dir), context, etc_dir=etc_dir)
+            casecheck.render_checked(Path(self.case_dir), context, etc_dir=etc_dir)
         except casecheck.CaseCheckError as exc:
             raise _invalid(f"the case as run 0's values render it: {exc}", field) from exc
         except render.RenderError as exc:

@@ -240,19 +240,6 @@ def test_render_case_refuses_symlinks(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_render_case_checks_the_case_it_renders_before_writing_it(tmp_path: Path) -> None:
-    """A run's values `*/` and `/*` open a comment that hid a libs list at upload: the
-    agent, rendering the case itself, refuses it as the portal would."""
-    src = _tree(tmp_path / "case")
-    (src / "system/controlDict").write_text(
-        '/* {{ c }} libs ("/case/x.so"); {{ d }} */\napplication icoFoam;\n'
-    )
-    with pytest.raises(RenderError, match="system/controlDict line 1: libs names '/case/x.so'"):
-        render_case(src, tmp_path / "out", {"Ux": 1, "Uy": 0, "end": 1, "c": "*/", "d": "/*"})
-    assert not (tmp_path / "out").exists()
-    render_case(src, tmp_path / "ok", {"Ux": 1, "Uy": 0, "end": 1, "c": "a", "d": "b"})
-
-
 def test_render_case_refuses_a_non_empty_destination(tmp_path: Path) -> None:
     src = _tree(tmp_path / "case")
     (tmp_path / "out").mkdir()
