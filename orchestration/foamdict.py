@@ -1,14 +1,15 @@
 """A tolerant reader of OpenFOAM dictionaries, for inspecting a case (never for running it).
 
 Reads what a case's dictionaries say (``application simpleFoam;``, the ``functions`` of a
-controlDict, the ``solvers`` of an fvSolution) the way OpenFOAM's parser would: ``//`` and
-``/* */`` comments, quoted strings, nested dictionaries and lists, words with balanced
-parentheses (``div(phi,U)``, ``patchAverage(name=outlet,p)``), ``$macro`` values, and the
-directives ``#include``/``#includeIfPresent``/``#sinclude`` (files of the case only),
-``#includeEtc`` (OpenFOAM's etc folder, when it is installed), ``#includeFunc`` (a function
-object from etc/caseDicts/postProcessing with its arguments) and ``#remove``; code
-(``#codeStream``, ``#calc``, ``#{ … #}``) is skipped, never run. A case's ``{{ … }}``
-placeholders are read as one word each.
+controlDict, the ``solvers`` of an fvSolution) from OpenFOAM's own tokens
+(orchestration.foamtokens: comments, quoted strings, words with balanced parentheses such
+as ``div(phi,U)`` and ``patchAverage(name=outlet,p)``, ``$macro`` values) into nested
+dictionaries and lists, with the directives ``#include``/``#includeIfPresent``/``#sinclude``
+and ``#includeEtc``/``#sincludeEtc`` followed where the case checks allow them
+(orchestration.casepaths: the case's own files, OpenFOAM's etc folder when it is
+installed), ``#includeFunc`` (a function object from etc/caseDicts/postProcessing with its
+arguments) and ``#remove``; code (``#codeStream``, ``#calc``, ``#eval``, ``#{ … #}``) is
+skipped, never run. A case's ``{{ … }}`` placeholders are read as part of their word.
 
 Plain Python, no Django: used by orchestration.caseinspect in the portal.
 """
@@ -20,20 +21,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestration import casepaths
+from orchestration.foamtokens import BinaryData, tokenize
+
 __all__ = ["DictError", "FoamDict", "parse_call", "parse_file", "parse_text"]
 
 _MAX_BYTES = 8 * 1024 * 1024
 _MAX_DEPTH = 16  # nested includes
 _MAX_NESTING = 64  # dictionaries in dictionaries
-_PUNCT = set("{};[]")
-_WORD_END = set(' \t\r\n\f\v{};[]"')
-_CASE_PREFIXES = {
-    "$FOAM_CASE/": "",
-    "${FOAM_CASE}/": "",
-    "<case>/": "",
-    "<system>/": "system/",
-    "<constant>/": "constant/",
-}
 
 
 class DictError(ValueError):
@@ -79,77 +74,36 @@ class FoamDict:
 
 @dataclass(frozen=True)
 class _Token:
-    kind: str  # word | string | punct | directive | code
+    kind: str  # word | string | punct | directive | raw | code
     text: str
     line: int
 
 
+_KINDS = {
+    "word": "word",
+    "number": "word",
+    "variable": "word",
+    "string": "string",
+    "directive": "directive",
+    "raw": "raw",
+    "verbatim": "code",
+    "expression": "code",
+}
+
+
 def _tokens(text: str, where: str) -> list[_Token]:
+    """OpenFOAM's tokens (orchestration.foamtokens), as this reader uses them."""
+    try:
+        tokens = tokenize(text, templates=True)
+    except BinaryData as exc:
+        raise DictError(f"{where} {exc}: binary data, not a dictionary") from exc
     out: list[_Token] = []
-    i, n, line = 0, len(text), 1
-    while i < n:
-        c = text[i]
-        if c == "\n":
-            line += 1
-            i += 1
-        elif c.isspace():
-            i += 1
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            if end < 0:
-                raise DictError(f"{where} line {line}: a /* comment is never closed with */")
-            line += text.count("\n", i, end)
-            i = end + 2
-        elif text.startswith("{{", i):  # a placeholder of the portal's templates: one word
-            end = text.find("}}", i + 2)
-            if end < 0:
-                raise DictError(f"{where} line {line}: a {{{{ placeholder is never closed")
-            out.append(_Token("word", text[i : end + 2], line))
-            i = end + 2
-        elif text.startswith("#{", i):  # verbatim code: skipped
-            end = text.find("#}", i + 2)
-            if end < 0:
-                raise DictError(f"{where} line {line}: a #{{ code block is never closed with #}}")
-            out.append(_Token("code", "", line))
-            line += text.count("\n", i, end)
-            i = end + 2
-        elif c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            if j >= n:
-                raise DictError(f'{where} line {line}: a string is never closed with "')
-            out.append(_Token("string", text[i + 1 : j], line))
-            line += text.count("\n", i, j)
-            i = j + 1
-        elif c in _PUNCT or c in "()":
-            out.append(_Token("punct", c, line))
-            i += 1
-        else:
-            j, depth = i, 0
-            while j < n:
-                ch = text[j]
-                if ch == "(":
-                    if j == i:
-                        break
-                    depth += 1
-                elif ch == ")":
-                    if depth == 0:
-                        break
-                    depth -= 1
-                elif ch == "\n" and depth:
-                    break
-                elif ch in _WORD_END and not (depth and ch in " \t"):
-                    break
-                j += 1
-            if j == i:  # a lone '(' handled above; anything else: one character
-                j = i + 1
-            word = text[i:j]
-            out.append(_Token("directive" if word.startswith("#") else "word", word, line))
-            i = j
+    for token in tokens:
+        if token.kind == "punct":
+            kind = "punct" if token.text in "{}()[];" else "word"
+            out.append(_Token(kind, token.text, token.line))
+        elif token.kind in _KINDS:
+            out.append(_Token(_KINDS[token.kind], token.text, token.line))
     return out
 
 
@@ -206,7 +160,7 @@ class _Parser:
                 return out
             if token.kind == "punct" and token.text == ";":
                 continue
-            if token.kind == "code":
+            if token.kind in ("code", "raw"):
                 continue
             if token.kind == "directive":
                 self._directive(token, out, scopes)
@@ -258,7 +212,7 @@ class _Parser:
                     self._skip_code_value()
                     stack[-1].append("<code>")
                 continue
-            if token.kind == "code":
+            if token.kind in ("code", "raw"):
                 stack[-1].append("<code>")
                 continue
             if token.kind == "word" and token.text.startswith("$") and len(token.text) > 1:
@@ -270,7 +224,7 @@ class _Parser:
 
     def _skip_code_value(self) -> None:
         token = self._peek()
-        if token is not None and token.kind in ("string", "code"):
+        if token is not None and token.kind in ("string", "code", "raw"):
             self.pos += 1
         elif token is not None and token.text == "{":
             self.pos += 1
@@ -290,13 +244,13 @@ class _Parser:
 
     def _directive(self, token: _Token, out: FoamDict, scopes: list[FoamDict]) -> None:
         name = token.text
-        if name in ("#include", "#includeIfPresent", "#sinclude", "#includeEtc"):
+        if name in ("#include", "#includeIfPresent", "#sinclude", "#includeEtc", "#sincludeEtc"):
             arg = self._next()
             if arg is None or arg.kind not in ("string", "word"):
                 raise self._error(f"{name} needs a file name", token)
-            path = self._include_path(name, arg.text)
+            path = self._include_path(name, arg.text, [*scopes, out])
             if path is None or not os.path.isfile(path):
-                if name == "#include":
+                if name in ("#include", "#includeEtc"):
                     self.ctx.notes.append(
                         f"{self.where} line {token.line}: {name} {arg.text} not found"
                     )
@@ -316,24 +270,44 @@ class _Parser:
                     out.entries.pop(t.text, None)
         elif name in ("#calc", "#codeStream", "#eval"):
             self._skip_code_value()
-        # #inputMode, #default, #overwrite, #warn, …: nothing to read
+        elif name in ("#if", "#elif", "#message"):
+            self._next()  # the condition's line, the message
+        elif name == "#ifeq":
+            self._next()
+            self._next()
+        # #inputMode, #default, #overwrite, #warn, #else, #endif …: nothing to read
 
-    def _include_path(self, directive: str, target: str) -> str | None:
-        if directive == "#includeEtc":
-            if self.ctx.etc_dir is None or ".." in target.split("/") or target.startswith("/"):
-                return None
-            return os.path.join(self.ctx.etc_dir, target)
+    def _include_path(self, directive: str, target: str, scopes: list[FoamDict]) -> str | None:
+        """The file an include reads, by the rules of the case checks
+        (orchestration.casepaths); None for one outside the case or OpenFOAM's etc folder."""
+
+        def variable(name: str) -> str:
+            found = self._lookup(name, scopes)
+            if found is None:
+                return casepaths.case_variable(name)
+            if isinstance(found, list) and len(found) == 1 and isinstance(found[0], str):
+                return found[0]
+            raise casepaths.PathRefused(f"${name} is not one word")
+
         root = self.ctx.case_root
-        if root is None or self.base is None:
-            return None
-        for prefix, sub in _CASE_PREFIXES.items():
-            if target.startswith(prefix):
-                path = os.path.join(root, sub, target[len(prefix) :])
-                break
-        else:
-            if target.startswith(("/", "~", "$", "<")):
+        try:
+            expanded = casepaths.expand_path(target, variable)
+            if directive in ("#includeEtc", "#sincludeEtc"):
+                if self.ctx.etc_dir is None:
+                    return None
+                path = os.path.join(
+                    self.ctx.etc_dir, casepaths.etc_include(expanded, self.ctx.etc_dir)
+                )
+                return path if os.path.isfile(path) else path + ".gz"
+            if root is None or self.base is None:
                 return None
-            path = os.path.join(self.base, target)
+            base = os.path.relpath(self.base, root)
+            rel = casepaths.case_include(expanded, "" if base == "." else base)
+        except casepaths.PathRefused:
+            return None
+        path = os.path.join(root, rel)
+        if not os.path.isfile(path) and os.path.isfile(path + ".gz"):
+            path += ".gz"
         real, real_root = os.path.realpath(path), os.path.realpath(root)
         return real if real.startswith(real_root + os.sep) else None
 

@@ -33,7 +33,8 @@ from django.utils.crypto import salted_hmac
 
 from catalog.images import image_digests, image_layers
 from core.exceptions import ApplicationError, Conflict, ErrorCode
-from dispatch.start import run_spec
+from dispatch.start import run_case_refused, run_spec
+from orchestration import casecheck
 from orchestration.placement import (
     DIGEST_RE,
     Fleet,
@@ -162,7 +163,11 @@ def worker_lease(*, worker: PoolWorker, free_cores: int) -> dict[str, Any]:
         PoolWorker.objects.filter(pk=row.pk).update(state=WorkerState.BUSY, idle_since=None)
     specs = []
     for run in runs:
-        spec = run_spec(run=run, study=run.study, token=tokens[run.pk])
+        try:
+            spec = run_spec(run=run, study=run.study, token=tokens[run.pk])
+        except casecheck.CaseCheckError as exc:
+            run_case_refused(run=run, error=exc)
+            continue
         specs.append(json.loads(spec.to_json(sandbox="uid")))
         log.info(
             "pool %s: run %s attempt %s leased by %s", row.pool.name, run.pk, run.attempt, row.pk

@@ -36,7 +36,7 @@ from core import jobs
 from core.ids import parse_uuid
 from core.jobs import Job
 from core.metrics import DISPATCH_FAILURES, DISPATCH_LATENCY
-from orchestration import render
+from orchestration import casecheck, render
 from pools.selectors import pooled_run_ids
 from quotas.selectors import run_disk_budget_gb
 from runs.services import run_dispatch_later, run_requeue_or_fail
@@ -158,24 +158,55 @@ def case_sandbox(run: Run) -> dict[str, Any]:
 
 
 def prerendered(*, run: Run, study: Study) -> dict[str, str] | None:
-    """The case's templates rendered here, for agents that would otherwise import Jinja and
-    render in their run slot; None (the agent renders, and reports any error) when the
-    backend does not take them (trait prerenders_case), rendering fails or the texts are
-    large."""
-    if not traits_of(run.backend).prerenders_case:
-        return None
+    """The case's templates rendered here with the run's values, and checked whatever the
+    run's backend (orchestration.casecheck: a CaseCheckError for what a run may not do, the
+    run's values being able to write what its upload could not). The texts go to agents
+    that would otherwise import Jinja and render in their run slot; None (the agent renders,
+    and reports any error) when the backend does not take them (trait prerenders_case),
+    rendering fails or the texts are large."""
+    etc_dir = casecheck.etc_folder(settings.WINDTUNNEL["OPENFOAM_DIR"])
     try:
-        texts = render.render_files(Path(study.case_dir), run.context)
+        texts = casecheck.render_checked(Path(study.case_dir), run.context, etc_dir=etc_dir)
+    except casecheck.CaseCheckError:
+        raise
     except (render.RenderError, OSError):
+        return None
+    if not traits_of(run.backend).prerenders_case:
         return None
     if sum(len(t) for t in texts.values()) > PRERENDER_MAX_BYTES:
         return None
     return texts
 
 
+def run_case_refused(*, run: Run, error: casecheck.CaseCheckError) -> None:
+    """A run whose rendered case the checks refuse fails before it starts, saying why."""
+    run_requeue_or_fail(
+        run=run,
+        reason=EndReason.DISPATCH_FAILED,
+        message=f"the case as this run's values render it is refused: {error}",
+        retry=False,
+    )
+
+
+def _specs(runs: list[Run], tokens: dict[Any, str]) -> tuple[list[Run], list[RunSpec]]:
+    """The runs' specs, but for runs whose rendered case is refused (those fail here)."""
+    kept: list[Run] = []
+    specs: list[RunSpec] = []
+    for run in runs:
+        try:
+            specs.append(run_spec(run=run, study=run.study, token=tokens[run.pk]))
+        except casecheck.CaseCheckError as exc:
+            run_case_refused(run=run, error=exc)
+            continue
+        kept.append(run)
+    return kept, specs
+
+
 def _start_group(runs: list[Run], tokens: dict[Any, str]) -> int:
     backend = runs[0].backend
-    specs = [run_spec(run=run, study=run.study, token=tokens[run.pk]) for run in runs]
+    runs, specs = _specs(runs, tokens)
+    if not runs:
+        return 0
     try:
         driver = driver_for(backend)
         # where the portal reads a run's files itself, its agent uploads no archive: the

@@ -22,7 +22,7 @@ from catalog.models import Backend, CaseTemplate, Package
 from compute.drivers import traits_of
 from core.exceptions import ApplicationError, ErrorCode
 from core.schemas import validate
-from orchestration import render
+from orchestration import casecheck, render
 from orchestration.composer import IMPLICIT_PACKAGES
 from studies.adaptive import AdaptivePlan, adaptive_initial, adaptive_plan
 from studies.models import Upload
@@ -30,7 +30,6 @@ from studies.objectives import objectives_check_series, objectives_resolve
 from studies.policy import policy_normalize
 from studies.space import Space, SpaceError, Value, parse_space
 from studies.steps import known_solvers, prepare_commands, run_steps, solver_package
-from studies.uploads import check_directives
 from studies.usage import backends_visible_to
 
 SPEC_SCHEMA = Path(__file__).resolve().parent / "schemas" / "study-spec.json"
@@ -153,19 +152,20 @@ class ResolvedSpec:
         return checked
 
     def check_case(self, context: Mapping[str, Any]) -> None:
-        """The case's templates rendered with `context` in the sandbox, or a 400 saying why."""
+        """The case's templates rendered with `context` in the sandbox, and the rendered
+        texts checked as OpenFOAM will read them (orchestration.casecheck), or a 400."""
+        field = "case" if self.upload else "template"
+        etc_dir = casecheck.etc_folder(settings.WINDTUNNEL["OPENFOAM_DIR"])
         try:
-            texts = render.render_files(Path(self.case_dir), context)
+            casecheck.render_checked(Path(self.case_dir), context, etc_dir=etc_dir)
+        except casecheck.CaseCheckError as exc:
+            raise _invalid(f"the case as run 0's values render it: {exc}", field) from exc
         except render.RenderError as exc:
             raise _invalid(
                 f"the case's placeholders cannot be filled (with run 0's values): {exc}",
-                "case" if self.upload else "template",
+                field,
                 ErrorCode.EXPRESSION,
             ) from exc
-        root = Path(self.case_dir).resolve()
-        for rel, text in texts.items():  # a placeholder may not write an #include either
-            if "#" in text:
-                check_directives(text, rel=rel, base=(root / rel).parent, root=root)
 
     def points(self) -> Iterator[tuple[dict[str, Value], dict[str, Any]]]:
         """(parameters, context) for every run, validated against the parameter definitions."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from catalog.models import CaseTemplate, Package
 from studies.models import Upload
+from studies.utility_options import prepare_check
 
 DEFAULT_RUN_CONFIGURATIONS: dict[str, dict[str, Any]] = {
     "serial": {"argv": ["{solver}"]},
@@ -89,11 +90,17 @@ def prepare_commands(
     raw: Any, *, template: CaseTemplate | None, upload: Upload | None
 ) -> list[list[str]]:
     """The commands run before the solver: the spec's, the template's, or blockMesh for an
-    uploaded case that has a blockMeshDict but no mesh."""
+    uploaded case that has a blockMeshDict but no mesh; a 400 naming the step and option
+    when one takes an option its utility's allow-list does not have
+    (studies.utility_options)."""
     if raw is None:
         if template is not None:
-            return [list(map(str, a)) for a in template.spec.get("prepare") or []]
-        if upload is not None and not upload.has_mesh and upload.has_block_mesh_dict:
-            return [["blockMesh"]]
-        return []
-    return [list(map(str, argv)) for argv in raw]  # its shape and utilities: the schema's
+            commands = [list(map(str, a)) for a in template.spec.get("prepare") or []]
+        elif upload is not None and not upload.has_mesh and upload.has_block_mesh_dict:
+            commands = [["blockMesh"]]
+        else:
+            commands = []
+    else:
+        commands = [list(map(str, argv)) for argv in raw]  # its shape: the schema's
+    prepare_check(commands)  # each utility's options: its allow-list
+    return commands

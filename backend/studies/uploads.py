@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import errno
-import gzip
-import re
 import shutil
 import stat
 import tarfile
@@ -22,7 +20,7 @@ from catalog.inspection import case_inspect
 from core import jobs
 from core.exceptions import ApplicationError, ErrorCode
 from core.jobs import Job
-from orchestration import casefiles, render
+from orchestration import casecheck, casefiles, render
 from quotas.fit import GB, storage_problem
 from quotas.models import Quota
 from studies.models import Study, Upload
@@ -215,8 +213,8 @@ def upload_create(*, tenant, owner, filename: str, fileobj: IO[bytes], size: int
         fileobj.seek(0)
         written = _extract(fileobj, is_zip=is_zip, root=root, dest=case, budget=total)
         _check_templates_are_utf8(case)
-        _check_includes(case)
-        _check_native_code(case)
+        _check_no_compiled_code(case)
+        _check_dictionaries(case)
         try:
             placeholders = render.find_placeholders(case)
         except render.RenderError as exc:
@@ -352,48 +350,13 @@ def _extract_members(
     return written
 
 
-# anywhere on a line (after another statement or a comment too: OpenFOAM's parser finds it
-# wherever a token may start)
-_INCLUDE = re.compile(r"#(includeIfPresent|includeEtc|include|sinclude)\b[ \t]*([^\n]*)")
-# `libs (...)`: the shared libraries OpenFOAM loads for a case (controlDict, function objects)
-_LIBS = re.compile(r"\blibs\s*\(([^)]*)\)")
 _ELF = b"\x7fELF"
-_TEXT_MAX = 16 * 1024 * 1024
-_CASE_PREFIXES = ("$FOAM_CASE/", "${FOAM_CASE}/", "<case>/", "<system>/", "<constant>/")
 
 
-def _include_target(arg: str) -> str:
-    """The path of an #include-like directive: its quoted string, or its first word."""
-    arg = arg.strip()
-    if arg.startswith('"'):
-        end = arg.find('"', 1)
-        return arg[1:end] if end > 0 else arg[1:]
-    return arg.split()[0].rstrip(";")
-
-
-def _case_text(path: str) -> str | None:
-    """A case file as OpenFOAM reads it: gzipped files unpacked, any encoding (bytes that are
-    not UTF-8 read as Latin-1: OpenFOAM does not care); None for binary data."""
-    with open(path, "rb") as fh:
-        data = fh.read(_TEXT_MAX + 1)
-    if data.startswith(b"\x1f\x8b"):
-        try:
-            with gzip.open(path, "rb") as fh:
-                data = fh.read(_TEXT_MAX + 1)
-        except (OSError, EOFError, zlib.error):
-            return None
-    if b"\x00" in data[:8192]:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
-
-
-def _check_native_code(case: Path) -> None:
-    """A case brings no compiled code: no ELF file (a program or a shared library), and no
-    `libs` entry naming a path (a library of the case's own; OpenFOAM would load it and run
-    its code). Libraries by name (`libs (fieldFunctionObjects);`) come from the backend."""
+def _check_no_compiled_code(case: Path) -> None:
+    """A case brings no compiled code: no ELF file (a program or a shared library).
+    Libraries by name (`libs (fieldFunctionObjects);`) come from the backend; a `libs`
+    naming a file of the case is refused by the dictionary checks."""
     for path, rel in casefiles.walk(case):
         with open(path, "rb") as fh:
             if fh.read(4) == _ELF:
@@ -403,68 +366,20 @@ def _check_native_code(case: Path) -> None:
                     "or the study's image)",
                     rel,
                 )
-        text = _case_text(path)
-        if text is None or "libs" not in text:
-            continue
-        for match in _LIBS.finditer(text):
-            for entry in re.findall(r'"([^"]*)"|([^\s"]+)', match.group(1)):
-                name = entry[0] or entry[1]
-                if "/" in name or name.startswith(("$", "~", "<", ".")) or "{" in name:
-                    line = text.count("\n", 0, match.start()) + 1
-                    raise _reject(
-                        f"{rel} line {line}: libs names {name!r}, a library file of the case; "
-                        "a case may load the backend's libraries by name only "
-                        '(e.g. libs ("libfieldFunctionObjects.so");)',
-                        rel,
-                    )
 
 
-def _check_includes(case: Path) -> None:
-    """A case may include its own files only: an #include of a path outside it (/etc/…,
-    ../../…, ~, $HOME) would read the portal host's files into a tenant's run, and its
-    error messages would show them. Checked on every file OpenFOAM could read as a
-    dictionary: any encoding, gzipped or not, a directive anywhere on a line."""
-    root = case.resolve()
-    for path, rel in casefiles.walk(case):
-        text = _case_text(path)
-        if text is not None and "#" in text:
-            check_directives(text, rel=rel, base=Path(path).parent, root=root)
+def _check_dictionaries(case: Path) -> None:
+    """Every file read as OpenFOAM reads a dictionary (orchestration.casecheck): includes
+    read the case's own files (or OpenFOAM's etc folder) only, libs lists name libraries
+    only, no directive the check does not know; a 400 naming the file and line."""
+    try:
+        casecheck.check_case(case, etc_dir=_etc_dir())
+    except casecheck.CaseCheckError as exc:
+        raise _reject(str(exc), exc.rel) from exc
 
 
-def check_directives(text: str, *, rel: str, base: Path, root: Path) -> None:
-    """The #include-like directives of one case file's text (`base`: its folder, `root`: the
-    case's) read the case's own files only; also run on the texts a case's placeholders
-    render to (studies.spec), since a placeholder could write a directive."""
-    for match in _INCLUDE.finditer(text):
-        directive, arg = match.group(1), match.group(2) or ""
-        target = _include_target(arg)
-        line = text.count("\n", 0, match.start()) + 1
-        where = f"{rel} line {line}: #{directive} {target!r}"
-        if any(mark in arg for mark in ("{{", "{%", "}}", "%}")):
-            raise _reject(f"{where}: an include path cannot be a placeholder", rel)
-        if directive == "includeEtc":
-            if target.startswith(("/", "~", "$", "<")) or ".." in target.split("/"):
-                raise _reject(
-                    f"{where}: #includeEtc takes a path inside OpenFOAM's etc folder "
-                    "(e.g. caseDicts/setConstraintTypes)",
-                    rel,
-                )
-            continue
-        folder = base
-        for prefix in _CASE_PREFIXES:
-            if target.startswith(prefix):
-                sub = {"<system>/": "system", "<constant>/": "constant"}.get(prefix, "")
-                folder, target = root / sub, target[len(prefix) :]
-                break
-        resolved = (folder / target).resolve()
-        if target.startswith(("/", "~", "$", "<")) or not (
-            resolved == root or root in resolved.parents
-        ):
-            raise _reject(
-                f"{where} reads a file outside the case; a case may include its own files "
-                "only (a path relative to the file, or $FOAM_CASE/…)",
-                rel,
-            )
+def _etc_dir() -> str | None:
+    return casecheck.etc_folder(settings.WINDTUNNEL["OPENFOAM_DIR"])
 
 
 def _check_templates_are_utf8(case: Path) -> None:

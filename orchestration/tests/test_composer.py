@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import base64
 import subprocess
 import sys
@@ -98,12 +99,36 @@ def test_run_configurations_render_with_solver_and_processes() -> None:
     ]
 
 
-def test_the_agent_package_copies_only_what_the_agent_imports() -> None:
+def _imported(module: str, seen: set[str]) -> set[str]:
+    """The files of `module` and of every orchestration module it imports (anywhere in it:
+    the agent imports the renderer inside a function), as paths under the repository."""
+    path = ROOT / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = ROOT / module.replace(".", "/") / "__init__.py"
+    if module in seen or not path.exists():
+        return set()
+    seen.add(module)
+    files = {str(path.relative_to(ROOT))}
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("orchestration"):
+            names = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.startswith("orchestration")]
+        for name in names:
+            files |= _imported(name, seen)
+    return files
+
+
+def test_the_agent_package_copies_what_the_agent_imports_and_nothing_else() -> None:
     agent = load_manifest(ROOT / "packages/windtunnel-agent/package.yaml")
     dests = {e.dest for e in agent.file_entries}
-    assert "/opt/windtunnel/orchestration/agent/main.py" in dests
-    assert "/opt/windtunnel/orchestration/render.py" in dests
     assert not any("/tests/" in d or "/drivers/" in d or "/composer/" in d for d in dests)
+    needed: set[str] = {"orchestration/__init__.py"}
+    for main in sorted((ROOT / "orchestration/agent").glob("*.py")):
+        needed |= _imported(f"orchestration.agent.{main.stem}", set())
+    missing = {f for f in needed if f"/opt/windtunnel/{f}" not in dests}
+    assert missing == set(), "the agent imports these; add them to the package's include"
 
 
 # -- validation: the file and the field are named ----------------------------------------------

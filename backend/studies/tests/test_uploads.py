@@ -2,6 +2,7 @@
 
 import gzip
 import io
+import os
 import tarfile
 import zipfile
 
@@ -394,7 +395,7 @@ def test_a_placeholder_that_renders_an_include_is_refused_before_anything_runs(a
                     "file",
                 )
             ],
-            "libs names '$FOAM_CASE/x.so'",
+            "system/controlDict line 1: libs holds $FOAM_CASE/x.so",
         ),
         (
             [("system/functions", b'f { type coded; libs ("/tmp/evil.so"); }\n', "file")],
@@ -436,3 +437,71 @@ def test_a_case_that_would_use_up_the_storage_quota_is_refused_before_it_is_stor
     assert body["message"].startswith("the case unpacks to 1.0 MB and your tenant's storage")
     assert "over the storage quota of 0.001 GB" in body["message"]
     assert Upload.objects.filter(tenant=api.tenant).count() == 1
+
+
+# dictionaries a search line by line misses: OpenFOAM reads /etc/passwd or opens the case's
+# library with each (orchestration/tests/test_casecheck.py shows OpenFOAM v1912 doing it)
+BYPASSES = [
+    ('#sincludeEtc "/etc/passwd"', 3),
+    ('dd "..";\n#includeEtc "caseDicts/$dd/$dd/$dd/$dd/$dd/etc/passwd"', 4),
+    ('"libs" ("./lib/x.so");', 3),
+    ('mylibs ("./lib/x.so");\nlibs $mylibs;', 4),
+    ('libs /* ours */ ("./lib/x.so");', 3),
+    ('/* ours ( */ libs ("./lib/x.so");', 3),
+    # and more forms OpenFOAM reads
+    ('"l.bs" ("./lib/x.so");', 3),
+    ('"functions/f/libs" ("./lib/x.so");', 3),
+    ('( libs ("./lib/x.so"); )', 3),
+    ('#/* */include "/etc/passwd"', 3),
+    ('#include "$nope/etc/passwd"', 3),
+    ('#if 1 /*\n#include "/etc/passwd"\n*/', 4),
+]
+
+
+@pytest.mark.parametrize(("control", "line"), BYPASSES)
+def test_a_case_that_would_read_outside_itself_or_load_its_own_library_is_refused(
+    api, control, line
+):
+    body = f"application icoFoam;\nendTime 1;\n{control}\n".encode()
+    r = upload(api, "c.tar.gz", tgz([("system/controlDict", body, "file")]))
+    assert r.status_code == 400, r.json()
+    assert r.json()["message"].startswith(f"system/controlDict line {line}: "), r.json()
+    assert r.json()["field"] == "file" and r.json()["details"] == {"entry": "system/controlDict"}
+    assert Upload.objects.count() == 0
+
+
+def test_an_include_hidden_behind_a_nul_byte_or_16_mb_is_found(api):
+    """OpenFOAM reads a whole file, past a NUL byte in a comment and past 16 MB: so does the
+    check."""
+    hidden = b"/* \x00 */\n" + b'#include "/etc/passwd"\n'
+    r = upload(api, "n.tar.gz", tgz([("system/controlDict", hidden, "file")]))
+    assert r.status_code == 400 and r.json()["message"].startswith("system/controlDict line 2:")
+    digits = os.urandom(17 * 2**20).translate(bytes(b"0123456789 "[i % 11] for i in range(256)))
+    late = b"values\n(\n" + digits + b"\n);\n" + b'#include "/etc/passwd"\n'
+    control = ("system/controlDict", b"application icoFoam;\n", "file")
+    r = upload(api, "l.tar.gz", tgz([control, ("constant/values", late, "file")]))
+    assert r.status_code == 400, r.json()
+    assert r.json()["message"].startswith("constant/values line 5:"), r.json()
+
+
+@pytest.mark.parametrize(
+    ("control", "values"),
+    [
+        # the keyword is a placeholder: `libs` for this study's values
+        (b'application icoFoam;\n{{ key }} ("./lib/x.so");\n', {"key": ["libs"]}),
+        # a comment at upload that the values open
+        (
+            b'application icoFoam;\n/* {{ c }} libs ("./lib/x.so"); {{ d }} */\n',
+            {"c": ["*/"], "d": ["/*"]},
+        ),
+    ],
+)
+def test_what_a_runs_values_render_is_checked_before_the_study_is_saved(api, control, values):
+    up = upload(api, "t.tar.gz", tgz([("system/controlDict", control, "file")]))
+    assert up.status_code == 201, up.json()  # as uploaded, no libs names a file
+    spec = {"name": "t", "case": up.json()["id"], "solver": "icoFoam", "parameters": values}
+    for path in ("/api/v1/studies/preview/", "/api/v1/studies/"):
+        r = api.post(path, spec, format="json")
+        assert r.status_code == 400, r.json()
+        assert r.json()["field"] == "case", r.json()
+        assert "system/controlDict line 2: libs names './lib/x.so'" in r.json()["message"]

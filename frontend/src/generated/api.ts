@@ -3181,7 +3181,7 @@ export interface components {
                 [key: string]: components["schemas"]["ParameterSpec"];
             };
             /**
-             * @description Utilities run before the solver, each an argv list from an allow-list (never a shell); default: the template's, or blockMesh for an upload without a mesh.
+             * @description Utilities run before the solver, each an argv list (never a shell) of an allowed utility and the options its allow-list has, each with a value of the kind it takes: a path inside the case, a name, times or numbers (no -lib, -case, -fileHandler, -roots or switches); default: the template's, or blockMesh for an upload without a mesh.
              * @example [
              *       [
              *         "blockMesh"
