@@ -16,9 +16,9 @@ processes or child groups with controllers, not both, and the agent's group hold
 agent), or under WINDTUNNEL_CGROUP_PARENT (a group's path within each hierarchy, e.g.
 `/system.slice/windtunnel.service`) when the deployment delegates one.
 
-How a step enters its group: the agent moves itself into the run's group, starts the step
-(which inherits the group at fork, before any of its code runs, so no process of the step
-is ever outside), and moves itself back (`spawn`).
+How a step enters its group: the agent moves itself into the run's group once, at the
+run's start (`enter`), and every step inherits the group at fork, before any of its code
+runs, so no process of the step is ever outside.
 """
 
 from __future__ import annotations
@@ -31,9 +31,6 @@ import time
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import TypeVar
-
-    T = TypeVar("T")
 
 __all__ = [
     "CONTROLLERS",
@@ -48,7 +45,8 @@ __all__ = [
 CONTROLLERS = ("memory", "cpu", "pids")
 CFS_PERIOD_US = 100_000
 GROUP_DIR = "windtunnel"
-_SPAWN_LOCK = threading.Lock()  # one step at a time passes through a run's group
+_MOVE_LOCK = threading.Lock()  # the agent moves between groups one move at a time
+AGENT_CPU = 0.1  # cores of a run's CPU quota for its agent, beside the run's own
 
 
 class CgroupError(Exception):
@@ -156,6 +154,7 @@ class RunCgroup:
         self.memory_bytes = memory_bytes
         self.controllers = tuple(c for h, _ in dirs for c in h.controllers)
         self._oom_at_start = self.oom_kills()
+        self.entered = False
 
     @classmethod
     def create(
@@ -195,22 +194,37 @@ class RunCgroup:
             raise CgroupError(f"cannot make the run's cgroup: {exc}") from exc
         return cls(dirs, memory_bytes=memory_bytes)
 
-    def spawn(self, start: Callable[[], T]) -> T:
-        """Call `start` (which forks the step) with the agent inside this group, so the step
-        begins in it; the agent is back in its own groups after, whatever happened."""
+    def enter(self) -> None:
+        """Put the agent itself in this group, for the rest of the run: every step it starts
+        begins in it (inherited at fork, before any of the step's code runs). One move for
+        the run: on a v1 hierarchy each move of a process waits for an RCU grace period
+        (~10 ms), which a move per step paid every time. The agent is the run's: its CPU and
+        memory count in the run's (the CPU quota has room for it, AGENT_CPU). The steps are
+        the OOM killer's first choice (oom_score_adj 1000, sandbox.py), and where the agent
+        may (CAP_SYS_RESOURCE) it is exempt (-1000): a run over its memory loses a step, not
+        the agent that reports it; the agent then ends what is left of the run."""
+        try:
+            _write("/proc/self/oom_score_adj", "-1000")
+        except OSError:
+            pass
         pid = str(os.getpid())
-        with _SPAWN_LOCK:
-            homes = [(h, h.own_dir()) for h, _ in self.dirs]
-            try:
-                for _, path in self.dirs:
-                    _write(os.path.join(path, "cgroup.procs"), pid)
-                return start()
-            finally:
-                for _, home in homes:
-                    try:
-                        _write(os.path.join(home, "cgroup.procs"), pid)
-                    except OSError:
-                        pass
+        with _MOVE_LOCK:
+            for _, path in self.dirs:
+                _write(os.path.join(path, "cgroup.procs"), pid)
+        self.entered = True
+
+    def leave(self) -> None:
+        """The agent back in its own groups (so this one can be removed)."""
+        if not self.entered:
+            return
+        pid = str(os.getpid())
+        with _MOVE_LOCK:
+            for h, _ in self.dirs:
+                try:
+                    _write(os.path.join(h.own_dir(), "cgroup.procs"), pid)
+                except OSError:
+                    pass
+        self.entered = False
 
     def _file(self, controller: str, v1: str, v2: str) -> str | None:
         for h, path in self.dirs:
@@ -255,17 +269,13 @@ class RunCgroup:
         return sorted(out)
 
     def kill_all(self, *, reap: Callable[[], object] | None = None, timeout: float = 5.0) -> None:
-        """SIGKILL every process left in the group (a step's daemons included: what escaped
-        its process group cannot escape its cgroup), until it is empty or `timeout`."""
+        """SIGKILL every process left in the group but the agent (a step's daemons included:
+        what escaped its process group cannot escape its cgroup), until none is left or
+        `timeout`."""
         deadline = time.monotonic() + timeout
-        for h, path in self.dirs:
-            if h.version == 2 and os.path.exists(os.path.join(path, "cgroup.kill")):
-                try:
-                    _write(os.path.join(path, "cgroup.kill"), "1")
-                except OSError:
-                    pass
+        own = os.getpid()
         while True:
-            left = self.pids()
+            left = [pid for pid in self.pids() if pid != own]
             if not left or time.monotonic() > deadline:
                 return
             for pid in left:
@@ -328,9 +338,8 @@ def write_limits(
             _write(join(path, "memory.max"), str(memory_bytes))
             if os.path.exists(join(path, "memory.swap.max")):
                 _write(join(path, "memory.swap.max"), "0")
-            _write(join(path, "memory.oom.group"), "1")  # the run ends whole, not maimed
     if "cpu" in h.controllers and cpus > 0:
-        quota = max(int(cpus * CFS_PERIOD_US), 1000)
+        quota = max(int((cpus + AGENT_CPU) * CFS_PERIOD_US), 1000)
         if h.version == 1:
             _write(join(path, "cpu.cfs_period_us"), str(CFS_PERIOD_US))
             _write(join(path, "cpu.cfs_quota_us"), str(quota))

@@ -40,7 +40,7 @@ from orchestration.agent.cgroups import CgroupError, RunCgroup
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
     from typing import Any
 
 __all__ = [
@@ -172,7 +172,7 @@ class Sandbox:
         os.makedirs(home, exist_ok=True)
         missing = [
             tool
-            for tool in (("bwrap",) if self.mode == "bwrap" else ()) + ("prlimit",)
+            for tool in (("bwrap",) if self.mode == "bwrap" else ()) + ("prlimit", "choom")
             if find_program(tool) is None
         ]
         if self.as_root and find_program("setpriv") is None:
@@ -216,8 +216,9 @@ class Sandbox:
 
     def make_cgroup(self, name: str) -> None:
         """The run's cgroup, with its memory, cores and processes (an agent as root, in a
-        confining mode). Where none can be had, `cgroup_problem` says why and steps run
-        with the per-process limits only."""
+        confining mode), the agent in it from now on (RunCgroup.enter), so every step starts
+        in it. Where none can be had, `cgroup_problem` says why and steps run with the
+        per-process limits only."""
         if self.mode == "off":
             return
         if not self.as_root:
@@ -231,22 +232,24 @@ class Sandbox:
                 processes=self.processes,
                 parent=self.cgroup_parent,
             )
+            self.cgroup.enter()
         except (CgroupError, OSError) as exc:
+            if self.cgroup is not None:
+                self.cgroup.leave()
+                self.cgroup.remove()
+                self.cgroup = None
             self.cgroup_problem = str(exc)
 
     def start(self, argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
-        """Start `argv` confined (`command`), in the run's cgroup when it has one; `popen`:
-        subprocess.Popen's other arguments."""
+        """Start `argv` confined (`command`); `popen`: subprocess.Popen's other arguments."""
         fd = -1
         if self._filter:
             fd = os.open(self._filter, os.O_RDONLY | os.O_CLOEXEC)  # bwrap reads it whole
             popen["pass_fds"] = (*popen.get("pass_fds", ()), fd)
         try:
             command = self.command(argv, seccomp_fd=fd)
-            spawn: Callable[[], subprocess.Popen[bytes]] = lambda: subprocess.Popen(  # noqa: E731
-                command, **popen
-            )
-            return self.cgroup.spawn(spawn) if self.cgroup is not None else spawn()
+            # (in the run's cgroup when it has one: the agent is in it, and the step with it)
+            return subprocess.Popen(command, **popen)
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -290,6 +293,10 @@ class Sandbox:
         if self.processes and self.uid is not None:  # counted per uid: only a uid of its own
             limits.append(f"--nproc={self.processes}")
         confined = ["prlimit", *limits, "--", *argv]
+        if self.cgroup is not None:
+            # the OOM killer's first choice in the run's cgroup, which the agent shares: a run
+            # over its memory loses a step, never the agent that reports it (choom: util-linux)
+            confined = ["choom", "-n", "1000", "--", *confined]
         if self.uid is not None:
             uid = str(self.uid)
             confined = [

@@ -197,6 +197,7 @@ class Supervisor:
         cgroup = self.sandbox.cgroup
         if cgroup is not None:
             cgroup.kill_all(reap=(lambda: reap_orphans(timeout=0.05)) if self._reap else None)
+            cgroup.leave()
             cgroup.remove()
             self.sandbox.cgroup = None
         if self.case_fd >= 0:

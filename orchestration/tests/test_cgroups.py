@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,7 @@ def test_a_hybrid_host_takes_each_controller_from_its_own_v1_hierarchy() -> None
 def test_v2_limits_are_written_as_its_files_say(tmp_path: Path) -> None:
     group = tmp_path / "run"
     group.mkdir()
-    for name in ("memory.max", "memory.swap.max", "memory.oom.group", "cpu.max", "pids.max"):
+    for name in ("memory.max", "memory.swap.max", "cpu.max", "pids.max"):
         (group / name).write_text("max\n")
     h = Hierarchy(
         version=2, mount=str(tmp_path), current="/", controllers=("memory", "cpu", "pids")
@@ -69,15 +70,16 @@ def test_v2_limits_are_written_as_its_files_say(tmp_path: Path) -> None:
     write_limits(h, str(group), memory_bytes=2 * 1024**3, cpus=1.5, processes=64)
     assert (group / "memory.max").read_text() == str(2 * 1024**3)
     assert (group / "memory.swap.max").read_text() == "0"  # no swap past the limit
-    assert (group / "memory.oom.group").read_text() == "1"  # the run ends whole
-    assert (group / "cpu.max").read_text() == "150000 100000"
+    assert (group / "cpu.max").read_text() == "160000 100000"  # and a tenth for the agent
     assert (group / "pids.max").read_text() == "64"
 
 
 @as_root
-def test_a_step_started_through_a_v2_group_is_in_it_and_killed_with_it() -> None:
+def test_an_agent_in_a_v2_group_starts_steps_in_it_and_kills_them_not_itself() -> None:
     """The v2 mechanics on this host's unified hierarchy (it has no controllers here, so
-    no limits: joining, listing, killing and removing are the same everywhere)."""
+    no limits: joining, listing, killing and removing are the same everywhere): the agent
+    enters the run's group, its step is in it, the group's leftovers are killed but not the
+    agent, which leaves, and the group goes."""
     mount = "/sys/fs/cgroup/unified"
     if not os.path.ismount(mount):
         pytest.skip("no cgroup v2 hierarchy here")
@@ -90,13 +92,30 @@ def test_a_step_started_through_a_v2_group_is_in_it_and_killed_with_it() -> None
     group = RunCgroup.create(
         "run-test-v2", memory_bytes=0, cpus=0, processes=0, hierarchies=[h], require=()
     )
+    path = group.dirs[0][1]
+    script = (
+        "import os, subprocess, sys\n"
+        "from orchestration.agent.cgroups import Hierarchy, RunCgroup\n"
+        "h = Hierarchy(version=2, mount=sys.argv[1], current=sys.argv[2], controllers=())\n"
+        "g = RunCgroup([(h, sys.argv[3])], memory_bytes=0)\n"
+        "g.enter()\n"
+        "p = subprocess.Popen(['sleep', '60'])\n"
+        "print(p.pid, flush=True)\n"
+        "inside = open(sys.argv[3] + '/cgroup.procs').read().split()\n"
+        "assert str(p.pid) in inside and str(os.getpid()) in inside, inside\n"
+        "g.kill_all(reap=p.poll)\n"
+        "assert p.wait(timeout=10) == -9 and g.pids() == [os.getpid()]\n"
+        "g.leave()\n"
+        "assert g.pids() == []\n"
+    )
     try:
-        proc = group.spawn(lambda: subprocess.Popen(["sleep", "60"]))
-        path = group.dirs[0][1]
-        assert str(proc.pid) in Path(path, "cgroup.procs").read_text().split()
-        assert str(os.getpid()) not in Path(path, "cgroup.procs").read_text().split()
-        group.kill_all(reap=proc.poll)
-        assert proc.wait(timeout=10) == -9 and group.pids() == []
+        done = subprocess.run(
+            [sys.executable, "-c", script, mount, own, path],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+        assert done.returncode == 0, done.stderr  # the agent's side, in a process of its own
     finally:
         group.remove()
     assert not os.path.exists(path)

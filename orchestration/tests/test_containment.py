@@ -283,6 +283,23 @@ def test_a_run_over_its_memory_fails_saying_so_and_nothing_else_is_killed(
     assert "memory limit of 0.1 GB exceeded" in final["message"], final
 
 
+def test_memory_filled_with_files_kills_a_step_never_the_agent_that_reports_it(
+    portal: FakePortal, tmp_path: Path
+) -> None:
+    """Memory a run fills with files in its /dev/shm belongs to no process: the OOM killer
+    would pick the largest process in the run's cgroup, which the agent shares, unless the
+    steps are its first choice. The step goes, the agent reports why."""
+    spec = make_spec(
+        portal=portal,
+        case_dir=_small_case(tmp_path),
+        work_dir=tmp_path / "run",
+        steps=[_sh("fill", "head -c 400000000 /dev/zero > /dev/shm/fill; sleep 5")],
+        sandbox={"mode": "bwrap", "limits": {"memory_gb": 0.1}},
+    )
+    final = _run(portal, spec)
+    assert final["state"] == "failed" and final["reason"] == "memory_limit", final
+
+
 def test_the_kernel_holds_a_run_to_its_cores_and_processes(
     portal: FakePortal, tmp_path: Path
 ) -> None:
@@ -325,7 +342,7 @@ def test_the_kernel_holds_a_run_to_its_cores_and_processes(
         if (cpu / "cpu.cfs_quota_us").exists()
         else ((cpu / "cpu.max").read_text().split()[0])
     )
-    assert int(quota) == 100_000 and pids.joinpath("pids.max").read_text().strip() == "16"
+    assert int(quota) == 110_000 and pids.joinpath("pids.max").read_text().strip() == "16"
     throttled = 0
     for _ in range(50):
         stat = dict(line.split() for line in (cpu / "cpu.stat").read_text().splitlines())
