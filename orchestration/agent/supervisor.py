@@ -92,11 +92,14 @@ class StepResult(
 
 
 def _describe_exit(name: str, code: int) -> str:
-    if code < 0:
+    """What ended a step, as its log and the run's reason say it. A step in the sandbox that
+    a signal killed exits 128 + the signal (bubblewrap and shells report it so)."""
+    signum = -code if code < 0 else code - 128 if 128 < code < 160 else 0
+    if signum:
         try:
-            signame = signal.Signals(-code).name
+            signame = signal.Signals(signum).name
         except ValueError:
-            signame = f"signal {-code}"
+            signame = f"signal {signum}"
         return f"{name} was killed by {signame}"
     return f"{name} exited with code {code}"
 

@@ -257,6 +257,39 @@ def test_a_compiled_helper_in_the_sandbox_can_make_no_namespace_and_call_nothing
     assert "exit=0" not in userns and "Operation not permitted" in userns, userns
 
 
+I386_UNSHARE = r"""
+#include <stdio.h>
+int main(void) {
+    long ret, nr = 310 /* unshare, in the i386 table */, flags = 0x10000000 /* NEWUSER */;
+    __asm__ volatile ("int $0x80" : "=a"(ret) : "a"(nr), "b"(flags) : "memory");
+    printf("unshare=%ld\n", ret);
+    return 0;
+}
+"""
+
+
+def test_system_calls_through_another_abi_do_not_slip_past_the_filter(
+    portal: FakePortal, tmp_path: Path
+) -> None:
+    """`int 0x80` reaches the i386 system call table from 64-bit code, where the numbers a
+    filter checks differ: the filter kills such a call instead of judging it."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "a C compiler (scripts/test installs gcc)"
+    case = _small_case(tmp_path)
+    source = tmp_path / "i386.c"
+    source.write_text(I386_UNSHARE)
+    subprocess.run([cc, "-O0", "-o", str(case / "i386"), str(source)], check=True)
+    spec = make_spec(
+        portal=portal,
+        case_dir=case,
+        work_dir=tmp_path / "run",
+        steps=[Step(name="abi", argv=("./i386",), role="prepare")],
+    )
+    final = _run(portal, spec)
+    assert final["state"] == "failed" and "SIGSYS" in final["reason"], final
+    assert "unshare=" not in (tmp_path / "run/case/log.abi").read_text()
+
+
 def test_a_run_over_its_memory_fails_saying_so_and_nothing_else_is_killed(
     portal: FakePortal, tmp_path: Path
 ) -> None:
