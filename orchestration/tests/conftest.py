@@ -22,7 +22,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from orchestration.drivers.base import RunSpec, Step
+from orchestration.drivers.base import RunPhase, RunSpec, Step
+from orchestration.drivers.local import LocalDriver
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TUTORIALS = Path("/usr/share/doc/openfoam-examples/examples")
@@ -288,6 +289,17 @@ def make_spec(
         **extra,
     }
     return RunSpec(**fields)
+
+
+def run_locally(portal: FakePortal, spec: RunSpec) -> dict[str, Any]:
+    """Run `spec` through the local driver (no fork server) and its agent; the final report
+    the agent sent."""
+    driver = LocalDriver(fork_server=False)
+    driver.prepare(spec)
+    handle = driver.start(spec)
+    assert wait_until(lambda: driver.poll(handle).phase == RunPhase.EXITED), "agent still running"
+    body: dict[str, Any] = portal.of("state/")[-1].body
+    return body
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 180.0) -> bool:

@@ -18,21 +18,22 @@ from pathlib import Path
 import pytest
 
 from orchestration.agent.sandbox import SANDBOX_UID_BASE, Sandbox
-from orchestration.drivers.base import RunPhase, RunSpec, Step
+from orchestration.drivers.base import RunPhase, Step
 from orchestration.drivers.local import LocalDriver
-from orchestration.tests.conftest import FakePortal, make_spec, needs_openfoam, wait_until
+from orchestration.tests.conftest import (
+    FakePortal,
+    make_spec,
+    needs_openfoam,
+    run_locally,
+    wait_until,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the agent's rights are root's")
 
 RUN_ID = "00000000-0000-4000-8000-000000000001"
 
 
-def _run(portal: FakePortal, spec: RunSpec) -> dict:
-    driver = LocalDriver(fork_server=False)
-    driver.prepare(spec)
-    handle = driver.start(spec)
-    assert wait_until(lambda: driver.poll(handle).phase == RunPhase.EXITED), "agent still running"
-    return portal.of("state/")[-1].body
+_run = run_locally
 
 
 def _secret_file(folder: Path, name: str = "root-only.txt") -> tuple[Path, str]:
@@ -54,6 +55,16 @@ def _small_case(tmp_path: Path) -> Path:
     (case / "system").mkdir(parents=True)
     (case / "system" / "controlDict").write_text("application none;\n")
     return case
+
+
+def _compile(source: str, program: Path) -> None:
+    """A C program of the case's own (what a hostile case ships, compiled elsewhere)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "a C compiler (scripts/test installs gcc)"
+    c_file = program.with_suffix(".c")
+    c_file.write_text(source)
+    subprocess.run([cc, "-O0", "-o", str(program), str(c_file)], check=True)
+    c_file.unlink()
 
 
 def _everything_sent(portal: FakePortal) -> str:
@@ -229,12 +240,8 @@ def test_a_compiled_helper_in_the_sandbox_can_make_no_namespace_and_call_nothing
 ) -> None:
     """Nested user namespaces gave a case full capabilities inside (and mount); the seccomp
     filter denies them and what container runtimes deny by default."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    assert cc, "a C compiler (scripts/test installs gcc)"
     case = _small_case(tmp_path)
-    source = tmp_path / "probe.c"
-    source.write_text(_probe_source())
-    subprocess.run([cc, "-O0", "-o", str(case / "probe"), str(source)], check=True)
+    _compile(_probe_source(), case / "probe")
     spec = make_spec(
         portal=portal,
         case_dir=case,
@@ -273,12 +280,8 @@ def test_system_calls_through_another_abi_do_not_slip_past_the_filter(
 ) -> None:
     """`int 0x80` reaches the i386 system call table from 64-bit code, where the numbers a
     filter checks differ: the filter kills such a call instead of judging it."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    assert cc, "a C compiler (scripts/test installs gcc)"
     case = _small_case(tmp_path)
-    source = tmp_path / "i386.c"
-    source.write_text(I386_UNSHARE)
-    subprocess.run([cc, "-O0", "-o", str(case / "i386"), str(source)], check=True)
+    _compile(I386_UNSHARE, case / "i386")
     spec = make_spec(
         portal=portal,
         case_dir=case,

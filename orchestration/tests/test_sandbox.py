@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from orchestration.agent.sandbox import CASE_MOUNT, SANDBOX_UID_BASE, Sandbox, SandboxError
-from orchestration.drivers.base import RunPhase, RunSpec, Step
-from orchestration.drivers.local import LocalDriver
-from orchestration.tests.conftest import FakePortal, make_spec, needs_openfoam, wait_until
+from orchestration.drivers.base import Step
+from orchestration.tests.conftest import FakePortal, make_spec, needs_openfoam, run_locally
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop is tested as root")
 
@@ -37,12 +36,7 @@ __attribute__((constructor)) static void evil(void) {
 """
 
 
-def _run(portal: FakePortal, spec: RunSpec) -> dict:
-    driver = LocalDriver(fork_server=False)
-    driver.prepare(spec)
-    handle = driver.start(spec)
-    assert wait_until(lambda: driver.poll(handle).phase == RunPhase.EXITED), "agent still running"
-    return portal.of("state/")[-1].body
+_run = run_locally
 
 
 @needs_openfoam
