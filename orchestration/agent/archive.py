@@ -5,7 +5,7 @@ made by the run's own uid inside the run's sandbox (`python3 -m orchestration.ag
 see `archive_argv`), which writes the tar.gz to its standard output; whoever asked (the
 agent, or the portal for a run whose directory it reads) gives it a file of its own to write
 into and never opens a path of the case. The walk itself follows no link either
-(orchestration/nofollow.py): links and special files are left out, a file swapped
+(orchestration/case/nofollow.py): links and special files are left out, a file swapped
 while it is read is read through the descriptor that was checked.
 
 Stdlib only, and only Python 3.11's: the sandbox runs it with the system's python3.
@@ -21,8 +21,8 @@ import stat
 import sys
 import tarfile
 
-from orchestration import nofollow
 from orchestration.agent import PROVENANCE_FILE
+from orchestration.case import nofollow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ __all__ = [
 POLYMESH_INLINE_LIMIT = 20 * 1024 * 1024
 MANIFEST = "windtunnel-archive.txt"
 NOTES_PREFIX = "windtunnel-archive-notes: "
-# the artifact the agent's flow-field step writes (orchestration/agent/fields.py): first in
+# the artifact the agent's flow-field step writes (orchestration/results/fields.py): first in
 # the archive, where the portal looks for it
 FIELDS_DIR = "windtunnel"
 

@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Sequence
 
-from orchestration import nofollow
 from orchestration.agent import AGENT_VERSION, PROVENANCE_FILE
 from orchestration.agent.case import prepare_case
 from orchestration.agent.client import (
@@ -28,7 +27,8 @@ from orchestration.agent.client import (
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.spec import AgentSpec, load_spec
 from orchestration.agent.supervisor import Outcome, Stale, Supervisor, log
-from orchestration.casefiles import RenderError
+from orchestration.case import nofollow
+from orchestration.case.casefiles import RenderError
 from orchestration.environment import environment_allowlist
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
-    from orchestration.logparse import Columns, Point
+    from orchestration.results.logparse import Columns, Point
 
     # a telemetry batch: series → {"x": [...], "y": [...]}
     Batch = dict[str, dict[str, list[float]]]

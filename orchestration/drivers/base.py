@@ -66,7 +66,7 @@ class RunSpec:
     # bool, "limits": {...}} (orchestration/agent/sandbox.py); None: the agent's default
     sandbox: Mapping[str, Any] | None = None
     # extra fields (besides p and U) of the flow-field artifact the agent writes after a
-    # completed run (the study spec's `fields`; orchestration/agent/fields.py)
+    # completed run (the study spec's `fields`; orchestration/results/fields.py)
     fields: Sequence[str] = ()
     # what the portal knows of the run (identity, image, versions): the agent adds its own
     # facts and writes both to windtunnel-provenance.json in the case (docs/provenance.md)

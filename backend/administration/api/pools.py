@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from administration.pools import LIMITS, pool_create, pool_delete, pool_update
 from core.exceptions import NotFound
-from orchestration.placement import POLICIES
+from orchestration.planning.placement import POLICIES
 from pools.choices import LIVE_WORKER_STATES
 from pools.models import Pool, PoolDecision, PoolWorker
 from studies.choices import STARTED_STATES

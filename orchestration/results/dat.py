@@ -8,7 +8,7 @@ series ``<fo>.<column>`` (the function object's first file) or ``<fo>.<stem>.<co
 a parenthesised header group (v1912's forces write ``# Time (total_x total_y total_z) …``:
 ``<fo>.total_x``). Column names come from the last ``#`` line before the data (v1912's
 forceCoeffs writes ``# Time <tab> Cd <tab> Cs …``). `series_names` is the one place that
-names a column's series: orchestration.caseinspect predicts a case's series with it.
+names a column's series: orchestration.case.caseinspect predicts a case's series with it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import re
 
-from orchestration import nofollow
-from orchestration.logparse import Columns, Point, parse_number, safe_series_name
+from orchestration.case import nofollow
+from orchestration.results.logparse import Columns, Point, parse_number, safe_series_name
 
 __all__ = ["DatFollower", "file_prefix", "series_names", "split_columns"]
 
@@ -129,7 +129,7 @@ class DatFollower:
     """Tail every ``.dat`` file under ``<case_dir>/postProcessing``, in start-time order.
 
     The case is the tenant's: its folders and files are opened by descriptor without
-    following links (orchestration/nofollow.py), so a `.dat` that is a link to a host file
+    following links (orchestration/case/nofollow.py), so a `.dat` that is a link to a host file
     (or a FIFO) is never read."""
 
     def __init__(self, case_dir: str | os.PathLike[str]) -> None:
