@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from orchestration.case import nofollow
+from orchestration import nofollow
 from orchestration.results.fields import ARTIFACT
 from studies.choices import TERMINAL_STATES
 from studies.models import Run

@@ -5,7 +5,7 @@ made by the run's own uid inside the run's sandbox (`python3 -m orchestration.ag
 see `archive_argv`), which writes the tar.gz to its standard output; whoever asked (the
 agent, or the portal for a run whose directory it reads) gives it a file of its own to write
 into and never opens a path of the case. The walk itself follows no link either
-(orchestration/case/nofollow.py): links and special files are left out, a file swapped
+(orchestration/nofollow.py): links and special files are left out, a file swapped
 while it is read is read through the descriptor that was checked.
 
 Stdlib only, and only Python 3.11's: the sandbox runs it with the system's python3.
@@ -22,7 +22,7 @@ import sys
 import tarfile
 
 from orchestration.agent import PROVENANCE_FILE
-from orchestration.case import nofollow
+from orchestration import nofollow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from orchestration.agent.client import (
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.spec import AgentSpec, load_spec
 from orchestration.agent.supervisor import Outcome, Stale, Supervisor, log
-from orchestration.case import nofollow
+from orchestration import nofollow
 from orchestration.case.casefiles import RenderError
 from orchestration.environment import environment_allowlist
 

@@ -24,7 +24,7 @@ from orchestration.agent.procs import (
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.sandbox import Sandbox, SandboxError, find_program
 from orchestration.agent.spec import AgentSpec, AgentStep
-from orchestration.case import nofollow
+from orchestration import nofollow
 from orchestration.environment import step_environment
 from orchestration.results.dat import DatFollower
 from orchestration.results.logparse import LogParser
@@ -163,7 +163,7 @@ class Supervisor:
         self.commands: list[dict[str, Any]] = []
         self.solver_header: dict[str, Any] = {}
         # the case directory, opened once: everything the agent does in it goes through this
-        # descriptor without following links (orchestration/case/nofollow.py)
+        # descriptor without following links (orchestration/nofollow.py)
         self.case_fd = -1
         self.disk_bytes: int | None = None  # what the run's directory takes, last measured
         self._next_disk = 0.0

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 
-from orchestration.case import nofollow
+from orchestration import nofollow
 from orchestration.results.logparse import Columns, Point, parse_number, safe_series_name
 
 __all__ = ["DatFollower", "file_prefix", "series_names", "split_columns"]
@@ -129,7 +129,7 @@ class DatFollower:
     """Tail every ``.dat`` file under ``<case_dir>/postProcessing``, in start-time order.
 
     The case is the tenant's: its folders and files are opened by descriptor without
-    following links (orchestration/case/nofollow.py), so a `.dat` that is a link to a host file
+    following links (orchestration/nofollow.py), so a `.dat` that is a link to a host file
     (or a FIFO) is never read."""
 
     def __init__(self, case_dir: str | os.PathLike[str]) -> None:

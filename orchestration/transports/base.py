@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
-from orchestration.drivers.base import DriverError
+from orchestration.errors import DriverError
 
 __all__ = [
     "CommandResult",
