@@ -21,8 +21,8 @@ import stat
 import sys
 import tarfile
 
-from orchestration.agent import PROVENANCE_FILE
 from orchestration import nofollow
+from orchestration.agent import PROVENANCE_FILE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from orchestration import nofollow
 from orchestration.agent import AGENT_VERSION, PROVENANCE_FILE
 from orchestration.agent.case import prepare_case
 from orchestration.agent.client import (
@@ -27,7 +28,6 @@ from orchestration.agent.client import (
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.spec import AgentSpec, load_spec
 from orchestration.agent.supervisor import Outcome, Stale, Supervisor, log
-from orchestration import nofollow
 from orchestration.case.casefiles import RenderError
 from orchestration.environment import environment_allowlist
 

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from orchestration import nofollow
 from orchestration.agent.logfollow import LogFollower, LogWrites, log_header_text
 from orchestration.agent.procs import (
     TreeSampler,
@@ -24,7 +25,6 @@ from orchestration.agent.procs import (
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.sandbox import Sandbox, SandboxError, find_program
 from orchestration.agent.spec import AgentSpec, AgentStep
-from orchestration import nofollow
 from orchestration.environment import step_environment
 from orchestration.results.dat import DatFollower
 from orchestration.results.logparse import LogParser
