@@ -19,9 +19,9 @@ from catalog.api.views import BackendViewSet, PackageViewSet, TemplateViewSet
 from images.api.views import ImageViewSet
 from images.api.vm import AdminImageRegisterView, AdminImageUploadView
 from ingest.api import views as ingest
-from runs.api.views import RunViewSet, StudyObjectivesView, StudyViewSet
+from runs.api.views import RunViewSet
 from studies.api.quota import QuotaView
-from studies.api.views import UploadViewSet
+from studies.api.views import StudyObjectivesView, StudyViewSet, UploadViewSet
 from tenancy.api.tokens import ApiTokenDetailView, ApiTokenListView
 from tenancy.api.views import CsrfView, LoginView, LogoutView, MeView, TokenView
 from tenancy.signout import sign_out_closes_websockets

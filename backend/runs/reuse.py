@@ -17,7 +17,6 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection, transaction
 
-from studies import services
 from studies.models import Run, Study
 from studies.transitions import runs_hand_over_reused
 from telemetry.models import LogChunk, SeriesChunk
@@ -25,19 +24,18 @@ from telemetry.models import LogChunk, SeriesChunk
 log = logging.getLogger(__name__)
 
 
-@transaction.atomic
-def study_delete(*, study: Study) -> None:
-    """Delete a study (studies.services.study_delete), its reused results handed over first."""
+def study_deleting(*, study: Study) -> None:
+    """Before a study's runs are deleted (Hook.STUDY_DELETING, in studies.services.study_delete's
+    transaction): its reused results handed over to their heirs, then its runs' series and log
+    deleted, as two sets (what was handed over is no longer theirs); the study and its runs then
+    go as sets too."""
     pairs = runs_hand_over_reused(study=study)
     if pairs:
         _series_hand_over(pairs)
         moves = _files_hand_over(pairs)
         transaction.on_commit(lambda: _move_files(moves))
-    # the runs' series and log, as two sets (what was handed over is no longer theirs); the
-    # study and its runs then go as sets too (studies.services)
     for model in (SeriesChunk, LogChunk):
         model.objects.filter(run__study=study).delete()
-    services.study_delete(study=study)
 
 
 def _series_hand_over(pairs: list[tuple[str, str]]) -> None:

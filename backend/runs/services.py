@@ -23,7 +23,7 @@ from studies import transitions
 from studies.choices import STARTED_STATES, TERMINAL_STATES, EndReason, RunState
 from studies.events import publish_runs_changed
 from studies.models import Run
-from telemetry.objectives import results_compute
+from telemetry.run_results import results_compute
 
 log = logging.getLogger(__name__)
 SIGFPE_EXIT_CODES = (136, -8)  # 128 + SIGFPE from a shell/mpirun, or -SIGFPE from Popen

@@ -19,8 +19,9 @@ from django.utils import timezone
 from catalog.choices import ImageStatus
 from catalog.images import study_image_ensure
 from compute.capacity import capacity_of
-from core import jobs
+from core import hooks, jobs
 from core.exceptions import ApplicationError, Conflict, ErrorCode
+from core.hooks import Hook
 from core.jobs import Job
 from quotas.fit import GB, Shape, queue_problem, run_fit_problem, storage_problem
 from quotas.models import Quota
@@ -428,6 +429,8 @@ def study_delete(*, study: Study) -> None:
             "this study still has queued or running runs; cancel it first", code=ErrorCode.STATE
         )
     run_ids = [str(i) for i in study.runs.values_list("pk", flat=True)]
+    # the results other studies' runs reuse handed over to them, the runs' telemetry deleted
+    hooks.call(Hook.STUDY_DELETING, study=study)
     _runs_delete(study_id=study.pk)
     study.delete()  # its runs gone, what is left to cascade is a handful of rows
     # what it stored is freed: runs held for the tenant's storage quota may start now
@@ -442,7 +445,7 @@ def _runs_delete(*, study_id: Any) -> None:
     the link (as `on_delete=SET_NULL` says), then one DELETE. Django's cascade walked them in
     batches with a query per batch and relation: 1,014 queries and ~7-15 s for 100,000 runs.
     Rows of higher layers that point at the runs (their telemetry) are their owners' to
-    delete first (runs.reuse.study_delete); the database's foreign keys refuse the commit
+    delete first (Hook.STUDY_DELETING); the database's foreign keys refuse the commit
     otherwise, so nothing is left pointing at a deleted run."""
     table = connection.ops.quote_name(Run._meta.db_table)
     with connection.cursor() as cur:

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status, viewsets
+from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from core.api.params import int_param
 from core.exceptions import ApplicationError, ErrorCode, NotFound
 from core.http import file_download
-from runs import archives, reuse
+from runs import archives
 from runs import fields as flow_fields
-from runs.objectives import study_objectives_update
 from studies import selectors
 from studies.api import serializers as s
-from studies.api import views as study_views
 from studies.api.views import RUN_QUERY_PARAMETERS, RunFilter, runs_page, runs_query
 from studies.choices import RunState
 from studies.models import Run
@@ -203,33 +200,3 @@ class RunViewSet(viewsets.GenericViewSet):
                 **flow_fields.field_data(artifact=artifact, field=field, region=region),
             }
         )
-
-
-class StudyViewSet(study_views.StudyViewSet):
-    """The study API, whose delete hands the results other studies' runs reuse over to them
-    first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's."""
-
-    @extend_schema(responses={204: None})
-    def destroy(self, request, pk=None):
-        reuse.study_delete(study=self.get_object())
-        return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-class StudyObjectivesView(APIView):
-    """Edit a study's objectives after its runs (docs/api.md, "Objectives after the fact")."""
-
-    @extend_schema(
-        request=s.StudyObjectivesSerializer,
-        responses=s.StudySerializer,
-        operation_id="studies_objectives_update",
-    )
-    def put(self, request, pk: str):
-        study = selectors.study_get(user=request.user, study_id=pk)
-        ser = s.StudyObjectivesSerializer(data=request.data)
-        ser.is_valid(raise_exception=True)
-        study_objectives_update(
-            study=study,
-            objectives=ser.validated_data["objectives"],
-            trust=ser.validated_data.get("trust"),
-        )
-        return Response(s.StudySerializer(selectors.study_get(user=request.user, study_id=pk)).data)

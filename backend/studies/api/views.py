@@ -12,6 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from core.exceptions import ApplicationError, NotFound
 from core.ids import parse_uuid
@@ -30,6 +31,7 @@ from studies.api import serializers as s
 from studies.api.pagination import study_runs_pagination
 from studies.choices import RunState, StudyState, Trust
 from studies.models import Run, Study, Upload
+from studies.objectives_edit import study_objectives_update
 from tenancy.selectors import tenant_for_member, tenant_for_user
 from tenancy.throttle import tenant_rate_check
 
@@ -201,6 +203,9 @@ class StudyViewSet(viewsets.GenericViewSet):
 
     @extend_schema(responses={204: None})
     def destroy(self, request, pk=None):
+        """Delete a study that has no queued or running run (cancel it first), with its runs
+        and their files. Results of its runs that other studies' runs reuse are handed over
+        to them first: those studies keep showing them (docs/reuse.md)."""
         services.study_delete(study=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -359,6 +364,26 @@ class StudyViewSet(viewsets.GenericViewSet):
         # any Unicode name, as RFC 6266's filename* (a raw UTF-8 header is garbled by browsers)
         response["Content-Disposition"] = content_disposition_header(True, f"{safe}-results.csv")
         return response
+
+
+class StudyObjectivesView(APIView):
+    """Edit a study's objectives after its runs (docs/api.md, "Objectives after the fact")."""
+
+    @extend_schema(
+        request=s.StudyObjectivesSerializer,
+        responses=s.StudySerializer,
+        operation_id="studies_objectives_update",
+    )
+    def put(self, request, pk: str):
+        study = selectors.study_get(user=request.user, study_id=pk)
+        ser = s.StudyObjectivesSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        study_objectives_update(
+            study=study,
+            objectives=ser.validated_data["objectives"],
+            trust=ser.validated_data.get("trust"),
+        )
+        return Response(s.StudySerializer(selectors.study_get(user=request.user, study_id=pk)).data)
 
 
 class UploadViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

@@ -868,16 +868,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
-         */
         get: operations["v1_studies_list"];
         put?: never;
-        /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
-         */
         post: operations["v1_studies_create"];
         delete?: never;
         options?: never;
@@ -892,20 +884,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
-         */
         get: operations["v1_studies_retrieve"];
-        /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
-         */
         put: operations["v1_studies_update"];
         post?: never;
         /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
+         * @description Delete a study that has no queued or running run (cancel it first), with its runs
+         *     and their files. Results of its runs that other studies' runs reuse are handed over
+         *     to them first: those studies keep showing them (docs/reuse.md).
          */
         delete: operations["v1_studies_destroy"];
         options?: never;
@@ -922,10 +907,6 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
-         */
         post: operations["v1_studies_cancel_create"];
         delete?: never;
         options?: never;
@@ -942,10 +923,6 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
-         */
         post: operations["v1_studies_clone_create"];
         delete?: never;
         options?: never;
@@ -962,10 +939,6 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
-         */
         post: operations["v1_studies_extend_create"];
         delete?: never;
         options?: never;
@@ -1038,10 +1011,6 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
-         */
         get: operations["v1_studies_results_csv_retrieve"];
         put?: never;
         post?: never;
@@ -1058,10 +1027,6 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
-         */
         get: operations["v1_studies_results.csv_retrieve"];
         put?: never;
         post?: never;
@@ -1078,10 +1043,6 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
-         */
         get: operations["v1_studies_results_retrieve"];
         put?: never;
         post?: never;
@@ -1120,10 +1081,6 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * @description The study API, whose delete hands the results other studies' runs reuse over to them
-         *     first (runs.reuse): it lives in this layer because the series it re-keys are telemetry's.
-         */
         post: operations["v1_studies_submit_create"];
         delete?: never;
         options?: never;
@@ -2434,7 +2391,7 @@ export interface components {
             /** @description nodes per worker (1) */
             nodes?: number;
             /**
-             * @description which worker gets which run (orchestration/placement.py)
+             * @description which worker gets which run (orchestration/planning/placement.py)
              *
              *     * `least_loaded` - least loaded
              *     * `round_robin` - round robin

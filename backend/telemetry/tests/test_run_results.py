@@ -1,5 +1,6 @@
-"""Objectives after the fact: edited or added on a study whose runs are over, recomputed
-from the series each run stored, with the same checks as the study spec."""
+"""A finished run's results recomputed from the series it stored: objectives edited or added
+after the fact on a study whose runs are over (studies.objectives_edit), with the same
+checks as the study spec."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Objectives after the fact: a study's objectives edited or added once its runs have data,
 every finished run's objectives and trust flag recomputed from its stored series (nothing
-is run again). Runs still going pick the new objectives up when they end."""
+is run again; the series are telemetry's, which recomputes each run through
+Hook.RUN_RESULTS_RECOMPUTE). Runs still going pick the new objectives up when they end."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from typing import Any
 from django.db import transaction
 
 from catalog.inspection import template_inspection
+from core import hooks
 from core.exceptions import Conflict, ErrorCode
+from core.hooks import Hook
 from studies import transitions
 from studies.choices import TERMINAL_STATES, StudyState
 from studies.events import publish_runs_changed, publish_study
 from studies.models import Run, Study
 from studies.objectives import objectives_check_series, objectives_resolve
 from studies.spec import spec_validate
-from telemetry.objectives import results_compute
 
 
 def study_inspection(*, study: Study) -> dict[str, Any]:
@@ -61,7 +63,8 @@ def study_objectives_update(*, study: Study, objectives: Any, trust: Any = None)
     for pk in ids:
         with transaction.atomic():
             current = Run.objects.select_for_update(of=("self",)).select_related("study").get(pk=pk)
-            results_compute(
+            hooks.call(
+                Hook.RUN_RESULTS_RECOMPUTE,
                 run=current,
                 solver_converged=bool(current.trust_detail.get("solver_converged", False)),
                 iterations=current.iterations,
