@@ -123,7 +123,7 @@ def measure(client: httpx.Client, runs: int) -> dict[str, float]:
     out["cancelling_shown"] = r.json()["progress"]["cancelling"]
     # the cancel's background half (the worker's job; no worker here, so it runs in this
     # process): the queued runs ended, a 5,000-index chunk per statement
-    from studies.services import study_cancel_queued
+    from studies.state import study_cancel_queued
 
     progress(f"{runs} runs: the cancel's background half")
     t0 = time.perf_counter()

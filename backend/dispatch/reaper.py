@@ -31,7 +31,7 @@ from pools.selectors import pooled_run_ids
 from runs.services import ended_by_backend, run_dispatch_later, run_kill, run_requeue_or_fail
 from studies.choices import STARTED_STATES, EndReason, RunState
 from studies.models import Run
-from studies.services import studies_settle
+from studies.state import studies_settle
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """An adaptive study's next batch: made when the previous one has ended, once.
 
-`study_refresh_state` (studies.services) enqueues Job.NEXT_BATCH with the number of batches
+`study_refresh_state` (studies.state) enqueues Job.NEXT_BATCH with the number of batches
 the study had when it saw no active run left; the task calls `adaptive_next_batch`, which
 makes that batch only if the study still has that many (a conditional UPDATE on
 studies_study.batches, under the study's row lock): a redelivered or duplicated task finds
@@ -17,7 +17,7 @@ from core import jobs
 from core.exceptions import ApplicationError
 from core.jobs import Job
 from orchestration.planning import surrogate
-from studies import services
+from studies import services, state
 from studies.choices import ACTIVE_STATES, AdaptiveEnd, StudyState
 from studies.models import Study
 from studies.spec import spec_resolve
@@ -103,5 +103,5 @@ def adaptive_next_batch(*, study_id, after: int) -> int:
             )
             jobs.enqueue(Job.SCHEDULE_TENANT, study.tenant_id)
             return len(rows)
-    services.study_refresh_state(study_id=study_id)  # the batches ended: so does the study
+    state.study_refresh_state(study_id=study_id)  # the batches ended: so does the study
     return 0

@@ -68,7 +68,7 @@ def study_result_rows(*, study: Study) -> Iterator[dict[str, Any]]:
     """The study's runs as result rows, in index order, read through a server-side cursor
     (inside a transaction, so PostgreSQL sends rows as they are fetched instead of
     materializing the whole result first). A cancelled study's queued runs, still being
-    ended in the background (services.study_cancel_queued), are cancelled here as in every
+    ended in the background (state.study_cancel_queued), are cancelled here as in every
     other read."""
     cancelled = study.state == StudyState.CANCELLED
     with transaction.atomic():

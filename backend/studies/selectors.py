@@ -162,7 +162,7 @@ def study_progress(study: Study) -> dict[str, Any]:
         counts.update(dict(rows))
     cancelling = 0
     if study.state == StudyState.CANCELLED and counts["pending"]:
-        # its queued runs are being ended in the background (services.study_cancel_queued):
+        # its queued runs are being ended in the background (state.study_cancel_queued):
         # none will start, so they count as cancelled from the cancel on
         cancelling = counts["pending"]
         counts = {**counts, "cancelled": counts["cancelled"] + cancelling, "pending": 0}

@@ -2,12 +2,12 @@
 
 from celery import shared_task
 
-from studies import batches, events, services
+from studies import batches, events, state
 
 
 @shared_task(name="studies.refresh_study", ignore_result=True)
 def refresh_study(study_id: str) -> None:
-    services.study_refresh_state(study_id=study_id)
+    state.study_refresh_state(study_id=study_id)
 
 
 @shared_task(name="studies.publish_runs", ignore_result=True)
@@ -17,7 +17,7 @@ def publish_runs(run_ids: list[str]) -> None:
 
 @shared_task(name="studies.cancel_queued_runs", ignore_result=True)
 def cancel_queued_runs(study_id: str, who: str = "the system") -> None:
-    services.study_cancel_queued(study_id=study_id, who=who)
+    state.study_cancel_queued(study_id=study_id, who=who)
 
 
 @shared_task(name="studies.next_batch", ignore_result=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from core import jobs
 from core.jobs import Job
 from dispatch.reaper import runs_reap
-from studies import services
+from studies import services, state
 from studies.models import Run, Study
 
 
@@ -15,7 +15,7 @@ def test_the_reaper_settles_a_study_whose_last_refresh_was_lost(api, monkeypatch
 
     def refresh_now(job, *args, **kwargs):
         assert job == Job.REFRESH_STUDY
-        services.study_refresh_state(study_id=args[0])
+        state.study_refresh_state(study_id=args[0])
 
     monkeypatch.setattr(jobs, "send", refresh_now)
     spec = {"template": "cavity", "parameters": {"lid_velocity": {"values": [1, 2]}}}

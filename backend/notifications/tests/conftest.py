@@ -9,15 +9,15 @@ from django.utils import timezone
 from core.jobs import Job
 from notifications import tasks
 from notifications.tests.receivers import HttpReceiver, SmtpReceiver
-from studies import services as study_services
+from studies import state as study_state
 from studies.models import Run
 from studies.services import study_create
 
 # what the tests run of the jobs a change hands the worker (admission and the rest are other
 # apps' tests): the study's refresh, a cancel's background half and every notification step
 WORKER: dict[Job, Callable[..., Any]] = {
-    Job.REFRESH_STUDY: lambda study_id: study_services.study_refresh_state(study_id=study_id),
-    Job.CANCEL_QUEUED_RUNS: lambda study_id, who: study_services.study_cancel_queued(
+    Job.REFRESH_STUDY: lambda study_id: study_state.study_refresh_state(study_id=study_id),
+    Job.CANCEL_QUEUED_RUNS: lambda study_id, who: study_state.study_cancel_queued(
         study_id=study_id, who=who
     ),
     Job.NOTIFY_STUDY_ENDED: tasks.study_ended,

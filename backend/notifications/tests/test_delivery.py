@@ -27,7 +27,7 @@ from notifications.signing import signature_header, signature_verify
 from notifications.tests.conftest import make_study
 from notifications.tests.receivers import HttpReceiver, free_port
 from notifications.webhooks import webhook_create
-from studies.services import study_cancel
+from studies.state import study_cancel
 from studies.tasks import cancel_queued_runs
 
 

@@ -16,7 +16,7 @@ from notifications.webhooks import webhook_create
 from studies import events as study_events
 from studies import transitions
 from studies.models import Run, Study
-from studies.services import study_cancel, study_refresh_state
+from studies.state import study_cancel, study_refresh_state
 
 
 def _hook(api, url: str, events: list[str]):

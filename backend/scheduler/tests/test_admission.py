@@ -306,8 +306,8 @@ def test_a_pass_that_concludes_nothing_new_leaves_the_queue_alone_and_new_runs_g
     from datetime import timedelta
 
     from scheduler.models import QueueReasons
+    from studies.extension import study_extend
     from studies.models import Study
-    from studies.services import study_extend
 
     tenant = make_tenant(cores=16, memory_gb=100, max_runs=100)
     _noop_backend(cores=2)

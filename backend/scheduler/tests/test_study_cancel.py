@@ -12,10 +12,12 @@ from catalog.models import Backend
 from core.jobs import Job
 from quotas.models import Quota
 from scheduler.admission import admit
-from studies import services
+from studies import extension
+from studies import state as study_state
 from studies.choices import RunState
 from studies.models import Run, Study
-from studies.services import study_cancel, study_cancel_queued, study_create
+from studies.services import study_create
+from studies.state import study_cancel, study_cancel_queued
 from studies.tasks import cancel_queued_runs
 from studies.transitions import runs_admit
 from studies.usage import queued_demand_for_tenant
@@ -52,7 +54,7 @@ def _states(study) -> dict[str, int]:
 def test_cancel_answers_with_the_study_cancelled_before_its_queued_runs_are_ended(
     api, published, monkeypatch
 ):
-    monkeypatch.setattr(services, "CANCEL_CHUNK", 1000)
+    monkeypatch.setattr(study_state, "CANCEL_CHUNK", 1000)
     study = _big(api.tenant)
     demand = queued_demand_for_tenant(tenant_id=api.tenant.id)
     assert (demand.runs, demand.cores) == (RUNS, RUNS * study.processes)
@@ -123,7 +125,7 @@ def test_runs_queued_after_the_cancel_are_not_ended_by_it(api, published):
     study_cancel(study=study, by=api.tenant.user)
     study_cancel_queued(study_id=study.pk)
     # extended once the cancel is done: the new runs are queued and stay so
-    assert services.study_extend(study=study, parameters={"lid_velocity": {"values": [9]}}) == 1
+    assert extension.study_extend(study=study, parameters={"lid_velocity": {"values": [9]}}) == 1
     assert study_cancel_queued(study_id=study.pk) == 0
     assert _states(study) == {"cancelled": 20, "pending": 1}
 
@@ -181,11 +183,11 @@ def test_a_lost_background_cancel_is_done_again_by_the_periodic_settle(api, publ
     study = _big(api.tenant, n=20)
     study_cancel(study=study, by=api.tenant.user)
     published.jobs.clear()  # the worker lost the job
-    services.studies_settle()
+    study_state.studies_settle()
     again = [a for job, a, _ in published.jobs if job == Job.CANCEL_QUEUED_RUNS]
     assert again == [(str(study.pk),)]
     cancel_queued_runs(*again[0])
     assert _states(study) == {"cancelled": 20}
     published.jobs.clear()
-    services.studies_settle()  # nothing left to end: not sent again
+    study_state.studies_settle()  # nothing left to end: not sent again
     assert not [a for job, a, _ in published.jobs if job == Job.CANCEL_QUEUED_RUNS]

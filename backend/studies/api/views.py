@@ -18,12 +18,14 @@ from core.exceptions import ApplicationError, NotFound
 from core.ids import parse_uuid
 from core.parsers import YAML_PARSERS
 from studies import (
+    extension,
     plot,
     preview,
     results,
     run_query,
     selectors,
     services,
+    state,
     surrogate_map,
     uploads,
 )
@@ -237,7 +239,7 @@ class StudyViewSet(viewsets.GenericViewSet):
     @extend_schema(request=None, responses=s.StudySerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        services.study_cancel(study=self.get_object(), by=request.user)
+        state.study_cancel(study=self.get_object(), by=request.user)
         return Response(s.StudySerializer(self.get_object()).data)
 
     @extend_schema(request=s.StudyExtendSerializer, responses=s.StudySerializer)
@@ -245,7 +247,7 @@ class StudyViewSet(viewsets.GenericViewSet):
     def extend(self, request, pk=None):
         ser = s.StudyExtendSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        services.study_extend(
+        extension.study_extend(
             study=self.get_object(),
             parameters=ser.validated_data.get("parameters"),
             budget=ser.validated_data.get("budget"),

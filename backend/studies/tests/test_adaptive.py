@@ -15,7 +15,7 @@ import pytest
 from core.jobs import Job
 from studies.batches import adaptive_next_batch
 from studies.models import Run, Study
-from studies.services import study_cancel, study_refresh_state
+from studies.state import study_cancel, study_refresh_state
 from tenancy.testing import TenantAPIClient
 
 SPEC: dict[str, Any] = {
