@@ -279,7 +279,6 @@ def _main() -> None:
         "x",
         f"idle worker-s after the last run ÷ (idle timeout {IDLE_TIMEOUT:g} s × {pool['workers']} workers),target ≤ 1.2",
         idle_after_last_s=pool["idle_after_last_s"],
-        target="<= 1.2",
     )
     emit(
         "pool_makespan_ratio",
@@ -288,7 +287,6 @@ def _main() -> None:
         f"{context},target ≤ 0.5",
         pool=pool,
         baseline=baseline,
-        target="<= 0.5",
     )
 
 
