@@ -63,7 +63,7 @@ def entry(*, name: str, value: float, unit: str, context: str) -> dict[str, Any]
     figure = FIGURES.get(name)
     target = figure.target if figure else None
     return {
-        "value": value,
+        "value": float(f"{value:.4g}") if isinstance(value, float) else value,
         "unit": unit,
         "target": str(target) if target else None,
         "meets": target.met_by(value) if target else None,
