@@ -1,6 +1,6 @@
 """admission_flatness: what one scheduling pass costs with 100,000 runs queued across five
 tenants, divided by what it costs with 1,000 queued: a pass should cost what it admits, not
-what waits (issue 15, item 5).
+what waits.
 
 Five tenants, each with two studies on the no-op backend and a quota of two runs at a time.
 A pass is what the beat tick and every run's end do: find the tenants with queued runs, then

@@ -1,4 +1,4 @@
-"""portal_cdi_8: the capacity degradation index of the portal itself (issue 17, item 4).
+"""portal_cdi_8: the capacity degradation index of the portal itself.
 
 ScaleBench's CDI(n) = 100 × (1 − Cp/Cs): the capacity of one unit when n work in parallel
 (Cp), against one working alone (Cs). 0 % means the portal serves n as well as one; 50 %

@@ -4,7 +4,7 @@ cancel of every run while all are queued, and the web process's memory meanwhile
 
 Nothing admits the runs (no worker runs: the scheduling jobs the API enqueues wait in the
 bench's own queue), so all of them are queued when the study is cancelled: the worst case of
-issue 15's "cancel 100k queued runs". Each figure is a time measured in this run; the
+cancelling a 100,000-run study. Each figure is a time measured in this run; the
 scaling (time at 100k ÷ time at 10k, worst of the figures) is the one that survives the
 machine's weather. A figure that misses its target is printed as one, never an error.
 """

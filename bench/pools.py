@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bench.common import ROOT, emit, fresh_stack, progress, setup_django, sized, started
 
-# WT_OPENSTACK_DIR: a control plane of this session's own (start-openstack honours it too)
+# WT_OPENSTACK_DIR: a control plane of this benchmark's own (start-openstack honours it too)
 CLOUD_JSON = Path(os.environ.get("WT_OPENSTACK_DIR") or ROOT / ".data" / "openstack") / "cloud.json"
 RUNS = sized(16, 8)
 IN_FLIGHT = 4

@@ -1,4 +1,4 @@
-"""What the ingest API refuses, and what a refusal leaves behind (issue 21: findings 6–8).
+"""What the ingest API refuses, and what a refusal leaves behind.
 
 A caller is authenticated first (401, telling nothing of the run), then fenced by the attempt
 (409: the agent of an attempt that is over stops) and by the attempt's end (409 once its
@@ -63,7 +63,7 @@ def archives(settings, tmp_path):
     return settings.ARCHIVE_DIR
 
 
-# --- finding 6: a final report out of range, or failing on the way, changes nothing -------
+# --- a final report out of range, or failing on the way, changes nothing -------------------
 
 
 @pytest.mark.parametrize(
@@ -136,7 +136,7 @@ def test_a_database_error_in_a_final_report_leaves_the_run_as_it_was(running, mo
     assert _stored(run) == (1, 1) and _cores_held(run) == 0
 
 
-# --- finding 7: once the final report is in, the attempt's token opens nothing --------------
+# --- once the final report is in, the attempt's token opens nothing -------------------------
 
 
 def test_the_agents_order_stores_its_archive_and_then_the_token_opens_nothing(running, archives):
@@ -189,7 +189,7 @@ def test_a_run_the_portal_ended_keeps_its_agents_last_words_until_its_final_repo
     assert _stored(run) == (1, 1)
 
 
-# --- finding 8: no 500 on any input; a stranger learns nothing ------------------------------
+# --- no 500 on any input; a stranger learns nothing -----------------------------------------
 
 
 @pytest.mark.parametrize(
