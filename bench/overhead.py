@@ -32,7 +32,7 @@ PARAMS = {"lid_velocity": {"linspace": [0.5, 2.0, RUNS]}, "cells": 40, "end_time
 
 
 def bare(contexts: list[dict], workdir: Path) -> float:
-    from orchestration.render import render_case
+    from orchestration.case.render import render_case
 
     cases = []
     for i, context in enumerate(contexts):

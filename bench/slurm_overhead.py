@@ -33,7 +33,7 @@ PARAMETERS = {
 
 
 def _bare(contexts: list[dict], conf: str, tmp: Path, label: str) -> float:
-    from orchestration.render import render_case
+    from orchestration.case.render import render_case
 
     cases = []
     for i, context in enumerate(contexts):

@@ -1,5 +1,5 @@
 """A run's flow fields: the artifact its agent wrote after the run completed
-(orchestration/agent/fields.py, docs/agent-protocol.md#flow-fields), read from the run's
+(orchestration/results/fields.py, docs/agent-protocol.md#flow-fields), read from the run's
 directory (runs whose files the portal reads) or from the start of its result archive.
 
 The artifact comes from inside a tenant's case, so it is checked here before anything of it
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestration import nofollow
-from orchestration.agent.fields import ARTIFACT
+from orchestration.results.fields import ARTIFACT
 from studies.choices import TERMINAL_STATES
 from studies.models import Run
 

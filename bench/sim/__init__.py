@@ -9,7 +9,7 @@ instead of rows:
 - admission: `scheduler.decide.admission_decide` with the policy's queue order
   (`scheduler.policies`), fair share (`scheduler.fairshare`) and backfill
   (`scheduler.backfill`);
-- placement: `orchestration.placement` (round_robin, random, least_loaded, image_aware);
+- placement: `orchestration.planning.placement` (round_robin, random, least_loaded, image_aware);
 - the autoscaler: `dispatch.autoscale.scale_up_plan` and `scale_down_plan`.
 
 What the model adds is only what the machines would do: time passing, images pulled layer by

@@ -16,7 +16,13 @@ from typing import Any
 from bench.sim.scenario import BACKEND_ID, EPOCH, Image, Result, Run, Scenario, Worker, jain
 from compute.capacity import BackendCapacity
 from dispatch.autoscale import scale_down_plan, scale_up_plan
-from orchestration.placement import Fleet, PlacementState, RunView, WorkerView, policy_named
+from orchestration.planning.placement import (
+    Fleet,
+    PlacementState,
+    RunView,
+    WorkerView,
+    policy_named,
+)
 from quotas.fit import NOTHING, Shape, Usage
 from quotas.models import Quota
 from scheduler.backfill import Held

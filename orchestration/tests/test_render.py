@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestration import render
-from orchestration.render import (
+from orchestration.case import expressions, render
+from orchestration.case.render import (
     FUNCTIONS,
     RenderError,
     evaluate,
@@ -363,9 +363,9 @@ NAMES = {"courant": 0.5, "cells": 20, "lid_velocity": 1.25, "speed": 30.0, "aoa"
 def test_arithmetic_takes_the_fast_path_with_the_sandbox_s_own_result(expr: str) -> None:
     """Derived values evaluated for every run of a study go through plain closures when
     they are only arithmetic; the value is the sandbox's, to the last bit and type."""
-    fast = render._arithmetic(render._parse_expression(expr))
+    fast = expressions._arithmetic(expressions._parse_expression(expr))
     assert fast is not None
-    sandboxed = render._Expression(expr)(NAMES)
+    sandboxed = expressions._Expression(expr)(NAMES)
     value = render.evaluate(expr, NAMES)
     assert value == sandboxed and type(value) is type(sandboxed)
 
@@ -386,7 +386,7 @@ def test_arithmetic_takes_the_fast_path_with_the_sandbox_s_own_result(expr: str)
     ],
 )
 def test_anything_but_arithmetic_is_left_to_the_sandbox(expr: str) -> None:
-    assert render._arithmetic(render._parse_expression(expr)) is None
+    assert expressions._arithmetic(expressions._parse_expression(expr)) is None
 
 
 def test_the_fast_path_keeps_the_sandbox_s_limits_and_errors() -> None:
