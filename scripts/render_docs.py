@@ -145,7 +145,9 @@ def results_table(ref: str) -> str:
         cells = (
             f"`{name}`",
             f"**{measured(r['value'], r['unit'])}**",
-            r.get("target") or "—",
+            f"{r['target']}{'×' if r['unit'] == 'x' else ' ' + r['unit']}"
+            if r.get("target")
+            else "—",
             meets,
             f"`{r['command']}`" if r.get("command") else "—",
             r.get("date") or "—",
