@@ -24,7 +24,7 @@ aoa ∈ [−4, 14] × speed ∈ [10, 40]:
 3. One real adaptive study runs through the portal (web, worker, scheduler, local driver,
    agent, solver): its batches follow each other and its surrogate answers; its figures are
    printed, not compared (a few runs).
-4. reuse_speedup (issue 20, part 1): bench.reuse's measurement, run by `reuse()`.
+4. reuse_speedup: bench.reuse's measurement, run by `reuse()`.
 
 Smoke mode (CI): a 5 × 5 reference grid of 30 iterations, a 3 × 3 uniform grid, one seed,
 and a three-run portal study: the same code paths, figures that say nothing.
@@ -290,9 +290,9 @@ def portal_study() -> dict[str, Any]:
 
 
 def reuse() -> None:
-    """reuse_speedup (issue 20, part 1: a study repeated with reuse vs without, ≥ 20): the
-    same measurement as `make bench NAME=reuse` (bench.reuse), reported here too as the
-    issue's benchmark lists it."""
+    """reuse_speedup (a study repeated with reuse vs without, ≥ 20): the same measurement as
+    `make bench NAME=reuse` (bench.reuse), reported beside adaptive sampling's figures, the
+    other way a study spends fewer runs."""
     from bench import reuse as reuse_bench
 
     reuse_bench.main()

@@ -11,8 +11,10 @@ import dataclasses
 import enum
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from orchestration.errors import DriverError as DriverError
@@ -338,3 +340,12 @@ def driver_supports(kind: str, capability: type) -> bool:
 def driver_kinds() -> list[str]:
     _load_builtin_drivers()
     return sorted(_REGISTRY)
+
+
+def write_private_json(path: Path, data: Any) -> None:
+    """Write `data` as JSON to `path`, readable by its owner only (a run's run.json holds
+    its agent's token), also when the file was there before with a wider mode."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        json.dump(data, fh, indent=2)

@@ -252,7 +252,7 @@ def test_crlf_files_keep_their_line_endings() -> None:
     assert render_text("a {{ x }}\r\nb\r\n", {"x": 1}) == "a 1\r\nb\r\n"
 
 
-# -- the security review's finding 3: CPU and memory through the template sandbox ----------
+# -- CPU and memory a template can ask for are bounded by the template sandbox -------------
 
 BLOCK = "\x02\x02%"  # the internal block delimiters, which an upload can write all the same
 END = "%\x03\x03"
@@ -318,8 +318,8 @@ def test_a_study_has_at_most_200_derived_values() -> None:
     ],
 )
 def test_no_placeholder_can_write_an_openfoam_directive(template: str, context: dict) -> None:
-    """Finding 2: an #include produced by a placeholder read the host's files; checking the
-    rendered text of the first run only left the other runs' values unchecked."""
+    """A placeholder cannot write an #include that would read the host's files, whatever run's
+    values it renders with (each run's rendered text is checked, not only the first's)."""
     with pytest.raises(RenderError, match="'#'"):
         render_text(template, context, filename="system/controlDict")
 

@@ -12,8 +12,9 @@ from rest_framework.response import Response
 from core.api.params import int_param
 from core.exceptions import ApplicationError, ErrorCode, NotFound
 from core.http import file_download
+from orchestration.results.fields.reading import field_data, fields_index
 from runs import archives
-from runs import fields as flow_fields
+from runs.flow_fields import run_fields
 from studies import selectors
 from studies.api import serializers as s
 from studies.api.views import RUN_QUERY_PARAMETERS, RunFilter, runs_page, runs_query
@@ -155,8 +156,8 @@ class RunViewSet(viewsets.GenericViewSet):
         """The run's flow fields (a completed run's final fields on a plane, and Cp along
         its force patches): what there is, on which grids; `available` false when none."""
         run = self.get_object()
-        artifact = flow_fields.run_fields(run=selectors.run_results_source(run=run))
-        return Response(flow_fields.fields_index(run=run, artifact=artifact))
+        artifact = run_fields(run=selectors.run_results_source(run=run))
+        return Response(fields_index(run_id=str(run.id), artifact=artifact))
 
     @extend_schema(
         parameters=[
@@ -176,7 +177,7 @@ class RunViewSet(viewsets.GenericViewSet):
         """One field's values on one region's grid (row by row, null outside the mesh),
         with the outline of the walls to draw over them."""
         run = self.get_object()
-        artifact = flow_fields.run_fields(run=selectors.run_results_source(run=run))
+        artifact = run_fields(run=selectors.run_results_source(run=run))
         if artifact is None:
             raise NotFound("This run has no flow fields: they are written when a run completes.")
         names = list(artifact["fields"])
@@ -197,6 +198,6 @@ class RunViewSet(viewsets.GenericViewSet):
         return Response(
             {
                 "run": str(run.id),
-                **flow_fields.field_data(artifact=artifact, field=field, region=region),
+                **field_data(artifact=artifact, field=field, region=region),
             }
         )

@@ -2144,6 +2144,7 @@ export interface components {
         PatchedMemberPatchRequest: {
             role?: components["schemas"]["RoleEnum"];
         };
+        /** @description What an admin may change on a pool. */
         PatchedPoolPatchRequest: {
             /** Format: double */
             boot_timeout?: number;
@@ -2333,6 +2334,7 @@ export interface components {
             /** @description live workers before the decision */
             size?: number;
         };
+        /** @description A new pool: what it is (name, backend, flavor, image) and what can be edited later. */
         PoolInRequest: {
             backend: string;
             /** Format: double */
