@@ -27,17 +27,19 @@ def _finished_run_with_series(study_id: str, series: dict) -> Run:
     return run
 
 
-def test_objectives_edited_after_the_runs_are_recomputed_from_the_stored_series(api):
+def _study(api, objectives: dict | None = None, name: str = "s") -> str:
+    """A one-run study of the pitzDaily upload with these objectives; its id."""
     up = upload_pitzdaily(api)
-    spec = {
-        "name": "inlet sweep",
-        "case": up["id"],
-        "parameters": {"Uin": 10},
-        "objectives": {"res_p": {"series": "residual.p", "reduce": "last"}},
-    }
+    spec = {"name": name, "case": up["id"], "parameters": {"Uin": 10}}
+    if objectives is not None:
+        spec["objectives"] = objectives
     r = api.post("/api/v1/studies/", spec, format="json")
     assert r.status_code == 201, r.json()
-    study_id = r.json()["id"]
+    return r.json()["id"]
+
+
+def test_objectives_edited_after_the_runs_are_recomputed_from_the_stored_series(api):
+    study_id = _study(api, {"res_p": {"series": "residual.p", "reduce": "last"}}, "inlet sweep")
     run = _finished_run_with_series(
         study_id,
         {
@@ -67,14 +69,7 @@ def test_objectives_edited_after_the_runs_are_recomputed_from_the_stored_series(
 
 
 def test_an_objectives_edit_with_a_wrong_series_is_a_400_and_changes_nothing(api):
-    up = upload_pitzdaily(api)
-    spec = {
-        "name": "s",
-        "case": up["id"],
-        "parameters": {"Uin": 10},
-        "objectives": {"p_in": {"series": "inletP.areaAverage(p)"}},
-    }
-    study_id = api.post("/api/v1/studies/", spec, format="json").json()["id"]
+    study_id = _study(api, {"p_in": {"series": "inletP.areaAverage(p)"}})
     url = f"/api/v1/studies/{study_id}/objectives/"
     r = api.put(url, {"objectives": {"p_in": {"series": "inletp.areaAverage(p)"}}}, format="json")
     assert r.status_code == 400
@@ -91,9 +86,7 @@ def test_an_objectives_edit_with_a_wrong_series_is_a_400_and_changes_nothing(api
 
 
 def test_another_tenants_study_objectives_are_a_404(api, make_tenant):
-    up = upload_pitzdaily(api)
-    spec = {"name": "s", "case": up["id"], "parameters": {"Uin": 10}}
-    study_id = api.post("/api/v1/studies/", spec, format="json").json()["id"]
+    study_id = _study(api)
     other = APIClient()
     other.force_authenticate(make_tenant().user)
     r = other.put(f"/api/v1/studies/{study_id}/objectives/", {"objectives": {}}, format="json")
@@ -101,43 +94,29 @@ def test_another_tenants_study_objectives_are_a_404(api, make_tenant):
 
 
 def test_trust_rules_edited_after_the_runs_recompute_the_trust_flag(api):
-    up = upload_pitzdaily(api)
-    spec = {
-        "name": "s",
-        "case": up["id"],
-        "parameters": {"Uin": 10},
-        "objectives": {"p_in": {"series": "inletP.areaAverage(p)"}},
-    }
-    study_id = api.post("/api/v1/studies/", spec, format="json").json()["id"]
+    objectives = {"p_in": {"series": "inletP.areaAverage(p)"}}
+    study_id = _study(api, objectives)
     series = {
         "residual.p": [[1, 1.0], [2, 0.02], [3, 0.005]],  # above the default 1e-3
         "inletP.areaAverage(p)": [[1, 12.0], [2, 12.0], [3, 12.0]],
     }
     run = _finished_run_with_series(study_id, series)
     url = f"/api/v1/studies/{study_id}/objectives/"
-    r = api.put(url, {"objectives": spec["objectives"]}, format="json")
+    r = api.put(url, {"objectives": objectives}, format="json")
     assert r.status_code == 200, r.json()
     run.refresh_from_db()
     # no rule of the study's own: it ran to its iteration limit, whatever its residuals
     assert (run.trust, run.trust_detail["basis"]) == ("iteration_limit", "iteration_limit")
-    r = api.put(
-        url,
-        {"objectives": spec["objectives"], "trust": {"residuals_below": 0.001}},
-        format="json",
-    )
-    assert r.status_code == 200, r.json()
-    run.refresh_from_db()
-    assert (run.trust, run.trust_detail["basis"]) == ("not_converged", "trust_rule")
-    assert "not all below 0.001" in run.trust_detail["why"]
-    r = api.put(
-        url,
-        {"objectives": spec["objectives"], "trust": {"residuals_below": 0.01}},
-        format="json",
-    )
-    assert r.status_code == 200, r.json()
-    run.refresh_from_db()
-    assert (run.trust, run.trust_detail["basis"]) == ("converged", "trust_rule")
-    assert "below 0.01" in run.trust_detail["why"]
+    for below, trust, why in [
+        (0.001, "not_converged", "not all below 0.001"),
+        (0.01, "converged", "below 0.01"),
+    ]:
+        rules = {"residuals_below": below}
+        r = api.put(url, {"objectives": objectives, "trust": rules}, format="json")
+        assert r.status_code == 200, r.json()
+        run.refresh_from_db()
+        assert (run.trust, run.trust_detail["basis"]) == (trust, "trust_rule")
+        assert why in run.trust_detail["why"]
     assert r.json()["spec"]["trust"] == {"residuals_below": 0.01}
     r = api.put(url, {"objectives": {}, "trust": {"residuals_below": -1}}, format="json")
     assert r.status_code == 400 and "trust.residuals_below" in r.json()["field"]
