@@ -19,6 +19,12 @@ from runs.objectives import study_objectives_update
 from studies import selectors
 from studies.api import serializers as s
 from studies.api import views as study_views
+from studies.api.results import (
+    LogSerializer,
+    RunFieldDataSerializer,
+    RunFieldsSerializer,
+    TelemetrySerializer,
+)
 from studies.api.views import RUN_QUERY_PARAMETERS, RunFilter, runs_page, runs_query
 from studies.choices import RunState
 from studies.models import Run
@@ -93,7 +99,7 @@ class RunViewSet(viewsets.GenericViewSet):
                 description="gap repair: every point and log line of live events after this seq",
             ),
         ],
-        responses=s.TelemetrySerializer,
+        responses=TelemetrySerializer,
     )
     @action(detail=True, methods=["get"])
     def telemetry(self, request, pk=None):
@@ -131,7 +137,7 @@ class RunViewSet(viewsets.GenericViewSet):
         return Response(body)
 
     @extend_schema(
-        parameters=[OpenApiParameter("lines", OpenApiTypes.INT)], responses=s.LogSerializer
+        parameters=[OpenApiParameter("lines", OpenApiTypes.INT)], responses=LogSerializer
     )
     @action(detail=True, methods=["get"])
     def log(self, request, pk=None):
@@ -152,7 +158,7 @@ class RunViewSet(viewsets.GenericViewSet):
         name = f"{run.study.name}-run{run.index:04d}.tar.gz".replace("/", "-").replace(" ", "-")
         return file_download(path.open("rb"), filename=name, content_type="application/gzip")
 
-    @extend_schema(responses=s.RunFieldsSerializer)
+    @extend_schema(responses=RunFieldsSerializer)
     @action(detail=True, methods=["get"], url_path="fields")
     def flow_fields(self, request, pk=None):
         """The run's flow fields (a completed run's final fields on a plane, and Cp along
@@ -172,7 +178,7 @@ class RunViewSet(viewsets.GenericViewSet):
                 description="a region from fields/ (default: the first, the whole domain)",
             ),
         ],
-        responses=s.RunFieldDataSerializer,
+        responses=RunFieldDataSerializer,
     )
     @action(detail=True, methods=["get"], url_path="fields/data")
     def flow_field_data(self, request, pk=None):
