@@ -260,11 +260,6 @@ def map_of(node: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "additionalProperties": node}
 
 
-def nullable(node: dict[str, Any]) -> dict[str, Any]:
-    """`node`, or null."""
-    return {"oneOf": [node, {"type": "null"}]}
-
-
 def inlined(path: str | Path, *pointer: str) -> dict[str, Any]:
     """A node of a schema file (`pointer`: its keys from the root) with the `$defs` it refers
     to written in place, for a schema that is not published as components (a package's

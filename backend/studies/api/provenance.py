@@ -6,7 +6,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from core.api.fields import SchemaField
-from core.schemas import component_ref, map_of, nullable
+from core.schemas import component_ref, map_of
 
 
 class ReusedSourceSerializer(serializers.Serializer):
@@ -73,7 +73,7 @@ class ProvenanceSerializer(serializers.Serializer):
     openfoam_version = serializers.CharField(help_text="as the solver's log banner says it")
     openfoam = SchemaField(component_ref("OpenFOAMBuild"))
     image = SchemaField(
-        ProvenanceImageSerializer(allow_null=True),
+        ProvenanceImageSerializer,
         allow_null=True,
         help_text="the image it ran in; null: the solver installed on the backend's machines",
     )
@@ -84,7 +84,7 @@ class ProvenanceSerializer(serializers.Serializer):
     job_id = serializers.CharField(help_text="the attempt's id on its backend")
     processes = serializers.IntegerField()
     nodes = serializers.IntegerField()
-    decompose = SchemaField(nullable(component_ref("Decomposition")), allow_null=True)
+    decompose = SchemaField(component_ref("Decomposition"), allow_null=True)
     commands = SchemaField(
         {"type": "array", "items": component_ref("StepRecord")},
         help_text="each step as the agent ran it: name, role, command, argv, exit_code, "

@@ -2038,7 +2038,8 @@ export interface components {
         /** @description A run as it is after a transition. */
         LiveRun: {
             attempt: number;
-            end_reason?: string;
+            /** @enum {string} */
+            end_reason?: "" | "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time" | "memory_limit" | "disk_budget";
             finished_at?: string | null;
             id: string;
             index: number;
@@ -2057,7 +2058,8 @@ export interface components {
             /** @enum {string} */
             trust?: "" | "converged" | "not_converged" | "iteration_limit" | "diverged";
             wait_detail?: string;
-            wait_reason?: string;
+            /** @enum {string} */
+            wait_reason?: "" | "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker" | "storage";
         };
         /** @description Runs of the study that changed, with the study's state and its runs counted by state. */
         LiveRuns: {
@@ -2165,13 +2167,6 @@ export interface components {
             /** @description an existing username or e-mail */
             user: string;
         };
-        /**
-         * @description * `points` - points
-         *     * `binned` - binned
-         *     * `heatmap` - heatmap
-         * @enum {string}
-         */
-        ModeEnum: "points" | "binned" | "heatmap";
         NamedBackend: {
             kind: string;
             name: string;
@@ -2561,7 +2556,7 @@ export interface components {
              *     * `binned` - binned
              *     * `heatmap` - heatmap
              */
-            mode: components["schemas"]["ModeEnum"];
+            mode: components["schemas"]["PlotModeEnum"];
             points: components["schemas"]["PlotPoints"] | null;
             /** @description runs plotted (those with the axes' values) */
             total: number;
@@ -2607,6 +2602,13 @@ export interface components {
             y: components["schemas"]["Scalar"][];
             y_edges: number[] | null;
         };
+        /**
+         * @description * `points` - points
+         *     * `binned` - binned
+         *     * `heatmap` - heatmap
+         * @enum {string}
+         */
+        PlotModeEnum: "points" | "binned" | "heatmap";
         /** @description Columns: the n-th entry of each list is one run. */
         PlotPoints: {
             color: (components["schemas"]["Scalar"] | null)[];
