@@ -7,7 +7,7 @@ aoa ∈ [−4, 14] × speed ∈ [10, 40]:
 1. A dense reference grid (13 × 13 = 169 points) is solved once, two runs at a time, with
    the portal's own renderer and the installed OpenFOAM, and cached under .data/bench-cache/
    keyed by the template's digest, the iteration count and the grid (a rerun reads it back).
-2. On those stored results, with the portal's surrogate code (orchestration/surrogate.py,
+2. On those stored results, with the portal's surrogate code (orchestration/planning/surrogate.py,
    the same calls studies/batches.py makes): a uniform 5 × 5 grid (a sub-grid of the
    reference: every third point) against adaptive sampling (goal map: a Latin hypercube of
    6, then batches of 2, the runs this machine runs at once, where the map is expected to be
@@ -24,7 +24,7 @@ aoa ∈ [−4, 14] × speed ∈ [10, 40]:
 3. One real adaptive study runs through the portal (web, worker, scheduler, local driver,
    agent, solver): its batches follow each other and its surrogate answers; its figures are
    printed, not compared (a few runs).
-4. reuse_speedup (issue 20, part 1): bench.reuse's measurement, run by `reuse()`.
+4. reuse_speedup: bench.reuse's measurement, run by `reuse()`.
 
 Smoke mode (CI): a 5 × 5 reference grid of 30 iterations, a 3 × 3 uniform grid, one seed,
 and a three-run portal study: the same code paths, figures that say nothing.
@@ -45,7 +45,7 @@ from typing import Any
 import yaml
 
 from bench.common import emit, progress, setup_django, sized
-from orchestration import render
+from orchestration.case import render
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "templates" / "airfoil2d"
@@ -135,7 +135,7 @@ OBJECTIVES = ("Cl", "Cd")
 
 
 def _bounds():
-    from orchestration.surrogate import Bound
+    from orchestration.planning.surrogate import Bound
 
     return tuple(Bound(name=n, low=lo, high=hi) for n, (lo, hi) in BOX.items())
 
@@ -153,7 +153,7 @@ def _error(predict, rows: list[dict[str, Any]]) -> float:
 
 
 def _gp_error(rows, sampled) -> float:
-    from orchestration import surrogate
+    from orchestration.planning import surrogate
 
     models = {o: surrogate.fit(_bounds(), sampled, [p[o] for p in sampled]) for o in OBJECTIVES}
     return _error(lambda o, pts: models[o].predict(pts)[0], rows)
@@ -183,7 +183,7 @@ def adaptive_errors(rows, *, budget: int, seed: int, stop: int) -> list[tuple[in
     batch is cut short to have a figure at exactly `stop` runs."""
     import numpy as np
 
-    from orchestration import surrogate
+    from orchestration.planning import surrogate
 
     bounds = _bounds()
     candidates = [{"aoa": r["aoa"], "speed": r["speed"]} for r in rows]
@@ -290,9 +290,9 @@ def portal_study() -> dict[str, Any]:
 
 
 def reuse() -> None:
-    """reuse_speedup (issue 20, part 1: a study repeated with reuse vs without, ≥ 20): the
-    same measurement as `make bench NAME=reuse` (bench.reuse), reported here too as the
-    issue's benchmark lists it."""
+    """reuse_speedup (a study repeated with reuse vs without, ≥ 20): the same measurement as
+    `make bench NAME=reuse` (bench.reuse), reported beside adaptive sampling's figures, the
+    other way a study spends fewer runs."""
     from bench import reuse as reuse_bench
 
     reuse_bench.main()

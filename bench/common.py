@@ -9,13 +9,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from bench import record
+from bench.figures import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -146,24 +147,25 @@ def started_runs(study, *, state: str = "running") -> dict[str, str]:
 
 
 def emit(name: str, value: float, unit: str, context: str, **extra: Any) -> None:
-    """Print the one final BENCH line and write bench/results/<name>.json."""
+    """Print the one final BENCH line, write bench/results/<name>.json with the raw samples,
+    and, for a full-size run, keep the figure as its latest result in bench/results.json (the
+    table of docs/benchmarks.md). Its target comes from bench/figures.py."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    record = {
-        "name": name,
-        "value": value,
-        "unit": unit,
-        "context": context,
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": f"{platform.node()} {os.cpu_count()} cores {platform.machine()}",
-        **extra,
-    }
+    if name not in FIGURES and not SMOKE:
+        progress(f"{name} is not in bench/figures.py: recorded without a target or command")
+    measured = record.entry(name=name, value=value, unit=unit, context=context)
+    details = {"name": name, **measured, **extra}
     if SMOKE:  # a smoke run measures nothing: it never replaces a real result
-        record["context"] = context = f"{context} (smoke)"
+        details["context"] = context = f"{context} (smoke)"
         (RESULTS / "smoke").mkdir(exist_ok=True)
-        (RESULTS / "smoke" / f"{name}.json").write_text(json.dumps(record, indent=2, default=str))
+        (RESULTS / "smoke" / f"{name}.json").write_text(json.dumps(details, indent=2, default=str))
     else:
-        (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2, default=str))
-    print(f"BENCH {name} {value:.4g} {unit} {context}", flush=True)
+        (RESULTS / f"{name}.json").write_text(json.dumps(details, indent=2, default=str))
+        record.record(name, measured)
+    verdict = ""
+    if measured["target"] is not None:
+        verdict = f" [{'meets' if measured['meets'] else 'MISSES'} {measured['target']}]"
+    print(f"BENCH {name} {value:.4g} {unit} {context}{verdict}", flush=True)
 
 
 def machine_cpu() -> tuple[float, float]:

@@ -85,7 +85,6 @@ def main() -> None:
         submit_s=t_submit,
         baseline_insert_rate=insert_rate,
         samples=samples,
-        target=">= 200",
     )
 
 

@@ -143,7 +143,6 @@ def main() -> None:
         small_batch_points_per_s=small_rate,
         small_batch_requests_per_s=RUNS * BATCHES / small_s,
         copy_points_per_s=copy_rate,
-        target=">= 0.25 and >= 20000 points/s",
     )
 
 

@@ -242,7 +242,6 @@ def _main() -> None:
         before_reaper=before,
         api_errors=errors,
         api_retries=retries,
-        target="0",
     )
 
 

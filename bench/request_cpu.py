@@ -49,8 +49,8 @@ def _postgres() -> list[int]:
 
 def _solved_case(tmp: Path) -> tuple[str, dict]:
     """The log text and function-object columns of one real 0.5 s cavity run."""
-    from orchestration.dat import DatFollower
-    from orchestration.render import render_case
+    from orchestration.case.render import render_case
+    from orchestration.results.dat import DatFollower
 
     case = tmp / "case"
     context = {"lid_velocity": 1.0, "cells": 40, "end_time": 0.5}
@@ -75,7 +75,7 @@ def main() -> None:
 
     from orchestration.agent.client import PortalClient
     from orchestration.agent.reporter import Reporter
-    from orchestration.logparse import LogParser
+    from orchestration.results.logparse import LogParser
     from studies.models import Run
 
     study = noop_study(name="request-cpu", parameters={"lid_velocity": {"linspace": [1, 2, RUNS]}})

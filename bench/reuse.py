@@ -115,7 +115,6 @@ def main() -> None:
         pairs=pairs,
         computed_s=statistics.median(p["computed_s"] for p in pairs),
         reused_s=statistics.median(p["reused_s"] for p in pairs),
-        target=">= 20",
     )
 
 

@@ -29,7 +29,7 @@ def _arrivals(
     runs: int,
     seconds: float,
     seed: int,
-    model,
+    scenario,
     sizes: tuple[int, int] = (10, 50),
 ) -> list:
     """Studies of `sizes` runs arriving over `seconds`, each of a random tenant and image,
@@ -39,7 +39,7 @@ def _arrivals(
     while total < runs:
         n = min(rng.randint(*sizes), runs - total)
         studies.append(
-            model.Study(
+            scenario.Study(
                 tenant=rng.choice(tenants),
                 submit_at=rng.uniform(0, seconds),
                 runs=n,
@@ -52,13 +52,13 @@ def _arrivals(
     return sorted(studies, key=lambda s: s.submit_at)
 
 
-def placement_scenarios(model) -> list:
+def placement_scenarios(model, scenario) -> list:
     """Each placement policy on the same arrivals, at 20, 100 and 1,000 workers (~60 % load:
     4 runs/s per 100 workers of 8 cores, runs of 120 s, studies of 10–50 runs), from zero
     with the autoscaler, and at 100 workers with bursts (studies of 10–400 runs)."""
     out = []
     hosts = (20, 100) if SMOKE else (20, 100, 1000)
-    images = model.images(5)
+    images = scenario.images(5)
     seconds = sized(1800, 300)
     bursty = _arrivals(
         tenants=["a", "b", "c"],
@@ -66,11 +66,11 @@ def placement_scenarios(model) -> list:
         runs=int(4.0 * seconds),
         seconds=seconds,
         seed=7,
-        model=model,
+        scenario=scenario,
         sizes=(10, 400),
     )
     for placement in ("round_robin", "image_aware"):
-        sc = model.Scenario(
+        sc = scenario.Scenario(
             images=images,
             studies=bursty,
             tenants={"a": 1.0, "b": 1.0, "c": 1.0},
@@ -92,12 +92,12 @@ def placement_scenarios(model) -> list:
             runs=int(rate * seconds),
             seconds=seconds,
             seed=workers,
-            model=model,
+            scenario=scenario,
         )
         names = PLACEMENTS if workers != 1000 else ("round_robin", "image_aware")
         for autoscale in (False, True) if workers == 100 else (False,):
             for placement in names:
-                sc = model.Scenario(
+                sc = scenario.Scenario(
                     images=images,
                     studies=studies,
                     tenants={"a": 1.0, "b": 1.0, "c": 1.0},
@@ -118,15 +118,15 @@ def placement_scenarios(model) -> list:
     return out
 
 
-def fairness_scenarios(model) -> list:
+def fairness_scenarios(model, scenario) -> list:
     """3 tenants of equal weight, each one study, submitted 30 s apart, on a saturated pool."""
     out = []
     runs = sized(2000, 150)
     for admission in ("fifo", "fair_share"):
-        sc = model.Scenario(
-            images=model.images(1),
+        sc = scenario.Scenario(
+            images=scenario.images(1),
             studies=[
-                model.Study(tenant=t, submit_at=30.0 * i, runs=runs, image=0, spread=0.3)
+                scenario.Study(tenant=t, submit_at=30.0 * i, runs=runs, image=0, spread=0.3)
                 for i, t in enumerate(("a", "b", "c"))
             ],
             tenants={"a": 1.0, "b": 1.0, "c": 1.0},
@@ -143,14 +143,14 @@ def fairness_scenarios(model) -> list:
     return out
 
 
-def decision_rate(model):
+def decision_rate(model, scenario):
     """1,000 workers, 100,000 runs queued at once by 5 tenants: the deciding code's CPU."""
     tenants = ["t1", "t2", "t3", "t4", "t5"]
     per = sized(20_000, 1_000)
-    sc = model.Scenario(
-        images=model.images(5),
+    sc = scenario.Scenario(
+        images=scenario.images(5),
         studies=[
-            model.Study(tenant=t, submit_at=0.0, runs=per, image=i, spread=0.5)
+            scenario.Study(tenant=t, submit_at=0.0, runs=per, image=i, spread=0.5)
             for i, t in enumerate(tenants)
         ],
         tenants=dict.fromkeys(tenants, 1.0),
@@ -203,11 +203,11 @@ def plot(placements: list, fairness: list) -> None:
 
 def main() -> None:
     setup_django()
-    from bench.sim import model  # noqa: PLC0415 (after Django is set up)
+    from bench.sim import model, scenario  # noqa: PLC0415 (after Django is set up)
 
-    placements = placement_scenarios(model)
-    fairness = fairness_scenarios(model)
-    rate = decision_rate(model)
+    placements = placement_scenarios(model, scenario)
+    fairness = fairness_scenarios(model, scenario)
+    rate = decision_rate(model, scenario)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / ("smoke" if SMOKE else "") / "scheduling-sim.json").parent.mkdir(exist_ok=True)
     (RESULTS / ("smoke" if SMOKE else "") / "scheduling-sim.json").write_text(

@@ -33,7 +33,7 @@ PARAMETERS = {
 
 
 def _bare(contexts: list[dict], conf: str, tmp: Path, label: str) -> float:
-    from orchestration.render import render_case
+    from orchestration.case.render import render_case
 
     cases = []
     for i, context in enumerate(contexts):
@@ -258,7 +258,6 @@ def _main() -> None:
         sbatch_calls=len(handles),
         extra_machine_cpu_per_run_s=round(extra_cpu, 4),
         machine_cpu_busy_steal_s=cpu,
-        target="<= 1.10",
     )
     print(
         f"  admission → RUNNING (first wave): median {statistics.median(first_wave):.2f} s; "

@@ -1,11 +1,18 @@
-"""The docs' field tables, rendered from the JSON Schemas that validate the input.
+"""The docs' generated tables: field tables from the JSON Schemas that validate the input, and
+the benchmark results from the committed results file.
 
     scripts/render_docs.py           rewrite the tables in docs/ (between their markers)
     scripts/render_docs.py --check   exit 1 when a table is stale (`make lint`)
 
-A table sits between `<!-- fields: <schema file>[#<definition>] -->` and `<!-- /fields -->`
-in a Markdown file; it lists every field with its type, default and description, nested
-fields by their dotted path (resources.processes), so the docs say what the API checks.
+A field table sits between `<!-- fields: <schema file>[#<definition>] -->` and
+`<!-- /fields -->` in a Markdown file; it lists every field with its type, default and
+description, nested fields by their dotted path (resources.processes), so the docs say what
+the API checks.
+
+A results table sits between `<!-- bench: <results file> -->` and `<!-- /bench -->`: one row
+per figure of the results file (bench/results.json, which every full-size benchmark run
+updates), with its value, target, whether it meets it, the command that reproduces it, and
+the date, commit and machine of the measurement.
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 MARKER = re.compile(
     r"(<!-- fields: (?P<ref>[^ ]+) -->\n)(?P<body>.*?)(<!-- /fields -->)", re.DOTALL
+)
+BENCH_MARKER = re.compile(
+    r"(<!-- bench: (?P<ref>[^ ]+) -->\n)(?P<body>.*?)(<!-- /bench -->)", re.DOTALL
 )
 
 
@@ -116,8 +126,41 @@ def table(ref: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def measured(value: float, unit: str) -> str:
+    """A figure's value as the results page prints it: 1.031×, 9.5 %, 1,385 runs/s."""
+    number = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    if unit == "x":
+        return f"{number}×"
+    return f"{number} {unit}" if unit else number
+
+
+def results_table(ref: str) -> str:
+    results = json.loads((ROOT / ref).read_text())
+    lines = [
+        "| figure | value | target | meets | command | date | commit | machine |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in sorted(results.items()):
+        meets = {True: "yes", False: "**no**", None: "—"}[r.get("meets")]
+        cells = (
+            f"`{name}`",
+            f"**{measured(r['value'], r['unit'])}**",
+            f"{r['target']}{'×' if r['unit'] == 'x' else ' ' + r['unit']}"
+            if r.get("target")
+            else "—",
+            meets,
+            f"`{r['command']}`" if r.get("command") else "—",
+            r.get("date") or "—",
+            f"`{r['commit']}`" if r.get("commit") else "—",
+            r.get("machine") or "—",
+        )
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render(text: str) -> str:
-    return MARKER.sub(lambda m: m.group(1) + table(m.group("ref")) + m.group(4), text)
+    text = MARKER.sub(lambda m: m.group(1) + table(m.group("ref")) + m.group(4), text)
+    return BENCH_MARKER.sub(lambda m: m.group(1) + results_table(m.group("ref")) + m.group(4), text)
 
 
 def main(argv: list[str]) -> int:
@@ -131,7 +174,7 @@ def main(argv: list[str]) -> int:
                 doc.write_text(new)
     if "--check" in argv and stale:
         names = ", ".join(map(str, stale))
-        print(f"render-docs: stale field tables in {names}; run scripts/render_docs.py")
+        print(f"render-docs: stale generated tables in {names}; run scripts/render_docs.py")
         return 1
     print(f"render-docs: {'rewrote ' + ', '.join(map(str, stale)) if stale else 'ok'}")
     return 0

@@ -22,7 +22,7 @@ from core import jobs
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from core.jobs import Job
 from orchestration.errors import SettingsError
-from orchestration.placement import POLICIES
+from orchestration.planning.placement import POLICIES
 from pools.choices import LIVE_WORKER_STATES
 from pools.models import Pool
 

@@ -34,7 +34,7 @@ from orchestration.composer import (
     layer_digests,
     load_catalog,
 )
-from orchestration.placement import DIGEST_RE
+from orchestration.planning.placement import DIGEST_RE
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""What a case will do, read from its files (orchestration.caseinspect): for an upload when
+"""What a case will do, read from its files (orchestration.case.caseinspect): for an upload when
 it is stored, for a template when it is asked for. Also the check that a series a study
 names is one its case can send."""
 
@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 
 from core.exceptions import ApplicationError, ErrorCode
-from orchestration import caseinspect
+from orchestration.case import caseinspect
 
 _CACHE: dict[tuple[Any, ...], dict[str, Any]] = {}
 

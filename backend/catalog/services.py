@@ -12,7 +12,7 @@ from django.db import transaction
 
 from catalog.models import Backend, CaseTemplate, Package
 from core.exceptions import ApplicationError
-from orchestration import render
+from orchestration.case import render
 from orchestration.composer import ManifestError, load_manifest
 
 

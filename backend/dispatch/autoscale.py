@@ -26,6 +26,7 @@ from catalog.images import image_digests, image_reference
 from compute.drivers import DriverError, PoolHost, WorkerSpec, driver_for
 from core.metrics import POOL_DECISIONS
 from dispatch.pilots import worker_token
+from orchestration.backoff import backoff_delay
 from pools.choices import LIVE_WORKER_STATES, REGISTERED_STATES, ScaleAction, WorkerState
 from pools.models import Pool, PoolDecision, PoolWorker
 from pools.selectors import pooled_run_ids
@@ -111,20 +112,24 @@ def _failed_boots(pool: Pool, driver: Any, *, queue: int) -> None:
         reason = f"worker {worker.server_name or worker.pk} did not register within {pool.boot_timeout:g} s"
         if not _end_worker(worker, WorkerState.FAILED, reason, driver):
             continue
-        failures = pool.boot_failures + 1
-        delay = min(BACKOFF_MAX, 10.0 * 2 ** (failures - 1))
-        pool.boot_failures, pool.next_boot_at = failures, timezone.now() + timedelta(seconds=delay)
-        Pool.objects.filter(pk=pool.pk).update(
-            boot_failures=failures, next_boot_at=pool.next_boot_at
-        )
-        decide(
-            pool,
-            ScaleAction.BOOT_FAILED,
-            count=-1,
-            queue=queue,
-            size=len(_live(pool)) + 1,
-            reason=f"{reason}; failed boot {failures} in a row: next boot in {delay:g} s",
-        )
+        _boot_failed(pool, reason, count=-1, queue=queue, size=len(_live(pool)) + 1)
+
+
+def _boot_failed(pool: Pool, reason: str, *, count: int, queue: int, size: int) -> None:
+    """A worker that did not boot: the pool's next boot waits (10 s doubling to
+    BACKOFF_MAX), and the decision log says why and for how long."""
+    failures = pool.boot_failures + 1
+    delay = backoff_delay(failures, first=10.0, cap=BACKOFF_MAX)
+    pool.boot_failures, pool.next_boot_at = failures, timezone.now() + timedelta(seconds=delay)
+    Pool.objects.filter(pk=pool.pk).update(boot_failures=failures, next_boot_at=pool.next_boot_at)
+    decide(
+        pool,
+        ScaleAction.BOOT_FAILED,
+        count=count,
+        queue=queue,
+        size=size,
+        reason=f"{reason}; failed boot {failures} in a row: next boot in {delay:g} s",
+    )
 
 
 def _lost_workers(pool: Pool, driver: Any, *, queue: int) -> None:
@@ -340,20 +345,7 @@ def _boot(pool: Pool, driver: Any) -> int:
         PoolWorker.objects.filter(pk=worker.pk).update(
             state=WorkerState.FAILED, ended_at=timezone.now(), end_reason=f"boot: {exc}"[:500]
         )
-        failures = pool.boot_failures + 1
-        delay = min(BACKOFF_MAX, 10.0 * 2 ** (failures - 1))
-        pool.boot_failures, pool.next_boot_at = failures, timezone.now() + timedelta(seconds=delay)
-        Pool.objects.filter(pk=pool.pk).update(
-            boot_failures=failures, next_boot_at=pool.next_boot_at
-        )
-        decide(
-            pool,
-            ScaleAction.BOOT_FAILED,
-            count=0,
-            queue=0,
-            size=0,
-            reason=f"the cloud refused a worker: {exc}; next boot in {delay:g} s",
-        )
+        _boot_failed(pool, f"the cloud refused a worker: {exc}", count=0, queue=0, size=0)
         return 0
     PoolWorker.objects.filter(pk=worker.pk).update(server_id=server_id, server_name=name)
     return 1

@@ -9,7 +9,7 @@ worker's own fence is its state: a worker lost, failed or deleted is answered 40
 call, and its pilot stops its runs and exits.
 
 Which of the waiting runs the asking worker gets is the pool's placement policy's answer
-(orchestration/placement.py; this module only reads the rows into its views and writes the
+(orchestration/planning/placement.py; this module only reads the rows into its views and writes the
 result): the queue is placed in order over the pool's workers and the asker takes the runs
 placed on it. A worker's room is what its pilot said at its last lease; one that has not
 asked for `POOL_PLACEMENT_HOLD` seconds (full, or silent) counts as full, so nothing waits
@@ -34,8 +34,8 @@ from django.utils.crypto import salted_hmac
 from catalog.images import image_digests, image_layers
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from dispatch.start import run_case_refused, run_spec
-from orchestration import casecheck
-from orchestration.placement import (
+from orchestration.case import casecheck
+from orchestration.planning.placement import (
     DIGEST_RE,
     Fleet,
     PlacementState,

@@ -36,7 +36,7 @@ from core import jobs
 from core.ids import parse_uuid
 from core.jobs import Job
 from core.metrics import DISPATCH_FAILURES, DISPATCH_LATENCY
-from orchestration import casecheck, render
+from orchestration.case import casecheck, render
 from pools.selectors import pooled_run_ids
 from quotas.selectors import run_disk_budget_gb
 from runs.services import run_dispatch_later, run_requeue_or_fail
@@ -159,7 +159,7 @@ def case_sandbox(run: Run) -> dict[str, Any]:
 
 def prerendered(*, run: Run, study: Study) -> dict[str, str] | None:
     """The case's templates rendered here with the run's values, and checked whatever the
-    run's backend (orchestration.casecheck: a CaseCheckError for what a run may not do, the
+    run's backend (orchestration.case.casecheck: a CaseCheckError for what a run may not do, the
     run's values being able to write what its upload could not). The texts go to agents
     that would otherwise import Jinja and render in their run slot; None (the agent renders,
     and reports any error) when the backend does not take them (trait prerenders_case),

@@ -1,4 +1,4 @@
-"""The Python client and its `windtunnel` command (clients/python, issue 18) against the real
+"""The Python client and its `windtunnel` command (clients/python) against the real
 stack: uvicorn, Celery, PostgreSQL, Redis, the run agent and real OpenFOAM on tiny cavity
 cases. The command runs as a subprocess (`.venv/bin/windtunnel`, installed editable by
 `uv sync`), configured as a user would be: WINDTUNNEL_URL and WINDTUNNEL_TOKEN, or a profile

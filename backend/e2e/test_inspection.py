@@ -6,60 +6,17 @@ recomputed from the stored series."""
 
 from __future__ import annotations
 
-import gzip
-import io
-import tarfile
-from pathlib import Path
-
 import pytest
 
-from core.testing import wait_for
+from core.testing import pitzdaily_archive, wait_for
 
 pytestmark = [pytest.mark.solver, pytest.mark.slow]
-PITZDAILY = Path("/usr/share/doc/openfoam-examples/examples/incompressible/simpleFoam/pitzDaily")
-INLET_P = """
-    inletP
-    {
-        type            surfaceFieldValue;
-        libs            ("libfieldFunctionObjects.so");
-        regionType      patch;
-        name            inlet;
-        operation       areaAverage;
-        fields          (p);
-        writeFields     false;
-    }
-"""
-
-
-def _archive() -> bytes:
-    if not PITZDAILY.is_dir():
-        pytest.skip("the OpenFOAM tutorials are not installed")
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for path in sorted(PITZDAILY.rglob("*")):
-            if not path.is_file():
-                continue
-            data = path.read_bytes()
-            rel = path.relative_to(PITZDAILY).as_posix()
-            if rel.endswith(".gz"):
-                data, rel = gzip.decompress(data), rel[:-3]
-            if rel == "0/U":
-                data = data.replace(b"uniform (10 0 0)", b"uniform ({{ Uin }} 0 0)", 1)
-            if rel == "system/controlDict":
-                data = (
-                    data.replace(b"#includeFunc streamlines", INLET_P.encode(), 1)
-                    .replace(b"endTime         2000;", b"endTime         25;")
-                    .replace(b"writeInterval   100;", b"writeInterval   25;")
-                )
-            info = tarfile.TarInfo(f"pitzDaily/{rel}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def test_pitzdaily_with_an_inlet_pressure_function_object_fills_the_plot(live):
     up = live.post(
-        "/api/v1/uploads/", files={"file": ("pitzDaily.tar.gz", _archive(), "application/gzip")}
+        "/api/v1/uploads/",
+        files={"file": ("pitzDaily.tar.gz", pitzdaily_archive(end_time=25), "application/gzip")},
     )
     assert up.status_code == 201, up.text
     inspection = up.json()["inspection"]

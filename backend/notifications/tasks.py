@@ -9,8 +9,10 @@ from celery import shared_task
 from notifications.delivery import deliveries_send_due, delivery_attempt
 from notifications.emails import EmailNotSent, email_notice_send
 from notifications.events import runs_failed_notify, study_ended_notify
+from orchestration.backoff import backoff_delay
 
 EMAIL_RETRIES = 3
+EMAIL_RETRY_CAP = 240.0  # 1, 2, 4 min: under the broker's visibility timeout
 
 
 @shared_task(name="notifications.study_ended", ignore_result=True)
@@ -39,4 +41,7 @@ def send_email(self: Any, notice_id: int) -> None:
     try:
         email_notice_send(notice_id=notice_id, final=self.request.retries >= EMAIL_RETRIES)
     except EmailNotSent as exc:
-        raise self.retry(countdown=60 * 2**self.request.retries, exc=exc) from exc
+        raise self.retry(
+            countdown=backoff_delay(self.request.retries + 1, first=60.0, cap=EMAIL_RETRY_CAP),
+            exc=exc,
+        ) from exc

@@ -1,6 +1,6 @@
 from django.db import models
 
-from orchestration.placement import POLICIES
+from orchestration.planning.placement import POLICIES
 
 
 class WorkerState(models.TextChoices):
@@ -31,6 +31,6 @@ class ScaleAction(models.TextChoices):
     DRAIN = "drain", "Draining"
 
 
-# placement policies (orchestration/placement.py, docs/pools.md): which worker gets which run
+# placement policies (orchestration/planning/placement.py, docs/pools.md): which worker gets which run
 PLACEMENT_CHOICES = [(name, name.replace("_", " ")) for name in POLICIES]
 DEFAULT_PLACEMENT = "least_loaded"

@@ -43,7 +43,7 @@ class Pool(TimeStamped):
         max_length=32,
         choices=PLACEMENT_CHOICES,
         default=DEFAULT_PLACEMENT,
-        help_text="which worker gets which run (orchestration/placement.py)",
+        help_text="which worker gets which run (orchestration/planning/placement.py)",
     )
     placement_cursor = models.PositiveBigIntegerField(
         default=0, help_text="round_robin: the worker (in id order) the next run goes to"

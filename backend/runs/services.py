@@ -19,6 +19,7 @@ from compute.drivers import DriverError, EndExplainer, driver_for, kinds, traits
 from core import jobs
 from core.exceptions import ApplicationError, RunEnded, StaleAttempt
 from core.jobs import Job
+from orchestration.backoff import backoff_delay
 from studies import transitions
 from studies.choices import STARTED_STATES, TERMINAL_STATES, EndReason, RunState
 from studies.events import publish_runs_changed
@@ -64,7 +65,7 @@ def run_dispatch_later(*, run: Run, message: str) -> str:
             message=f"{message}\n(tried {tries} times; giving up)",
             retry=False,
         )
-    delay = min(60, 5 * 2 ** min(tries - 1, 4))
+    delay = backoff_delay(tries, first=5.0, cap=60.0)
     if not transitions.run_dispatch_later(run=run, message=message, tries=tries, delay=delay):
         return ""
     log.info("run %s: backend could not take it (try %s): %s", run.pk, tries, message)

@@ -16,7 +16,7 @@ from django.db import transaction
 from core import jobs
 from core.exceptions import ApplicationError
 from core.jobs import Job
-from orchestration import surrogate
+from orchestration.planning import surrogate
 from studies import services
 from studies.choices import ACTIVE_STATES, AdaptiveEnd, StudyState
 from studies.models import Study

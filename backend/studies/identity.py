@@ -1,6 +1,6 @@
 """A run's identity: a content hash of what determines its result (docs/reuse.md).
 
-Rendering is deterministic (orchestration.render: a sandboxed template engine, no clock, no
+Rendering is deterministic (orchestration.case.render: a sandboxed template engine, no clock, no
 randomness), so the rendered case files are exactly determined by the case's source files and
 the run's context. The identity is therefore computed in two parts:
 

@@ -31,7 +31,7 @@ class Upload(PublicIdModel):
     has_mesh = models.BooleanField(default=False)
     has_block_mesh_dict = models.BooleanField(default=False)
     inspection = models.JSONField(
-        default=dict, blank=True, help_text="what the case will do (orchestration.caseinspect)"
+        default=dict, blank=True, help_text="what the case will do (orchestration.case.caseinspect)"
     )
 
     def __str__(self) -> str:

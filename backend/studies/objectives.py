@@ -9,7 +9,7 @@ from typing import Any
 
 from catalog.inspection import series_check
 from core.exceptions import ApplicationError, ErrorCode
-from orchestration import render
+from orchestration.case import render
 from studies.choices import Reduce
 
 

@@ -22,7 +22,7 @@ from catalog.models import Backend, CaseTemplate, Package
 from compute.drivers import traits_of
 from core.exceptions import ApplicationError, ErrorCode
 from core.schemas import validate
-from orchestration import casecheck, render
+from orchestration.case import casecheck, render
 from orchestration.composer import IMPLICIT_PACKAGES
 from studies.adaptive import AdaptivePlan, adaptive_initial, adaptive_plan
 from studies.models import Upload
@@ -153,7 +153,7 @@ class ResolvedSpec:
 
     def check_case(self, context: Mapping[str, Any]) -> None:
         """The case's templates rendered with `context` in the sandbox, and the rendered
-        texts checked as OpenFOAM will read them (orchestration.casecheck), or a 400."""
+        texts checked as OpenFOAM will read them (orchestration.case.casecheck), or a 400."""
         field = "case" if self.upload else "template"
         etc_dir = casecheck.etc_folder(settings.WINDTUNNEL["OPENFOAM_DIR"])
         try:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.exceptions import ApplicationError
-from orchestration import surrogate
+from orchestration.planning import surrogate
 from studies.adaptive import AdaptivePlan, adaptive_initial, adaptive_plan
 from studies.choices import RunState
 from studies.models import Study

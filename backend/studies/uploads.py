@@ -20,7 +20,7 @@ from catalog.inspection import case_inspect
 from core import jobs
 from core.exceptions import ApplicationError, ErrorCode
 from core.jobs import Job
-from orchestration import casecheck, casefiles, render
+from orchestration.case import casecheck, casefiles, render
 from quotas.fit import GB, storage_problem
 from quotas.models import Quota
 from studies.models import Study, Upload
@@ -369,7 +369,7 @@ def _check_no_compiled_code(case: Path) -> None:
 
 
 def _check_dictionaries(case: Path) -> None:
-    """Every file read as OpenFOAM reads a dictionary (orchestration.casecheck): includes
+    """Every file read as OpenFOAM reads a dictionary (orchestration.case.casecheck): includes
     read the case's own files (or OpenFOAM's etc folder) only, libs lists name libraries
     only, no directive the check does not know; a 400 naming the file and line."""
     try:

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from django.db import connection
 
-from orchestration import render
+from orchestration.case import render
 from studies.choices import Reduce
 from studies.models import Run
 from telemetry.convergence import (

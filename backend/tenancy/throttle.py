@@ -42,6 +42,7 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from core.exceptions import Throttled
+from orchestration.backoff import backoff_delay
 
 KEY_PREFIX = "wt-login:"
 RATE_PREFIX = "wt-rate:"  # of tenant_rate_check
@@ -157,9 +158,10 @@ def login_failed(*, username: str) -> None:
     cache.touch(key, FAILURES_REMEMBERED_SECONDS)
     over = failures - settings.WINDTUNNEL["LOGIN_FAILURES_BEFORE_BACKOFF"]
     if over >= 0:
-        delay = min(
-            BACKOFF_FIRST_SECONDS * 2 ** min(over, 20),
-            settings.WINDTUNNEL["LOGIN_BACKOFF_MAX_SECONDS"],
+        delay = backoff_delay(
+            over + 1,
+            first=BACKOFF_FIRST_SECONDS,
+            cap=settings.WINDTUNNEL["LOGIN_BACKOFF_MAX_SECONDS"],
         )
         cache.set(f"{KEY_PREFIX}locked:{digest}", clock() + delay, math.ceil(delay))
 

@@ -1,5 +1,5 @@
 /**
- * A study of 100,000 runs (issue 15), made by scripts/test-frontend for a tenant of its own
+ * A study of 100,000 runs, made by scripts/test-frontend for a tenant of its own
  * and cancelled before any worker started: its page, its runs table and the runs page across
  * studies render, count every run, sort on the server and page to the last run.
  */

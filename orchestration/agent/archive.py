@@ -43,7 +43,7 @@ __all__ = [
 POLYMESH_INLINE_LIMIT = 20 * 1024 * 1024
 MANIFEST = "windtunnel-archive.txt"
 NOTES_PREFIX = "windtunnel-archive-notes: "
-# the artifact the agent's flow-field step writes (orchestration/agent/fields.py): first in
+# the artifact the agent's flow-field step writes (orchestration/results/fields.py): first in
 # the archive, where the portal looks for it
 FIELDS_DIR = "windtunnel"
 

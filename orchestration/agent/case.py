@@ -10,7 +10,7 @@ import math
 import os
 from collections.abc import Mapping
 
-from orchestration.casefiles import copy_case
+from orchestration.case.casefiles import copy_case
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def prepare_case(
         texts = rendered
         written = copy_case(case_dir, dest, lambda _path, rel: texts.get(rel))
     else:
-        from orchestration.render import render_case  # lazy: Jinja, only when we render ourselves
+        from orchestration.case.render import render_case  # lazy: Jinja, when we render
 
         written = render_case(case_dir, dest, context)
     if decompose:

@@ -20,6 +20,7 @@ import threading
 import time
 
 from orchestration.agent.wire import Connection
+from orchestration.backoff import Backoff
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
-    "Backoff",
     "PortalClient",
     "PortalError",
     "StaleAttempt",
@@ -249,22 +249,6 @@ def _decode(raw: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-class Backoff:
-    """0.5 s doubling to 10 s; `reset()` after a success."""
-
-    def __init__(self, *, first: float = 0.5, cap: float = 10.0) -> None:
-        self.first, self.cap = first, cap
-        self.delay = first
-
-    def next(self) -> float:
-        delay = self.delay
-        self.delay = min(self.delay * 2, self.cap)
-        return delay
-
-    def reset(self) -> None:
-        self.delay = self.first
-
-
 def with_retries(
     call: Callable[[], Any],
     *,
@@ -278,7 +262,7 @@ def with_retries(
     StaleAttempt and PortalError propagate at once; the last TransientError propagates
     when the deadline passes.
     """
-    backoff = Backoff()
+    backoff = Backoff(first=0.5, cap=10.0)  # 0.5 s doubling to 10 s
     while True:
         try:
             return call()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from orchestration.agent.reporter import Reporter
-from orchestration.logparse import LogParser
+from orchestration.results.logparse import LogParser
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from orchestration.agent.client import (
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.spec import AgentSpec, load_spec
 from orchestration.agent.supervisor import Outcome, Stale, Supervisor, log
-from orchestration.casefiles import RenderError
+from orchestration.case.casefiles import RenderError
 from orchestration.environment import environment_allowlist
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)

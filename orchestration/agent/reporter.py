@@ -17,7 +17,6 @@ import threading
 import time
 
 from orchestration.agent.client import (
-    Backoff,
     PortalClient,
     PortalError,
     StaleAttempt,
@@ -25,13 +24,14 @@ from orchestration.agent.client import (
     json_safe,
     with_retries,
 )
+from orchestration.backoff import Backoff
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
-    from orchestration.logparse import Columns, Point
+    from orchestration.results.logparse import Columns, Point
 
     # a telemetry batch: series → {"x": [...], "y": [...]}
     Batch = dict[str, dict[str, list[float]]]
@@ -131,7 +131,7 @@ class Reporter:
         self._last_arrival = float("-inf")  # when data last came
         self._oldest: float | None = None  # when the oldest data waiting came
         self._retry_at = 0.0
-        self._backoff = Backoff()
+        self._backoff = Backoff(first=0.5, cap=10.0)
         self._batch_seq = 0  # the number of the last batch taken
         # a batch sent whose answer did not come: sent again, as it is, before anything newer
         self._unsent: dict[str, Any] | None = None
@@ -323,7 +323,7 @@ class Reporter:
     ) -> bool:
         """Send everything left, retrying until `deadline`; True when all was accepted. With
         `keep_last`, the last batch stays for `take_batch()` (the final report carries it)."""
-        backoff = Backoff()
+        backoff = Backoff(first=0.5, cap=10.0)
         while self.has_pending() and not (
             keep_last and self._unsent is None and self._fits_one_batch()
         ):

@@ -25,9 +25,9 @@ from orchestration.agent.procs import (
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.sandbox import Sandbox, SandboxError, find_program
 from orchestration.agent.spec import AgentSpec, AgentStep
-from orchestration.dat import DatFollower
 from orchestration.environment import step_environment
-from orchestration.logparse import LogParser
+from orchestration.results.dat import DatFollower
+from orchestration.results.logparse import LogParser
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ class Supervisor:
         self.commands: list[dict[str, Any]] = []
         self.solver_header: dict[str, Any] = {}
         # the case directory, opened once: everything the agent does in it goes through this
-        # descriptor without following links (orchestration/agent/nofollow.py)
+        # descriptor without following links (orchestration/nofollow.py)
         self.case_fd = -1
         self.disk_bytes: int | None = None  # what the run's directory takes, last measured
         self._next_disk = 0.0
@@ -270,7 +270,7 @@ class Supervisor:
 
     def post_process(self) -> str:
         """After a completed run, in the same sandbox as its steps: the flow-field artifact
-        (orchestration/agent/fields.py, run by the system's python3 in isolated mode) and
+        (orchestration/results/fields, run by the system's python3 in isolated mode) and
         foamToVTK's files for ParaView. Best effort: returns a note for the final message
         ('' when both went well); neither changes how the run ended. A case with no mesh
         (a solver that needs none, a stand-in) has nothing for either: they are not run."""
@@ -282,22 +282,19 @@ class Supervisor:
         if python is None:
             notes.append("flow fields: no python3 on this machine")
         else:
-            from orchestration.agent import fields  # lazy: only completed runs post-process
+            from orchestration.results import fields  # lazy: only completed runs post-process
 
-            with open(fields.__file__, encoding="utf-8") as fh:
-                source = fh.read()
             try:  # nothing the case left there passes for this run's artifact
                 nofollow.unlink(self.case_fd, fields.ARTIFACT)
             except OSError:
                 pass
-            argv = [python, "-I", "-c", source, "--out", fields.ARTIFACT]
-            if self.spec.fields:
-                argv += ["--fields", ",".join(self.spec.fields)]
-            # the log marker shows the command, not the converter's source
+            argv = fields.fields_argv(python, self.sandbox.tools_root(), tuple(self.spec.fields))
+            # the log marker shows the command, not the program text
             result = self.run_step(
                 AgentStep(name="windtunnelFields", argv=tuple(argv), role="post"),
                 interruptible=False,
-                shown=f"python3 -I -c <orchestration/agent/fields.py> {' '.join(argv[4:])}",
+                shown="python3 -I -B -c <orchestration.results.fields.artifact> "
+                + " ".join(argv[6:]),
             )
             if result.returncode != 0:
                 notes.append("flow fields: not written (see log.windtunnelFields)")

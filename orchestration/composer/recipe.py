@@ -60,7 +60,7 @@ def layer_digests(*, kind: str, packages: Iterable[Mapping[str, str]]) -> tuple[
     layer of package i is named by the kind and packages 0..i ({name, version}), chained as
     `buildah --layers` stacks them, so two images that share their first packages share
     those layers' digests. Warm-pool workers report these to say what their cache holds
-    (orchestration.placement)."""
+    (orchestration.planning.placement)."""
     out: list[str] = []
     parent = _sha256({"kind": kind, "recipe": RECIPE_VERSION})
     for p in packages:

@@ -11,8 +11,10 @@ import dataclasses
 import enum
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from orchestration.errors import DriverError as DriverError
@@ -66,7 +68,7 @@ class RunSpec:
     # bool, "limits": {...}} (orchestration/agent/sandbox.py); None: the agent's default
     sandbox: Mapping[str, Any] | None = None
     # extra fields (besides p and U) of the flow-field artifact the agent writes after a
-    # completed run (the study spec's `fields`; orchestration/agent/fields.py)
+    # completed run (the study spec's `fields`; orchestration/results/fields.py)
     fields: Sequence[str] = ()
     # what the portal knows of the run (identity, image, versions): the agent adds its own
     # facts and writes both to windtunnel-provenance.json in the case (docs/provenance.md)
@@ -338,3 +340,12 @@ def driver_supports(kind: str, capability: type) -> bool:
 def driver_kinds() -> list[str]:
     _load_builtin_drivers()
     return sorted(_REGISTRY)
+
+
+def write_private_json(path: Path, data: Any) -> None:
+    """Write `data` as JSON to `path`, readable by its owner only (a run's run.json holds
+    its agent's token), also when the file was there before with a wider mode."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        json.dump(data, fh, indent=2)

@@ -51,6 +51,7 @@ from orchestration.drivers.base import (
     RunSpec,
     RunStatus,
     register,
+    write_private_json,
 )
 from orchestration.drivers.local import (
     ROOT_MPI_ENV,
@@ -274,11 +275,7 @@ class ContainerDriver(DriverBase):
                     "image": image,
                 }
             )
-            path = work_dir / "run.json"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                os.fchmod(fh.fileno(), 0o600)
-                json.dump(data, fh, indent=2)
+            write_private_json(work_dir / "run.json", data)
         except OSError as exc:
             raise DriverError(f"cannot prepare {work_dir}: {exc}", retryable=True) from exc
 

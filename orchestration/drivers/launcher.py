@@ -128,7 +128,7 @@ def _spawn(request: dict[str, Any]) -> dict[str, Any]:
 def serve(fd: int) -> int:
     # everything the agent needs, imported once here (the forks share it)
     import orchestration.agent.main  # noqa: F401  # lazy: the launcher start-up, shared by forks
-    import orchestration.render  # noqa: F401  # lazy: cases the portal did not render
+    import orchestration.case.render  # noqa: F401  # lazy: cases the portal did not render
 
     # out of the cyclic collector's sight: a fork's collections would otherwise walk (and so
     # copy, page by page) every object imported above

@@ -30,6 +30,7 @@ from orchestration.drivers.base import (
     RunSpec,
     RunStatus,
     register,
+    write_private_json,
 )
 from orchestration.environment import agent_environment
 
@@ -286,11 +287,7 @@ class LocalDriver(DriverBase):
             work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             data = json.loads(spec.to_json(sandbox=self.sandbox))
             data["work_dir"] = str(work_dir)
-            path = work_dir / "run.json"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                os.fchmod(fh.fileno(), 0o600)
-                json.dump(data, fh, indent=2)
+            write_private_json(work_dir / "run.json", data)
         except OSError as exc:
             raise DriverError(f"cannot prepare {work_dir}: {exc}", retryable=True) from exc
 

@@ -118,7 +118,7 @@ def test_parallel_cavity_run_decomposes_solves_with_mpirun_and_reconstructs(
     portal: FakePortal, cavity: Path, tmp_path: Path
 ) -> None:
     """…with the case's templates rendered by the portal (run.json `rendered`)."""
-    from orchestration.render import render_files
+    from orchestration.case.render import render_files
 
     work = tmp_path / "run"
     spec = make_spec(

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from orchestration.agent.fields import ARTIFACT, build
 from orchestration.agent.main import main
 from orchestration.drivers.base import Step
+from orchestration.results.fields import ARTIFACT
+from orchestration.results.fields.artifact import build
 from orchestration.tests.conftest import (
     FakePortal,
     make_cavity,

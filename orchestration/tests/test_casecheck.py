@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestration import casecheck
-from orchestration.casecheck import CaseCheckError, check_case, check_rendered, etc_folder
-from orchestration.casefiles import RenderError
+from orchestration.case import casecheck
+from orchestration.case.casecheck import CaseCheckError, check_case, check_rendered, etc_folder
+from orchestration.case.casefiles import RenderError
 from orchestration.tests.conftest import OPENFOAM_ENV, TUTORIALS
 
 ETC = etc_folder("/usr/share/openfoam")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.caseinspect import inspect_case, series_known
-from orchestration.dat import DatFollower
-from orchestration.foamdict import DictError, parse_text
-from orchestration.logparse import LogParser
+from orchestration.case.caseinspect import inspect_case, series_known
+from orchestration.case.foamdict import DictError, parse_text
+from orchestration.results.dat import DatFollower
+from orchestration.results.logparse import LogParser
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TUTORIALS = Path("/usr/share/doc/openfoam-examples/examples")

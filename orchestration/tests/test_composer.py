@@ -452,7 +452,11 @@ def test_the_vm_payloads_python_is_the_same_program_without_comments_or_docstrin
     from orchestration.composer.recipe import lean_python
 
     root = Path(__file__).resolve().parents[1]
-    for path in [*sorted((root / "agent").glob("*.py")), root / "render.py", root / "dat.py"]:
+    for path in [
+        *sorted((root / "agent").glob("*.py")),
+        root / "case" / "render.py",
+        root / "results" / "dat.py",
+    ]:
         source = path.read_bytes()
         lean = lean_python(source)
         assert len(lean) <= len(source), path.name

@@ -6,8 +6,8 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from orchestration.dat import DatFollower, split_columns
-from orchestration.logparse import Point
+from orchestration.results.dat import DatFollower, split_columns
+from orchestration.results.logparse import Point
 
 AIRFOIL = Path(__file__).parent / "fixtures/airfoil_pp"
 

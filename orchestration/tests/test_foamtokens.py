@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from orchestration.foamtokens import BinaryData, tokenize
+from orchestration.case.foamtokens import BinaryData, tokenize
 
 
 def kinds(text: str, **kw) -> list[tuple[str, str]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.logparse import LogParser
+from orchestration.results.logparse import LogParser
 
 LOGS = Path(__file__).parent / "fixtures/logs"
 

@@ -1,4 +1,4 @@
-"""Placement policies (orchestration/placement.py) on small hand-checked scenarios: which
+"""Placement policies (orchestration/planning/placement.py) on small hand-checked scenarios: which
 worker of a warm pool each run goes to, and how stable the image_aware ring is."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import random
 import pytest
 
 from orchestration.composer import layer_digests
-from orchestration.placement import (
+from orchestration.planning.placement import (
     DEFAULT_THRESHOLD,
     DIGEST_RE,
     POLICIES,

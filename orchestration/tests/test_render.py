@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestration import render
-from orchestration.render import (
+from orchestration.case import expressions, render
+from orchestration.case.render import (
     FUNCTIONS,
     RenderError,
     evaluate,
@@ -252,7 +252,7 @@ def test_crlf_files_keep_their_line_endings() -> None:
     assert render_text("a {{ x }}\r\nb\r\n", {"x": 1}) == "a 1\r\nb\r\n"
 
 
-# -- the security review's finding 3: CPU and memory through the template sandbox ----------
+# -- CPU and memory a template can ask for are bounded by the template sandbox -------------
 
 BLOCK = "\x02\x02%"  # the internal block delimiters, which an upload can write all the same
 END = "%\x03\x03"
@@ -318,8 +318,8 @@ def test_a_study_has_at_most_200_derived_values() -> None:
     ],
 )
 def test_no_placeholder_can_write_an_openfoam_directive(template: str, context: dict) -> None:
-    """Finding 2: an #include produced by a placeholder read the host's files; checking the
-    rendered text of the first run only left the other runs' values unchecked."""
+    """A placeholder cannot write an #include that would read the host's files, whatever run's
+    values it renders with (each run's rendered text is checked, not only the first's)."""
     with pytest.raises(RenderError, match="'#'"):
         render_text(template, context, filename="system/controlDict")
 
@@ -363,9 +363,9 @@ NAMES = {"courant": 0.5, "cells": 20, "lid_velocity": 1.25, "speed": 30.0, "aoa"
 def test_arithmetic_takes_the_fast_path_with_the_sandbox_s_own_result(expr: str) -> None:
     """Derived values evaluated for every run of a study go through plain closures when
     they are only arithmetic; the value is the sandbox's, to the last bit and type."""
-    fast = render._arithmetic(render._parse_expression(expr))
+    fast = expressions._arithmetic(expressions._parse_expression(expr))
     assert fast is not None
-    sandboxed = render._Expression(expr)(NAMES)
+    sandboxed = expressions._Expression(expr)(NAMES)
     value = render.evaluate(expr, NAMES)
     assert value == sandboxed and type(value) is type(sandboxed)
 
@@ -386,7 +386,7 @@ def test_arithmetic_takes_the_fast_path_with_the_sandbox_s_own_result(expr: str)
     ],
 )
 def test_anything_but_arithmetic_is_left_to_the_sandbox(expr: str) -> None:
-    assert render._arithmetic(render._parse_expression(expr)) is None
+    assert expressions._arithmetic(expressions._parse_expression(expr)) is None
 
 
 def test_the_fast_path_keeps_the_sandbox_s_limits_and_errors() -> None:

@@ -44,7 +44,8 @@ _run = run_locally
 def test_a_library_named_in_controldict_runs_as_nobody_and_sees_nothing_of_the_host(
     portal: FakePortal, cavity: Path, tmp_path: Path
 ) -> None:
-    """Finding 1 of the security review: `libs ("./lib/x.so")` ran its constructor as root."""
+    """A case's `libs ("./lib/x.so")` runs its constructor as nobody, in a sandbox that shows
+    nothing of the host, never as root."""
     cc = shutil.which("cc") or shutil.which("gcc")
     assert cc, "a C compiler (scripts/test installs gcc)"
     secret = tmp_path / "portal-secret.txt"
@@ -221,8 +222,8 @@ def test_a_case_can_neither_run_commands_nor_compile_code(
 def test_a_failing_step_reports_the_sandbox_paths_not_the_hosts(
     portal: FakePortal, cavity: Path, tmp_path: Path
 ) -> None:
-    """Finding 2: run messages revealed absolute host paths (a dictionary error quotes its
-    file). In the sandbox the case is /case, and that is all a message can name."""
+    """Run messages reveal no host path (a dictionary error quotes its file): in the sandbox
+    the case is /case, and that is all a message can name."""
     case = tmp_path / "case"
     shutil.copytree(cavity, case)
     control = case / "system/blockMeshDict"

@@ -1,4 +1,4 @@
-"""The adaptive-sampling surrogate on known functions (orchestration/surrogate.py)."""
+"""The adaptive-sampling surrogate on known functions (orchestration/planning/surrogate.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from orchestration import surrogate
-from orchestration.surrogate import Bound
+from orchestration.planning import surrogate
+from orchestration.planning.surrogate import Bound
 
 BOX = (Bound(name="a", low=-2.0, high=2.0), Bound(name="b", low=0.0, high=10.0))
 

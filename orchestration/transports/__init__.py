@@ -5,7 +5,6 @@ from orchestration.transports.base import (
     FileSpec,
     Transport,
     TransportError,
-    backoff_delays,
     retry,
 )
 from orchestration.transports.local import LocalTransport
@@ -16,6 +15,5 @@ __all__ = [
     "LocalTransport",
     "Transport",
     "TransportError",
-    "backoff_delays",
     "retry",
 ]

@@ -9,19 +9,18 @@ shell, so nothing a user wrote is ever interpreted by a shell.
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
-from orchestration.drivers.base import DriverError
+from orchestration.backoff import backoff_delays
+from orchestration.errors import DriverError
 
 __all__ = [
     "CommandResult",
     "FileSpec",
     "Transport",
     "TransportError",
-    "backoff_delays",
     "retry",
 ]
 
@@ -87,15 +86,6 @@ class Transport(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def backoff_delays(retries: int, *, base: float = 0.25, cap: float = 8.0) -> list[float]:
-    """Exponential backoff with jitter: base, 2·base, … capped, each ±25 %."""
-    out = []
-    for i in range(retries):
-        delay = min(cap, base * 2**i)
-        out.append(delay * random.uniform(0.75, 1.25))
-    return out
 
 
 def retry(

@@ -34,12 +34,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import paramiko
 
-from orchestration.transports.base import (
-    CommandResult,
-    FileSpec,
-    TransportError,
-    backoff_delays,
-)
+from orchestration.backoff import backoff_delays
+from orchestration.transports.base import CommandResult, FileSpec, TransportError
 
 __all__ = ["SSHPool", "SSHTransport", "host_key_line", "load_private_key", "pool_for"]
 

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from administration.pools import LIMITS, pool_create, pool_delete, pool_update
 from core.exceptions import NotFound
-from orchestration.placement import POLICIES
+from orchestration.planning.placement import POLICIES
 from pools.choices import LIVE_WORKER_STATES
 from pools.models import Pool, PoolDecision, PoolWorker
 from studies.choices import STARTED_STATES
@@ -122,51 +122,37 @@ class PoolOutSerializer(serializers.ModelSerializer):
         return PoolDecisionSerializer(obj.decisions.all()[:DECISIONS_SHOWN], many=True).data
 
 
-class PoolInSerializer(serializers.Serializer):
+class PoolPatchSerializer(serializers.Serializer):
+    """What an admin may change on a pool."""
+
+    min_workers = serializers.IntegerField(
+        required=False, min_value=LIMITS["min_workers"][0], max_value=LIMITS["min_workers"][1]
+    )
+    max_workers = serializers.IntegerField(
+        required=False, min_value=LIMITS["max_workers"][0], max_value=LIMITS["max_workers"][1]
+    )
+    idle_timeout = serializers.FloatField(
+        required=False, min_value=LIMITS["idle_timeout"][0], max_value=LIMITS["idle_timeout"][1]
+    )
+    boot_timeout = serializers.FloatField(
+        required=False, min_value=LIMITS["boot_timeout"][0], max_value=LIMITS["boot_timeout"][1]
+    )
+    enabled = serializers.BooleanField(required=False)
+    placement = serializers.CharField(
+        required=False,
+        max_length=64,
+        help_text=f"which worker gets which run: {', '.join(POLICIES)} (docs/pools.md)",
+    )
+
+
+class PoolInSerializer(PoolPatchSerializer):
+    """A new pool: what it is (name, backend, flavor, image) and what can be edited later."""
+
     name = serializers.SlugField(max_length=64)
     backend = serializers.CharField(max_length=64)
     flavor = serializers.CharField(max_length=200)
     image = serializers.CharField(max_length=80, help_text="a composed VM image's id or digest")
     nodes = serializers.IntegerField(required=False, min_value=1, max_value=1)
-    min_workers = serializers.IntegerField(
-        required=False, min_value=LIMITS["min_workers"][0], max_value=LIMITS["min_workers"][1]
-    )
-    max_workers = serializers.IntegerField(
-        required=False, min_value=LIMITS["max_workers"][0], max_value=LIMITS["max_workers"][1]
-    )
-    idle_timeout = serializers.FloatField(
-        required=False, min_value=LIMITS["idle_timeout"][0], max_value=LIMITS["idle_timeout"][1]
-    )
-    boot_timeout = serializers.FloatField(
-        required=False, min_value=LIMITS["boot_timeout"][0], max_value=LIMITS["boot_timeout"][1]
-    )
-    enabled = serializers.BooleanField(required=False)
-    placement = serializers.CharField(
-        required=False,
-        max_length=64,
-        help_text=f"which worker gets which run: {', '.join(POLICIES)} (docs/pools.md)",
-    )
-
-
-class PoolPatchSerializer(serializers.Serializer):
-    min_workers = serializers.IntegerField(
-        required=False, min_value=LIMITS["min_workers"][0], max_value=LIMITS["min_workers"][1]
-    )
-    max_workers = serializers.IntegerField(
-        required=False, min_value=LIMITS["max_workers"][0], max_value=LIMITS["max_workers"][1]
-    )
-    idle_timeout = serializers.FloatField(
-        required=False, min_value=LIMITS["idle_timeout"][0], max_value=LIMITS["idle_timeout"][1]
-    )
-    boot_timeout = serializers.FloatField(
-        required=False, min_value=LIMITS["boot_timeout"][0], max_value=LIMITS["boot_timeout"][1]
-    )
-    enabled = serializers.BooleanField(required=False)
-    placement = serializers.CharField(
-        required=False,
-        max_length=64,
-        help_text=f"which worker gets which run: {', '.join(POLICIES)} (docs/pools.md)",
-    )
 
 
 def _pools():

@@ -234,7 +234,7 @@ WINDTUNNEL = {
     # batch is in flight goes in the next); every TELEMETRY_IDLE_INTERVAL while nobody
     # watches (telemetry/watch.py). On 2 cores, 20 watched runs: p95 333 ms at 0.25 s,
     # 203 ms at 0.1 s (288 ms with a core busy elsewhere), 634 ms at 0.05 s (the fan-out
-    # falls behind the batches): docs/benchmarks.md
+    # falls behind the batches): docs/live.md
     "TELEMETRY_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_INTERVAL", default=0.1),
     "TELEMETRY_IDLE_INTERVAL": env.float("WINDTUNNEL_TELEMETRY_IDLE_INTERVAL", default=2.0),
     # an open websocket's credential (token, sign-in, its user's access) is checked again

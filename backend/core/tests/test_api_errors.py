@@ -1,4 +1,4 @@
-"""No 500 on any input (issue 21, finding 8): a body nested thousands of levels deep is a
+"""No 500 on any input: a body nested thousands of levels deep is a
 parse error, a NUL character that would reach PostgreSQL (whose text cannot hold one) is a
 400 naming the parameter, or a 404 for a path lookup."""
 

@@ -1,4 +1,4 @@
-"""The study spec as YAML (`Content-Type: application/yaml`, issue 18): what the wizard's
+"""The study spec as YAML (`Content-Type: application/yaml`): what the wizard's
 "copy as YAML" gives and the CLI keeps is taken where a spec is the body (create, edit,
 preview) as its JSON would be; anything JSON could not say, a body too big, too deep or an
 alias bomb is the API's usual 400, never a 500 or a Python object."""

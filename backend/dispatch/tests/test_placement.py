@@ -17,7 +17,7 @@ from catalog.images import image_digests
 from catalog.models import Image
 from core import jobs
 from dispatch.pilots import worker_token
-from orchestration.placement import HashRing
+from orchestration.planning.placement import HashRing
 from pools.models import Pool, PoolWorker
 from studies import services
 from studies.models import Run

@@ -10,8 +10,8 @@ declared length), calls these in a thread: they do exactly what IngestTelemetryV
 IngestStateView's common cases do: the body parsed and checked (message_of), the batch stored
 by the one fenced statement (ingest.services.telemetry_report_fenced), the answer {stop,
 interval}. The batch's live message goes to the process's courier at commit, as the view's
-does (core.live): publishing from the event loop instead was tried and piled the messages up
-behind the loop's other work (seconds behind, docs/benchmarks.md).
+does (core.live): published from the event loop, the messages would queue behind the loop's
+other work (seconds behind on a loaded machine).
 
 Anything else they answer None, and Django answers it, from the same body: a body that is not
 JSON or does not check (Django's 400 names the field), a report naming another attempt than its

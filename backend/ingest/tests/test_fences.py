@@ -1,4 +1,4 @@
-"""What the ingest API refuses, and what a refusal leaves behind (issue 21: findings 6–8).
+"""What the ingest API refuses, and what a refusal leaves behind.
 
 A caller is authenticated first (401, telling nothing of the run), then fenced by the attempt
 (409: the agent of an attempt that is over stops) and by the attempt's end (409 once its
@@ -12,18 +12,14 @@ from rest_framework.test import APIClient
 
 from catalog.models import Backend
 from core.jobs import Job
+from ingest.tests.reports import send_report, stored_counts
 from studies import transitions
 from studies.models import Run
 from studies.transitions import hash_run_token, run_token
 from studies.usage import usage_for_tenant
-from telemetry.models import LogChunk, SeriesChunk
 
 POINTS = {"residual.p": [[1, 1.0], [2, 0.5]]}
 INT32_MAX = 2**31 - 1
-
-
-def _post(client, run_id, endpoint, body):
-    return client.post(f"/api/v1/ingest/runs/{run_id}/{endpoint}/", body, format="json")
 
 
 def _put_archive(client, run_id, data=b"\x1f\x8b archive", attempt="2"):
@@ -35,14 +31,7 @@ def _put_archive(client, run_id, data=b"\x1f\x8b archive", attempt="2"):
 
 
 def _final(client, run_id, **fields):
-    return _post(client, run_id, "state", {"attempt": 2, "state": "completed", **fields})
-
-
-def _stored(run) -> tuple[int, int]:
-    return (
-        SeriesChunk.objects.filter(run=run).count(),
-        LogChunk.objects.filter(run=run).count(),
-    )
+    return send_report(client, run_id, "state", {"attempt": 2, "state": "completed", **fields})
 
 
 def _on_local(run) -> None:
@@ -63,7 +52,7 @@ def archives(settings, tmp_path):
     return settings.ARCHIVE_DIR
 
 
-# --- finding 6: a final report out of range, or failing on the way, changes nothing -------
+# --- a final report out of range, or failing on the way, changes nothing -------------------
 
 
 @pytest.mark.parametrize(
@@ -86,7 +75,7 @@ def test_a_final_report_out_of_range_is_a_400_naming_the_field_and_changes_nothi
     fresh = Run.objects.get(pk=run.pk)
     assert (fresh.state, fresh.released_at) == ("running", None)  # its cores still count
     assert _cores_held(run) == run.processes
-    assert _stored(run) == (0, 0)
+    assert stored_counts(run) == (0, 0)
 
 
 def test_a_refused_final_report_ends_a_run_whose_cores_went_back_early(running, published):
@@ -94,7 +83,7 @@ def test_a_refused_final_report_ends_a_run_whose_cores_went_back_early(running, 
     ends the attempt (failed, killed at once) rather than leave it running counted free."""
     run, client = running
     _on_local(run)
-    beat = _post(client, run.pk, "heartbeat", {"attempt": 2, "phase": "archiving"})
+    beat = send_report(client, run.pk, "heartbeat", {"attempt": 2, "phase": "archiving"})
     assert beat.status_code == 200 and _cores_held(run) == 0
     stranger = APIClient()
     stranger.credentials(HTTP_AUTHORIZATION="Bearer not-the-token")
@@ -128,15 +117,15 @@ def test_a_database_error_in_a_final_report_leaves_the_run_as_it_was(running, mo
     fresh = Run.objects.get(pk=run.pk)
     assert (fresh.state, fresh.released_at, fresh.results_at) == ("running", None, None)
     assert _cores_held(run) == run.processes
-    assert _stored(run) == (0, 0)
+    assert stored_counts(run) == (0, 0)
     monkeypatch.undo()
     assert _final(client, run.pk, series=POINTS, log=["End"]).status_code == 200
     fresh = Run.objects.get(pk=run.pk)
     assert fresh.state == "completed" and fresh.released_at is not None
-    assert _stored(run) == (1, 1) and _cores_held(run) == 0
+    assert stored_counts(run) == (1, 1) and _cores_held(run) == 0
 
 
-# --- finding 7: once the final report is in, the attempt's token opens nothing --------------
+# --- once the final report is in, the attempt's token opens nothing -------------------------
 
 
 def test_the_agents_order_stores_its_archive_and_then_the_token_opens_nothing(running, archives):
@@ -144,9 +133,13 @@ def test_the_agents_order_stores_its_archive_and_then_the_token_opens_nothing(ru
     final report. After that report every call with the token is a 409 that says so, and
     neither the archive nor the points change."""
     run, client = running
-    assert _post(client, run.pk, "telemetry", {"attempt": 2, "series": POINTS}).status_code == 200
     assert (
-        _post(client, run.pk, "heartbeat", {"attempt": 2, "phase": "archiving"}).status_code == 200
+        send_report(client, run.pk, "telemetry", {"attempt": 2, "series": POINTS}).status_code
+        == 200
+    )
+    assert (
+        send_report(client, run.pk, "heartbeat", {"attempt": 2, "phase": "archiving"}).status_code
+        == 200
     )
     assert _put_archive(client, run.pk, b"the results").status_code == 200
     assert _final(client, run.pk).status_code == 200
@@ -154,9 +147,9 @@ def test_the_agents_order_stores_its_archive_and_then_the_token_opens_nothing(ru
     assert fresh.state == "completed" and fresh.archive_bytes == len(b"the results")
     target = archives / str(run.pk) / "attempt-2.tar.gz"
     refused = [
-        _post(client, run.pk, "telemetry", {"attempt": 2, "series": POINTS, "log": ["late"]}),
-        _post(client, run.pk, "heartbeat", {"attempt": 2, "phase": "solving"}),
-        _post(client, run.pk, "state", {"attempt": 2, "state": "running"}),
+        send_report(client, run.pk, "telemetry", {"attempt": 2, "series": POINTS, "log": ["late"]}),
+        send_report(client, run.pk, "heartbeat", {"attempt": 2, "phase": "solving"}),
+        send_report(client, run.pk, "state", {"attempt": 2, "state": "running"}),
         _final(client, run.pk, series=POINTS),
         _put_archive(client, run.pk, b"someone else's"),
         client.get(f"/api/v1/ingest/runs/{run.pk}/case/?attempt=2"),
@@ -167,7 +160,7 @@ def test_the_agents_order_stores_its_archive_and_then_the_token_opens_nothing(ru
         assert "has ended (completed) and its final report is in" in r.json()["message"]
     assert target.read_bytes() == b"the results"
     assert Run.objects.get(pk=run.pk).archive_bytes == len(b"the results")
-    assert _stored(run) == (1, 0)
+    assert stored_counts(run) == (1, 0)
 
 
 def test_a_run_the_portal_ended_keeps_its_agents_last_words_until_its_final_report(
@@ -177,19 +170,19 @@ def test_a_run_the_portal_ended_keeps_its_agents_last_words_until_its_final_repo
     and final report still come in, once; then the token opens nothing."""
     run, client = running
     Run.objects.filter(pk=run.pk).update(state="cancelled", stop_requested=True)
-    r = _post(client, run.pk, "telemetry", {"attempt": 2, "series": POINTS})
+    r = send_report(client, run.pk, "telemetry", {"attempt": 2, "series": POINTS})
     assert r.status_code == 200 and r.json()["stop"] is True
     assert _put_archive(client, run.pk, b"partial results").status_code == 200
     assert _final(client, run.pk, state="cancelled", log=["stopped"]).status_code == 200
-    assert _stored(run) == (1, 1)
-    late = _post(client, run.pk, "telemetry", {"attempt": 2, "series": POINTS})
+    assert stored_counts(run) == (1, 1)
+    late = send_report(client, run.pk, "telemetry", {"attempt": 2, "series": POINTS})
     assert late.status_code == 409 and late.json()["code"] == "run_ended"
     assert _put_archive(client, run.pk, b"replaced").status_code == 409
     assert (archives / str(run.pk) / "attempt-2.tar.gz").read_bytes() == b"partial results"
-    assert _stored(run) == (1, 1)
+    assert stored_counts(run) == (1, 1)
 
 
-# --- finding 8: no 500 on any input; a stranger learns nothing ------------------------------
+# --- no 500 on any input; a stranger learns nothing -----------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -228,12 +221,12 @@ def test_out_of_range_numbers_and_nul_characters_are_400s_naming_the_field(
     running, endpoint, body, field, needle
 ):
     run, client = running
-    r = _post(client, run.pk, endpoint, body)
+    r = send_report(client, run.pk, endpoint, body)
     assert r.status_code == 400, r.content
     assert r.json()["field"] == field and needle in r.json()["message"], r.json()
     fresh = Run.objects.get(pk=run.pk)
     assert (fresh.state, fresh.phase, fresh.rss_bytes) == ("running", "", None)
-    assert _stored(run) == (0, 0)
+    assert stored_counts(run) == (0, 0)
 
 
 @pytest.mark.parametrize("attempt", ["2147483648", "0", "two"])
@@ -268,10 +261,10 @@ def test_a_stranger_is_401_whatever_attempt_it_names(running, archives, header, 
     if header:
         stranger.credentials(HTTP_AUTHORIZATION=header)
     answers = [
-        _post(stranger, run.pk, "heartbeat", {"attempt": attempt}),
-        _post(stranger, run.pk, "telemetry", {"attempt": attempt, "series": POINTS}),
-        _post(stranger, run.pk, "state", {"attempt": attempt, "state": "running"}),
-        _post(stranger, run.pk, "state", {"attempt": attempt, "state": "completed"}),
+        send_report(stranger, run.pk, "heartbeat", {"attempt": attempt}),
+        send_report(stranger, run.pk, "telemetry", {"attempt": attempt, "series": POINTS}),
+        send_report(stranger, run.pk, "state", {"attempt": attempt, "state": "running"}),
+        send_report(stranger, run.pk, "state", {"attempt": attempt, "state": "completed"}),
         _put_archive(stranger, run.pk, attempt=str(attempt)),
         stranger.get(f"/api/v1/ingest/runs/{run.pk}/case/?attempt={attempt}"),
     ]
@@ -283,7 +276,7 @@ def test_a_stranger_is_401_whatever_attempt_it_names(running, archives, header, 
             "field": None,
             "details": None,
         }
-    assert _stored(run) == (0, 0)
+    assert stored_counts(run) == (0, 0)
 
 
 def test_the_agent_of_an_earlier_attempt_is_told_to_stop(running, archives):
@@ -297,12 +290,12 @@ def test_the_agent_of_an_earlier_attempt_is_told_to_stop(running, archives):
     old = APIClient()
     old.credentials(HTTP_AUTHORIZATION=f"Bearer {run_token(run_id=run.pk, attempt=2)}")
     answers = [
-        _post(old, run.pk, "heartbeat", {"attempt": 2}),
-        _post(old, run.pk, "telemetry", {"attempt": 2, "series": POINTS}),
-        _post(old, run.pk, "state", {"attempt": 2, "state": "completed"}),
+        send_report(old, run.pk, "heartbeat", {"attempt": 2}),
+        send_report(old, run.pk, "telemetry", {"attempt": 2, "series": POINTS}),
+        send_report(old, run.pk, "state", {"attempt": 2, "state": "completed"}),
         _put_archive(old, run.pk, attempt="2"),
     ]
     for r in answers:
         assert r.status_code == 409 and r.json()["code"] == "stale_attempt", r.content
-    assert _post(old, run.pk, "heartbeat", {"attempt": 3}).status_code == 401
-    assert _stored(run) == (0, 0)
+    assert send_report(old, run.pk, "heartbeat", {"attempt": 3}).status_code == 401
+    assert stored_counts(run) == (0, 0)

@@ -19,9 +19,9 @@ import psutil
 import pytest
 from django.conf import settings
 
+from ingest.tests.reports import stored_counts
 from studies.models import Run
 from studies.transitions import run_token
-from telemetry.models import LogChunk, SeriesChunk
 
 pytestmark = pytest.mark.slow
 
@@ -63,13 +63,6 @@ def _ingest(run: Run, endpoint: str, attempt: int | None = 2) -> str:
     return f"/api/v1/ingest/runs/{run.pk}/{endpoint}/{query}"
 
 
-def _stored(run: Run) -> tuple[int, int]:
-    return (
-        SeriesChunk.objects.filter(run=run).count(),
-        LogChunk.objects.filter(run=run).count(),
-    )
-
-
 STRANGERS = [
     {},
     {"Authorization": "Bearer not-a-token"},
@@ -96,7 +89,7 @@ def test_a_stranger_is_told_401_without_the_server_waiting_for_its_body(live, li
         assert status == 401, (path, body)
         assert body["code"] == "not_authenticated" and "token" in body["message"]
         assert answer_headers.get("connection") == "close"
-    assert _stored(run) == (0, 0)
+    assert stored_counts(run) == (0, 0)
     assert Run.objects.get(pk=run.pk).heartbeat_at is None
 
 
@@ -165,7 +158,7 @@ def test_strangers_bodies_are_not_taken_into_the_web_processs_memory(live, live_
     posted = 8 * declared
     assert peak - before < posted / 2, f"grew by {(peak - before) / MB:.0f} MB"
     assert all(a in (401, None) for a in answers), answers
-    assert _stored(run) == (0, 0)
+    assert stored_counts(run) == (0, 0)
 
 
 def test_an_agents_body_of_no_declared_length_or_over_the_limit_is_refused_naming_it(
@@ -216,7 +209,7 @@ def test_an_agents_body_of_no_declared_length_or_over_the_limit_is_refused_namin
         status, _, body = _answer(sock)
     assert status == 411 and body["code"] == "length_required"
     assert "Content-Length" in body["message"] and f"{limit_mb:g} MB" in body["message"]
-    assert _stored(run) == (0, 0)
+    assert stored_counts(run) == (0, 0)
 
 
 def test_an_agents_malformed_body_is_a_400_saying_what_is_wrong(live, live_run):
@@ -240,7 +233,7 @@ def test_an_agents_malformed_body_is_a_400_saying_what_is_wrong(live, live_run):
     # a report naming another attempt than its token's opens nothing
     r = httpx.post(url, json={"attempt": 1, "log": ["x"]}, headers=headers, timeout=PATIENCE)
     assert r.status_code == 401
-    assert _stored(run) == (0, 0)
+    assert stored_counts(run) == (0, 0)
 
 
 def test_an_agent_naming_its_attempt_only_in_the_body_is_served_as_before(live, live_run):
@@ -260,4 +253,4 @@ def test_an_agent_naming_its_attempt_only_in_the_body_is_served_as_before(live, 
     assert stored.status_code == 200 and "x-frame-options" not in stored.headers  # quick path
     stale = post(1)
     assert stale.status_code == 409 and stale.json()["code"] == "stale_attempt"
-    assert _stored(run) == (1, 1)
+    assert stored_counts(run) == (1, 1)

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='pool',
             name='placement',
-            field=models.CharField(choices=[('least_loaded', 'least loaded'), ('round_robin', 'round robin'), ('random', 'random'), ('image_aware', 'image aware')], default='least_loaded', help_text='which worker gets which run (orchestration/placement.py)', max_length=32),
+            field=models.CharField(choices=[('least_loaded', 'least loaded'), ('round_robin', 'round robin'), ('random', 'random'), ('image_aware', 'image aware')], default='least_loaded', help_text='which worker gets which run (orchestration/planning/placement.py)', max_length=32),
         ),
         migrations.AddField(
             model_name='pool',

@@ -13,8 +13,9 @@ from rest_framework.views import APIView
 from core.api.params import int_param
 from core.exceptions import ApplicationError, ErrorCode, NotFound
 from core.http import file_download
+from orchestration.results.fields.reading import field_data, fields_index
 from runs import archives, reuse
-from runs import fields as flow_fields
+from runs.flow_fields import run_fields
 from runs.objectives import study_objectives_update
 from studies import selectors
 from studies.api import serializers as s
@@ -164,8 +165,8 @@ class RunViewSet(viewsets.GenericViewSet):
         """The run's flow fields (a completed run's final fields on a plane, and Cp along
         its force patches): what there is, on which grids; `available` false when none."""
         run = self.get_object()
-        artifact = flow_fields.run_fields(run=selectors.run_results_source(run=run))
-        return Response(flow_fields.fields_index(run=run, artifact=artifact))
+        artifact = run_fields(run=selectors.run_results_source(run=run))
+        return Response(fields_index(run_id=str(run.id), artifact=artifact))
 
     @extend_schema(
         parameters=[
@@ -185,7 +186,7 @@ class RunViewSet(viewsets.GenericViewSet):
         """One field's values on one region's grid (row by row, null outside the mesh),
         with the outline of the walls to draw over them."""
         run = self.get_object()
-        artifact = flow_fields.run_fields(run=selectors.run_results_source(run=run))
+        artifact = run_fields(run=selectors.run_results_source(run=run))
         if artifact is None:
             raise NotFound("This run has no flow fields: they are written when a run completes.")
         names = list(artifact["fields"])
@@ -206,7 +207,7 @@ class RunViewSet(viewsets.GenericViewSet):
         return Response(
             {
                 "run": str(run.id),
-                **flow_fields.field_data(artifact=artifact, field=field, region=region),
+                **field_data(artifact=artifact, field=field, region=region),
             }
         )
 

@@ -14,7 +14,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from orchestration.agent.archive import build_archive
-from orchestration.agent.fields import ARTIFACT, build
+from orchestration.results.fields import ARTIFACT
+from orchestration.results.fields.artifact import build
 from studies.models import Run
 from studies.services import study_create
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from orchestration.agent.fields import ARTIFACT
 from orchestration.agent.sandbox import Sandbox
+from orchestration.results.fields import ARTIFACT
 from studies.models import Run
 from studies.services import study_create
 

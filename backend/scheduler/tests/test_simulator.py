@@ -3,7 +3,8 @@ admission, placement and autoscaler functions, so these also check that they com
 
 import pytest
 
-from bench.sim.model import Scenario, Simulation, Study, images, jain
+from bench.sim.model import Simulation
+from bench.sim.scenario import Scenario, Study, images, jain
 
 ONE_LAYER = images(1, base_gb=1.0, own_gb=())  # 1 GB: 8 s over a 1 Gbit/s link
 

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='upload',
             name='inspection',
-            field=models.JSONField(blank=True, default=dict, help_text='what the case will do (orchestration.caseinspect)'),
+            field=models.JSONField(blank=True, default=dict, help_text='what the case will do (orchestration.case.caseinspect)'),
         ),
     ]

@@ -3,54 +3,14 @@ come back with the upload; a study on it names only series the case writes."""
 
 from __future__ import annotations
 
-import gzip
 import io
 import tarfile
-from pathlib import Path
 
-import pytest
-
-PITZDAILY = Path("/usr/share/doc/openfoam-examples/examples/incompressible/simpleFoam/pitzDaily")
-INLET_P = """
-    inletP
-    {
-        type            surfaceFieldValue;
-        libs            ("libfieldFunctionObjects.so");
-        regionType      patch;
-        name            inlet;
-        operation       areaAverage;
-        fields          (p);
-        writeFields     false;
-    }
-"""
-
-
-def _pitzdaily_archive() -> bytes:
-    """pitzDaily as a new user would change it: the inlet velocity a placeholder and an
-    areaAverage of p on the inlet, named inletP, among the controlDict's functions."""
-    if not PITZDAILY.is_dir():
-        pytest.skip("the OpenFOAM tutorials are not installed")
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for path in sorted(PITZDAILY.rglob("*")):
-            if not path.is_file():
-                continue
-            data = path.read_bytes()
-            rel = path.relative_to(PITZDAILY).as_posix()
-            if rel.endswith(".gz"):
-                data, rel = gzip.decompress(data), rel[:-3]
-            if rel == "0/U":
-                data = data.replace(b"uniform (10 0 0)", b"uniform ({{ Uin }} 0 0)", 1)
-            if rel == "system/controlDict":
-                data = data.replace(b"#includeFunc streamlines", INLET_P.encode(), 1)
-            info = tarfile.TarInfo(f"pitzDaily/{rel}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+from core.testing import pitzdaily_archive
 
 
 def upload_pitzdaily(api) -> dict:
-    f = io.BytesIO(_pitzdaily_archive())
+    f = io.BytesIO(pitzdaily_archive())
     f.name = "pitzDaily.tar.gz"
     r = api.post("/api/v1/uploads/", {"file": f}, format="multipart")
     assert r.status_code == 201, r.json()

@@ -329,8 +329,7 @@ def test_text_parameters_cannot_change_the_case_syntax_and_csv_cells_run_no_form
         ('#include "$FOAM_CASE/../other-tenant/case/constant/x"', False),
         ('#includeEtc "../../../etc/shadow"', False),
         ('  #include "{{ where }}"', False),
-        # the bypasses of the security review (finding 2): after a statement, after a
-        # comment, written by a placeholder
+        # a directive hidden after a statement, after a comment, or written by a placeholder
         ('x 1; #include "/etc/passwd"', False),
         ('/* note */ #include "/etc/passwd"', False),
         ("{{ '#include' }} \"/etc/passwd\"", False),
@@ -357,7 +356,7 @@ def test_a_case_may_include_its_own_files_only(api, directive, ok):
 
 
 def test_a_directive_in_a_latin1_or_gzipped_file_is_checked_too(api):
-    """Finding 2: files that were not UTF-8 skipped the include check (OpenFOAM reads them)."""
+    """A file that is not UTF-8 gets the include check too: OpenFOAM reads it all the same."""
     latin1 = 'note "caf\xe9";\n#include "/etc/passwd"\n'.encode("latin-1")
     r = upload(api, "l.tar.gz", tgz([("system/controlDict", latin1, "file")]))
     assert r.status_code == 400 and "system/controlDict line 2" in r.json()["message"], r.json()
@@ -404,7 +403,7 @@ def test_a_placeholder_that_renders_an_include_is_refused_before_anything_runs(a
     ],
 )
 def test_a_case_brings_no_native_code(api, entries, needle):
-    """Finding 1, in depth (the sandbox is the wall): a shared library in the upload named
+    """No shared library in an upload (the sandbox is the wall, this a second one): one named
     by controlDict's libs would be loaded by every solver step."""
     names = {name for name, _, _ in entries}
     base = [] if "system/controlDict" in names else [("system/controlDict", b"x 1;\n", "file")]

@@ -1,4 +1,4 @@
-"""Named API tokens (issue 18): made with the key shown once, listed without it, revoked,
+"""Named API tokens: made with the key shown once, listed without it, revoked,
 expiring, replaced on signing in again with a name, capped per user, and refused on HTTP and
 websockets once revoked or expired."""
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestration.backoff import backoff_delays
 from orchestration.drivers.base import Capabilities, DriverError
 from orchestration.drivers.slurm.settings import SlurmSettings
 from orchestration.drivers.slurm.states import (
@@ -23,7 +24,7 @@ from orchestration.drivers.slurm.states import (
     parse_sacct,
     parse_squeue,
 )
-from orchestration.transports.base import CommandResult, Transport, backoff_delays
+from orchestration.transports.base import CommandResult, Transport
 from orchestration.transports.local import LocalTransport
 from orchestration.transports.ssh import SSHTransport
 

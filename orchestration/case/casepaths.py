@@ -8,7 +8,7 @@ anything that would depend on the environment, on a value this check cannot know
 white space or quotes OpenFOAM strips is refused. What remains must stay inside the case
 (``#include``) or name a file of OpenFOAM's etc folder (``#includeEtc``).
 
-Plain Python, no Django (orchestration.casecheck, orchestration.foamdict).
+Plain Python, no Django (orchestration.case.casecheck, orchestration.case.foamdict).
 """
 
 from __future__ import annotations

@@ -2,16 +2,16 @@
 
 Reads what a case's dictionaries say (``application simpleFoam;``, the ``functions`` of a
 controlDict, the ``solvers`` of an fvSolution) from OpenFOAM's own tokens
-(orchestration.foamtokens: comments, quoted strings, words with balanced parentheses such
+(orchestration.case.foamtokens: comments, quoted strings, words with balanced parentheses such
 as ``div(phi,U)`` and ``patchAverage(name=outlet,p)``, ``$macro`` values) into nested
 dictionaries and lists, with the directives ``#include``/``#includeIfPresent``/``#sinclude``
 and ``#includeEtc``/``#sincludeEtc`` followed where the case checks allow them
-(orchestration.casepaths: the case's own files, OpenFOAM's etc folder when it is
+(orchestration.case.casepaths: the case's own files, OpenFOAM's etc folder when it is
 installed), ``#includeFunc`` (a function object from etc/caseDicts/postProcessing with its
 arguments) and ``#remove``; code (``#codeStream``, ``#calc``, ``#eval``, ``#{ … #}``) is
 skipped, never run. A case's ``{{ … }}`` placeholders are read as part of their word.
 
-Plain Python, no Django: used by orchestration.caseinspect in the portal.
+Plain Python, no Django: used by orchestration.case.caseinspect in the portal.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestration import casepaths
-from orchestration.foamtokens import BinaryData, tokenize
+from orchestration.case import casepaths
+from orchestration.case.foamtokens import BinaryData, tokenize
 
 __all__ = ["DictError", "FoamDict", "parse_call", "parse_file", "parse_text"]
 
@@ -92,7 +92,7 @@ _KINDS = {
 
 
 def _tokens(text: str, where: str) -> list[_Token]:
-    """OpenFOAM's tokens (orchestration.foamtokens), as this reader uses them."""
+    """OpenFOAM's tokens (orchestration.case.foamtokens), as this reader uses them."""
     try:
         tokens = tokenize(text, templates=True)
     except BinaryData as exc:
@@ -279,7 +279,7 @@ class _Parser:
 
     def _include_path(self, directive: str, target: str, scopes: list[FoamDict]) -> str | None:
         """The file an include reads, by the rules of the case checks
-        (orchestration.casepaths); None for one outside the case or OpenFOAM's etc folder."""
+        (orchestration.case.casepaths); None for one outside the case or OpenFOAM's etc folder."""
 
         def variable(name: str) -> str:
             found = self._lookup(name, scopes)

@@ -3,7 +3,7 @@
 `DictReader` walks a file's tokens as OpenFOAM's ``dictionary::read`` does: entries,
 sub-dictionaries, values up to their ``;``, directives where they stand (in a dictionary or
 inside a value), ``$variables`` expanded from the dictionaries read so far
-(orchestration.foamscope), ``#include``d files read in place. It refuses, naming the file
+(orchestration.case.foamscope), ``#include``d files read in place. It refuses, naming the file
 and line:
 
 - an include whose path, once expanded, leaves the case (or leaves OpenFOAM's etc folder
@@ -14,7 +14,7 @@ and line:
   library names;
 - in a dictionary file, a directive OpenFOAM would run but this reader does not know.
 
-Plain Python, no Django (orchestration.casecheck).
+Plain Python, no Django (orchestration.case.casecheck).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from orchestration import casepaths
-from orchestration.casefiles import RenderError
-from orchestration.casepaths import PathRefused
-from orchestration.foamscope import (
+from orchestration.case import casepaths
+from orchestration.case.casefiles import RenderError
+from orchestration.case.casepaths import PathRefused
+from orchestration.case.foamscope import (
     Entry,
     Scope,
     assign,
@@ -35,8 +35,8 @@ from orchestration.foamscope import (
     remove,
     scoped_target,
 )
-from orchestration.foamtokens import BinaryData, Token, tokenize
-from orchestration.libscheck import block_entries, libs_problem
+from orchestration.case.foamtokens import BinaryData, Token, tokenize
+from orchestration.case.libscheck import block_entries, libs_problem
 
 __all__ = ["CaseCheckError", "Context", "DictReader"]
 

@@ -16,8 +16,8 @@ bytes of a list are skipped by their declared size; a file whose binary data can
 sized raises `BinaryData`. A case template's ``{{ placeholder }}`` is part of the word or
 string it stands in (the token's ``placeholder`` is true).
 
-Plain Python, no Django: shared by the case checks (orchestration.casecheck) and the case
-inspection (orchestration.foamdict).
+Plain Python, no Django: shared by the case checks (orchestration.case.casecheck) and the case
+inspection (orchestration.case.foamdict).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The checks a tenant's case passes before anything of it runs: includes read the case's own
 files only, ``libs`` name libraries only, no directive OpenFOAM would run unread.
 
-Every file of the case is read the way OpenFOAM reads a dictionary (orchestration.foamtokens,
-orchestration.dictcheck): comments, quoting, ``$variables``, every ``#include`` form. A file
+Every file of the case is read the way OpenFOAM reads a dictionary (orchestration.case.foamtokens,
+orchestration.case.dictcheck): comments, quoting, ``$variables``, every ``#include`` form. A file
 with a ``FoamFile`` header is a dictionary OpenFOAM may read on its own (an unknown
 directive in it is refused); any other file (a script, a surface, notes) is still searched
 for includes and library lists, as OpenFOAM would read it if something included it. Binary
@@ -27,11 +27,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestration import casefiles, render
-from orchestration.dictcheck import CaseCheckError, Context, DictReader
-from orchestration.foamscope import Scope, pattern_matches
-from orchestration.foamtokens import BinaryData, Token, tokenize
-from orchestration.libscheck import LIBS_KEYS
+from orchestration.case import casefiles, render
+from orchestration.case.dictcheck import CaseCheckError, Context, DictReader
+from orchestration.case.foamscope import Scope, pattern_matches
+from orchestration.case.foamtokens import BinaryData, Token, tokenize
+from orchestration.case.libscheck import LIBS_KEYS
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -287,7 +287,7 @@ def check_rendered(
 def render_checked(
     src: str | os.PathLike[str], context: Mapping[str, Any], *, etc_dir: str | None
 ) -> dict[str, str]:
-    """The texts `context` renders the case at `src`'s templates to (orchestration.render),
+    """The texts `context` renders the case at `src`'s templates to (orchestration.case.render),
     checked: a run's values could write what the upload's check could not see (a keyword, a
     comment's end). RenderError for a placeholder that cannot be filled, CaseCheckError for
     what the checks refuse. Portal-side: the run agent ships without these modules."""

@@ -8,7 +8,7 @@ series ``<fo>.<column>`` (the function object's first file) or ``<fo>.<stem>.<co
 a parenthesised header group (v1912's forces write ``# Time (total_x total_y total_z) …``:
 ``<fo>.total_x``). Column names come from the last ``#`` line before the data (v1912's
 forceCoeffs writes ``# Time <tab> Cd <tab> Cs …``). `series_names` is the one place that
-names a column's series: orchestration.caseinspect predicts a case's series with it.
+names a column's series: orchestration.case.caseinspect predicts a case's series with it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import re
 
 from orchestration import nofollow
-from orchestration.logparse import Columns, Point, parse_number, safe_series_name
+from orchestration.results.logparse import Columns, Point, parse_number, safe_series_name
 
 __all__ = ["DatFollower", "file_prefix", "series_names", "split_columns"]
 

@@ -8,7 +8,7 @@ answer may not be what the files say (an entry set by ``#codeStream``, inside ``
 by a template's placeholder, or where OpenFOAM versions scope differently) the result
 carries a doubt: callers refuse what depends on it.
 
-Plain Python, no Django (orchestration.casecheck).
+Plain Python, no Django (orchestration.case.casecheck).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from orchestration.foamtokens import Token
+from orchestration.case.foamtokens import Token
 
 __all__ = [
     "Entry",

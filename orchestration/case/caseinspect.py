@@ -1,9 +1,9 @@
 """What an OpenFOAM case will do, read from its files before it runs.
 
 `inspect_case(case_dir)` gives the solver its controlDict names (``application``), its
-function objects with the exact series each will write (named by orchestration.dat's
+function objects with the exact series each will write (named by orchestration.results.dat's
 `series_names`, the code the run agent names them with, so the two cannot disagree), the
-residual series its solver log will give (named as orchestration.logparse names them), its
+residual series its solver log will give (named as orchestration.results.logparse names them), its
 ``{{ placeholders }}`` per file with a type read from where they stand, and its mesh steps.
 
 Plain Python, no Django; it reads files only and runs nothing of the case.
@@ -16,16 +16,16 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from orchestration import casefiles, foamdict
-from orchestration.foamdict import DictError, FoamDict
-from orchestration.funcobjects import (
+from orchestration.case import casefiles, foamdict
+from orchestration.case.foamdict import DictError, FoamDict
+from orchestration.case.funcobjects import (
     FunctionObject,
     field_classes,
     function_object,
     initial_dir,
     is_vector,
 )
-from orchestration.placeholdertypes import Placeholder, placeholders_typed
+from orchestration.case.placeholdertypes import Placeholder, placeholders_typed
 
 __all__ = [
     "FunctionObject",

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestration import casefiles, render
+from orchestration.case import casefiles, render
 
 __all__ = ["Placeholder", "placeholders_typed"]
 

@@ -1,5 +1,5 @@
 """The series a function object of a case will write, named exactly as the run agent names
-them (orchestration.dat's `file_prefix` and `series_names`), for OpenFOAM v1912's output:
+them (orchestration.results.dat's `file_prefix` and `series_names`), for OpenFOAM v1912's output:
 forces, forceCoeffs, surfaceFieldValue, volFieldValue, fieldMinMax (with ``location
 false``; with locations it writes text columns runs do not record). A function object whose
 columns cannot be predicted gets an open prefix (``<name>.``): any series under it is
@@ -12,8 +12,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from orchestration.dat import file_prefix, series_names
-from orchestration.foamdict import FoamDict
+from orchestration.case.foamdict import FoamDict
+from orchestration.results.dat import file_prefix, series_names
 
 __all__ = ["FunctionObject", "field_classes", "function_object", "initial_dir", "is_vector"]
 

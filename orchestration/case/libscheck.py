@@ -7,16 +7,16 @@ agglomeration ``…Libs`` keys, and finds a quoted keyword by pattern (``"l.bs"`
 backend keeps its libraries; a path (``"./x.so"``, ``$FOAM_CASE/x.so``, ``/tmp/x.so``)
 would load a library of the case's own, and run its code.
 
-Plain Python, no Django (orchestration.dictcheck).
+Plain Python, no Django (orchestration.case.dictcheck).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from orchestration.casepaths import LIBRARY_NAME
-from orchestration.foamscope import pattern_matches
-from orchestration.foamtokens import Token
+from orchestration.case.casepaths import LIBRARY_NAME
+from orchestration.case.foamscope import pattern_matches
+from orchestration.case.foamtokens import Token
 
 __all__ = ["LIBS_KEYS", "block_entries", "libs_key", "libs_problem"]
 
@@ -55,7 +55,7 @@ def libs_key(key: Token) -> str | None:
 def libs_problem(key: Token, tokens: list[Token]) -> str | None:
     """What is wrong with the entry `key` `tokens` (its value, variables expanded) if its
     keyword reads as libs; None when it names libraries only. A keyword a placeholder
-    writes is checked in each run's rendered case (orchestration.render); a pattern that
+    writes is checked in each run's rendered case (orchestration.case.render); a pattern that
     may or may not match libs, for its names only."""
     label = libs_key(key)
     if label is None or key.placeholder:

@@ -1,10 +1,7 @@
-"""A run's flow fields: the artifact its agent wrote after the run completed
-(orchestration/agent/fields.py, docs/agent-protocol.md#flow-fields), read from the run's
-directory (runs whose files the portal reads) or from the start of its result archive.
-
-The artifact comes from inside a tenant's case, so it is checked here before anything of it
-is served: a malformed one reads as "no flow fields", never as an error of the portal.
-"""
+"""The flow-field artifact as the portal reads it: found in a run's folder or at the start of
+its result archive, checked before anything of it is served (it comes from inside a
+tenant's case: a malformed one reads as "no flow fields", never as an error), and trimmed to
+what the run page shows. Plain Python, no Django."""
 
 from __future__ import annotations
 
@@ -19,20 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from orchestration import nofollow
-from orchestration.agent.fields import ARTIFACT
-from studies.choices import TERMINAL_STATES
-from studies.models import Run
+from orchestration.results.fields import ARTIFACT
 
 MAX_ARTIFACT_BYTES = 32 * 1024 * 1024
 MAX_MEMBERS_SCANNED = 50  # the artifact leads the archive; never read through a whole one
 
 
-def _artifact_path(run: Run) -> Path | None:
-    """Where the artifact extracted from the run's archive is (extracted once, into the
-    archive's folder: the portal's own); None for a run without an archive."""
-    if not run.archive_path or not Path(run.archive_path).is_file():
-        return None
-    archive = Path(run.archive_path)
+def extracted_from_archive(archive: Path) -> Path | None:
+    """Where the artifact extracted from a run's result archive is (extracted once, beside
+    the archive: in the portal's own folder); None when the archive has none."""
     extracted = archive.with_name(archive.name.removesuffix(".tar.gz") + ".fields.json")
     if extracted.is_file() and extracted.stat().st_mtime >= archive.stat().st_mtime:
         return extracted
@@ -58,21 +50,23 @@ def _artifact_path(run: Run) -> Path | None:
 
 
 @functools.lru_cache(maxsize=16)
-def _load(path: str, mtime: float, size: int) -> dict[str, Any] | None:
+def load_artifact(path: str, mtime: float, size: int) -> dict[str, Any] | None:
+    """The checked artifact at `path` (None: too large, unreadable, malformed); `mtime`
+    and `size` key the cache."""
     if size > MAX_ARTIFACT_BYTES:
         return None
     try:
         data = json.loads(Path(path).read_bytes())
     except (OSError, ValueError):
         return None
-    return data if _valid(data) else None
+    return data if is_valid(data) else None
 
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _valid(data: Any) -> bool:
+def is_valid(data: Any) -> bool:
     """The artifact's shape (version 1): every region a grid whose value lists fit it."""
     if not isinstance(data, dict) or data.get("version") != 1:
         return False
@@ -122,29 +116,13 @@ def _valid(data: Any) -> bool:
     return True
 
 
-def run_fields(*, run: Run) -> dict[str, Any] | None:
-    """The run's checked flow-field artifact, or None (none written, not over, malformed)."""
-    if not run.archive_path or not Path(run.archive_path).is_file():
-        if run.state not in TERMINAL_STATES or run.results_at is None or not run.results_dir:
-            return None  # not over, or its agent may still be writing
-        return _from_run_dir(run.results_dir)
-    path = _artifact_path(run)
-    if path is None:
-        return None
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return _load(str(path), stat.st_mtime, stat.st_size)
-
-
 _CACHE_LOCK = threading.Lock()
 _FROM_RUN_DIRS: collections.OrderedDict[tuple[str, float, int, int], dict[str, Any] | None] = (
     collections.OrderedDict()
 )
 
 
-def _from_run_dir(case: str) -> dict[str, Any] | None:
+def artifact_in_case(case: str) -> dict[str, Any] | None:
     """The artifact in a run's directory, the tenant's: read through a descriptor opened
     without following links (a link there, to a host file, reads as "no flow fields")."""
     try:
@@ -172,7 +150,7 @@ def _from_run_dir(case: str) -> dict[str, Any] | None:
             data = None
     finally:
         os.close(fd)
-    checked = data if _valid(data) else None
+    checked = data if is_valid(data) else None
     with _CACHE_LOCK:
         _FROM_RUN_DIRS[key] = checked
         while len(_FROM_RUN_DIRS) > 16:
@@ -184,14 +162,14 @@ def _text(value: Any, limit: int = 200) -> str:
     return str(value)[:limit] if isinstance(value, str | int | float) else ""
 
 
-def fields_index(*, run: Run, artifact: dict[str, Any] | None) -> dict[str, Any]:
+def fields_index(*, run_id: str, artifact: dict[str, Any] | None) -> dict[str, Any]:
     """What the run page lists: fields, regions, the plane, Cp (small), notes."""
     if artifact is None:
-        return {"run": str(run.id), "available": False, "fields": [], "regions": [], "notes": []}
+        return {"run": run_id, "available": False, "fields": [], "regions": [], "notes": []}
     raw_plane = artifact.get("plane")
     plane: dict[str, Any] = raw_plane if isinstance(raw_plane, dict) else {}
     return {
-        "run": str(run.id),
+        "run": run_id,
         "available": True,
         "time": _text(artifact.get("time")),
         "kind": "2d" if artifact.get("kind") == "2d" else "plane",
