@@ -38,7 +38,11 @@ class IdentitySerializer(serializers.Serializer):
         help_text="the study's part of the identity, as hashed: case digest, solver, steps, "
         "processes, decomposition, environment, convergence, fields, image or packages"
     )
-    context = SchemaField(map_of(component_ref("Scalar")), help_text="the values it ran with")
+    # a field named `context`: DRF's serializer metaclass takes declared fields out of the
+    # class, so it never shadows Serializer.context, which the stubs cannot see
+    context = SchemaField(  # type: ignore[assignment]
+        map_of(component_ref("Scalar")), help_text="the values it ran with"
+    )
 
 
 class ProvenanceImageSerializer(serializers.Serializer):

@@ -424,7 +424,9 @@ class UploadCreateSerializer(serializers.Serializer):
 class PreviewRowSerializer(serializers.Serializer):
     index = serializers.IntegerField()
     parameters = SchemaField(SCALARS)
-    context = SchemaField(SCALARS, help_text="parameters plus derived values")
+    context = SchemaField(  # type: ignore[assignment]  # the API key, as on RunDetail
+        SCALARS, help_text="parameters plus derived values"
+    )
 
 
 class PreviewStepSerializer(serializers.Serializer):

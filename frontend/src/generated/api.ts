@@ -2424,6 +2424,7 @@ export interface components {
         PatchedMemberPatchRequest: {
             role?: components["schemas"]["RoleEnum"];
         };
+        /** @description What an admin may change on a pool. */
         PatchedPoolPatchRequest: {
             /** Format: double */
             boot_timeout?: number;
@@ -2631,6 +2632,7 @@ export interface components {
             /** @description live workers before the decision */
             size?: number;
         };
+        /** @description A new pool: what it is (name, backend, flavor, image) and what can be edited later. */
         PoolInRequest: {
             backend: string;
             /** Format: double */
@@ -2689,7 +2691,7 @@ export interface components {
             /** @description nodes per worker (1) */
             nodes?: number;
             /**
-             * @description which worker gets which run (orchestration/placement.py)
+             * @description which worker gets which run (orchestration/planning/placement.py)
              *
              *     * `least_loaded` - least loaded
              *     * `round_robin` - round robin
