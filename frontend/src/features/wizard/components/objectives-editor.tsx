@@ -10,14 +10,9 @@ import {
   TextInput,
 } from "@mantine/core";
 import { IconPlus, IconTrash } from "@/components/icons";
-import {
-  errorAt,
-  newKey,
-  seriesProblem,
-  type ObjectiveRow,
-  type OfferedSeries,
-  type WizardForm,
-} from "../lib/form";
+import { newKey, type ObjectiveRow, type WizardForm } from "../lib/form";
+import { seriesProblem, type OfferedSeries } from "../lib/series";
+import { errorAt } from "../lib/to-spec";
 
 /** Offered when the case's series are not known (it could not be inspected). */
 const SERIES_HINTS = [
