@@ -17,6 +17,7 @@ import {
 import { IconInfoCircle, IconPlus, IconTrash } from "@/components/icons";
 import { useState } from "react";
 import { formatInt } from "@/lib/format";
+import { errorAt } from "@/lib/spec";
 import {
   newKey,
   paramRow,
@@ -26,7 +27,7 @@ import {
   type ParamRow,
   type WizardForm,
 } from "../lib/form";
-import { errorAt, rowCount } from "../lib/to-spec";
+import { rowCount } from "../lib/to-spec";
 
 const MODES: { value: ParamMode; label: string }[] = [
   { value: "fixed", label: "Fixed" },

@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { errorAt } from "@/lib/spec";
 import type { CaseTemplate } from "@/lib/types";
 import { impactSentence } from "./impact";
 import { formFromSpec, formFromTemplate, type WizardForm } from "./form";
-import { errorAt, rowCount, stepOfField, toSpec } from "./to-spec";
+import { rowCount, stepOfField, toSpec } from "./to-spec";
 
 const airfoil: CaseTemplate = {
   name: "airfoil2d",

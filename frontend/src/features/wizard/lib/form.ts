@@ -4,10 +4,10 @@
  * translates it into the study spec (docs/study-spec.md) and `series.ts` checks the series
  * it names against what the case writes.
  */
+import { objectiveRows, type ObjectiveRow } from "@/lib/objectives";
 import type {
   CaseTemplate,
   ConvergencePolicy,
-  ObjectiveSpec,
   ParameterSpec,
   StudySpec,
   TemplateParameter,
@@ -17,10 +17,6 @@ import type {
 export type ParamMode = "fixed" | "values" | "range" | "linspace" | "sampled";
 /** How the parameters make runs (the spec's `combine`). */
 export type Combine = NonNullable<StudySpec["combine"]>;
-/** An objective that reduces a recorded series (the other kind is an expression). */
-type SeriesObjective = Extract<ObjectiveSpec, { series: string }>;
-type Reduce = NonNullable<SeriesObjective["reduce"]>;
-
 export interface ParamRow {
   key: string;
   name: string;
@@ -41,16 +37,6 @@ export interface ParamRow {
 export interface DerivedRow {
   key: string;
   name: string;
-  expr: string;
-}
-
-export interface ObjectiveRow {
-  key: string;
-  name: string;
-  kind: "series" | "expr";
-  series: string;
-  reduce: Reduce;
-  n: string;
   expr: string;
 }
 
@@ -174,18 +160,6 @@ export function paramRow(name: string, def?: TemplateParameter, spec?: Parameter
       integer: !!spec.integer,
     };
   return row;
-}
-
-function objectiveRows(objectives: Record<string, ObjectiveSpec>): ObjectiveRow[] {
-  return Object.entries(objectives).map(([name, o]) => ({
-    key: newKey(),
-    name,
-    kind: "expr" in o ? "expr" : "series",
-    series: "series" in o ? o.series : "",
-    reduce: ("reduce" in o ? o.reduce : undefined) ?? "last",
-    n: "n" in o && o.n !== undefined ? String(o.n) : "20",
-    expr: "expr" in o ? o.expr : "",
-  }));
 }
 
 function convergenceForm(c: ConvergencePolicy | undefined): ConvergenceForm {

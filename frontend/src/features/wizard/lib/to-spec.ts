@@ -2,9 +2,10 @@
  * The new-study form translated into the study spec (docs/study-spec.md), with what is
  * already wrong with it keyed like the server's errors, and where each error is shown.
  */
+import { objectivesSpec } from "@/lib/objectives";
+import { isIdentifier } from "@/lib/spec";
 import type {
   ConvergencePolicy,
-  ObjectiveSpec,
   ParameterSpec,
   Scalar,
   StudySpec,
@@ -12,8 +13,6 @@ import type {
 } from "@/lib/types";
 import { parseNumber, parseValueList } from "@/lib/values";
 import type { Combine, ConvergenceForm, ParamRow, WizardForm } from "./form";
-
-const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
 function isSampled(c: Combine) {
   return c === "lhs" || c === "random";
@@ -196,7 +195,7 @@ export function toSpec(form: WizardForm): SpecResult {
   const seen = new Set<string>();
   for (const row of form.parameters) {
     const where = `parameters.${row.name}`;
-    if (!IDENT.test(row.name)) {
+    if (!isIdentifier(row.name)) {
       errors[`parameters.${row.name || row.key}`] = "names are identifiers: letters, digits and _";
       continue;
     }
@@ -225,7 +224,7 @@ export function toSpec(form: WizardForm): SpecResult {
   const derived: Record<string, string> = {};
   for (const d of form.derived) {
     if (!d.name && !d.expr) continue;
-    if (!IDENT.test(d.name))
+    if (!isIdentifier(d.name))
       errors[`derived.${d.name || d.key}`] = "names are identifiers: letters, digits and _";
     else if (!d.expr.trim())
       errors[`derived.${d.name}`] = "give an expression, e.g. speed*cos(radians(aoa))";
@@ -234,29 +233,9 @@ export function toSpec(form: WizardForm): SpecResult {
   }
   if (Object.keys(derived).length) spec.derived = derived;
 
-  const objectives: Record<string, ObjectiveSpec> = {};
-  for (const o of form.objectives) {
-    const where = `objectives.${o.name || o.key}`;
-    if (!IDENT.test(o.name)) {
-      errors[`${where}.name`] = "names are identifiers: letters, digits and _";
-      continue;
-    }
-    if (o.kind === "expr") {
-      if (!o.expr.trim()) errors[where] = "give an expression over other objectives, e.g. Cl / Cd";
-      objectives[o.name] = { expr: o.expr.trim() };
-    } else {
-      if (!o.series.trim()) errors[where] = "give a series, e.g. forceCoeffs.Cl";
-      const entry: ObjectiveSpec = { series: o.series.trim(), reduce: o.reduce };
-      if (o.reduce === "mean_last") {
-        const n = parseNumber(o.n);
-        if (n === null || !Number.isInteger(n) || n < 1)
-          errors[where] = "n: a whole number of iterations ≥ 1";
-        entry.n = n ?? 20;
-      }
-      objectives[o.name] = entry;
-    }
-  }
-  spec.objectives = objectives;
+  const objectives = objectivesSpec(form.objectives);
+  Object.assign(errors, objectives.errors);
+  spec.objectives = objectives.objectives;
 
   const convergence = convergenceSpec(form.convergence, errors);
   if (convergence) spec.convergence = convergence;
@@ -272,12 +251,4 @@ export function stepOfField(field: string | null | undefined): number {
   if (["solver", "backend", "resources", "prepare"].includes(head)) return 2;
   if (["objectives", "convergence"].includes(head)) return 3;
   return 4;
-}
-
-/** The error for one input: exact field, or a deeper one (`objectives.LD.expr` for LD). */
-export function errorAt(errors: Record<string, string>, field: string): string | undefined {
-  if (errors[field]) return errors[field];
-  const prefix = `${field}.`;
-  for (const [k, v] of Object.entries(errors)) if (k.startsWith(prefix)) return v;
-  return undefined;
 }
