@@ -4,24 +4,13 @@ import { useMemo } from "react";
 import { useLocation, useSearchParams } from "react-router";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Run } from "@/lib/types";
+import { type FakeSocket, stubWebSockets } from "@/test/fake-socket";
 import { mockApi, renderWithApp } from "@/test/render";
 import { REFETCH_DEBOUNCE_MS, useStudyRunsPage } from "../hooks/use-runs-table";
 import { runQueryFromSearch, runQueryToSearch } from "../lib/run-query";
 import { RunsTable } from "./runs-table";
 
-const sockets: FakeSocket[] = [];
-class FakeSocket {
-  onopen: (() => void) | null = null;
-  onmessage: ((e: { data: string }) => void) | null = null;
-  onclose: ((e: { code: number }) => void) | null = null;
-  constructor(readonly url: string) {
-    sockets.push(this);
-  }
-  close() {}
-  push(message: object) {
-    this.onmessage?.({ data: JSON.stringify(message) });
-  }
-}
+let sockets: FakeSocket[] = [];
 
 /**
  * The server: `total` runs of which the first `completed` are done, answering a page of what
@@ -106,8 +95,7 @@ const last = (calls: { url: URL }[]) => calls[calls.length - 1]!.url.searchParam
  */
 let user: ReturnType<typeof userEvent.setup>;
 beforeEach(() => {
-  sockets.length = 0;
-  vi.stubGlobal("WebSocket", FakeSocket);
+  sockets = stubWebSockets();
   vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
   vi.stubGlobal("jest", { advanceTimersByTime: (ms: number) => vi.advanceTimersByTime(ms) });
   user = userEvent.setup({ advanceTimers: (ms) => vi.advanceTimersByTime(ms) });
