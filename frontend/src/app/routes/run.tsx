@@ -5,7 +5,6 @@ import {
   Card,
   Grid,
   Group,
-  Modal,
   SimpleGrid,
   Skeleton,
   Stack,
@@ -18,6 +17,7 @@ import { IconDownload, IconPlayerStop } from "@/components/icons";
 import { useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef, type ReactNode } from "react";
 import { Link, useParams } from "react-router";
+import { ConfirmModal } from "@/components/confirm-modal";
 import { PageHeader } from "@/components/page-header";
 import { RunStateBadge, TrustBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
@@ -319,41 +319,32 @@ export function RunPage() {
         )}
       </Stack>
 
-      <Modal opened={stopOpen} onClose={stopModal.close} title={`Stop run ${r.index}?`} centered>
-        <Stack>
-          <Text size="sm">
-            {r.state === "pending"
-              ? "The run leaves the queue and never starts."
-              : "The solver is stopped now; what it wrote so far is archived."}
-          </Text>
-          {cancel.error && <Alert color="red">{errorMessage(cancel.error)}</Alert>}
-          <Group justify="flex-end">
-            <Button variant="default" onClick={stopModal.close}>
-              Keep it
-            </Button>
-            <Button
-              color="red"
-              loading={cancel.isPending}
-              onClick={() =>
-                cancel.mutate(r.id, {
-                  onSuccess: stopModal.close,
-                  onError: (e) => {
-                    if (e instanceof ApiError && e.status === 409) {
-                      // it ended meanwhile: say so and show its final state
-                      stopModal.close();
-                      notifications.show({ color: "yellow", message: errorMessage(e) });
-                      void run.refetch();
-                    }
-                  },
-                })
+      <ConfirmModal
+        opened={stopOpen}
+        onClose={stopModal.close}
+        title={`Stop run ${r.index}?`}
+        confirmLabel="Stop run"
+        confirmTestId="confirm-stop"
+        loading={cancel.isPending}
+        error={cancel.error}
+        onConfirm={() =>
+          cancel.mutate(r.id, {
+            onSuccess: stopModal.close,
+            onError: (e) => {
+              if (e instanceof ApiError && e.status === 409) {
+                // it ended meanwhile: say so and show its final state
+                stopModal.close();
+                notifications.show({ color: "yellow", message: errorMessage(e) });
+                void run.refetch();
               }
-              data-testid="confirm-stop"
-            >
-              Stop run
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
+            },
+          })
+        }
+      >
+        {r.state === "pending"
+          ? "The run leaves the queue and never starts."
+          : "The solver is stopped now; what it wrote so far is archived."}
+      </ConfirmModal>
     </>
   );
 }

@@ -18,6 +18,7 @@ import { useDisclosure } from "@mantine/hooks";
 import { notifications } from "@mantine/notifications";
 import { useState, type FormEvent } from "react";
 import { IconDots, IconPlus } from "@/components/icons";
+import { ConfirmModal } from "@/components/confirm-modal";
 import { errorMessage } from "@/lib/api-client";
 import type { AdminBackend, BackendAdmin, BackendCheck, BackendKind } from "../api/admin";
 import {
@@ -29,7 +30,7 @@ import {
 } from "../hooks/use-admin";
 import { fieldError } from "../api/field-error";
 import { ElasticNodes } from "./elastic-nodes";
-import { AdminLink, ConfirmModal, FormError } from "./form-parts";
+import { AdminLink, FormError } from "./form-parts";
 
 const KINDS: { value: BackendKind; label: string }[] = [
   { value: "local", label: "Local machine" },

@@ -1,5 +1,4 @@
-import { Alert, Anchor, Button, Group, Modal, Stack, Text } from "@mantine/core";
-import type { ReactNode } from "react";
+import { Alert, Anchor, Group } from "@mantine/core";
 import { IconExternalLink } from "@/components/icons";
 import { errorMessage } from "@/lib/api-client";
 import { fieldError } from "../api/field-error";
@@ -30,51 +29,5 @@ export function AdminLink({
         {label} <IconExternalLink size={12} />
       </Group>
     </Anchor>
-  );
-}
-
-/** Asks before a destructive action; shows the API's refusal if it comes. */
-export function ConfirmModal({
-  opened,
-  onClose,
-  title,
-  children,
-  confirmLabel,
-  onConfirm,
-  loading,
-  error,
-  color = "red",
-}: {
-  opened: boolean;
-  onClose: () => void;
-  title: string;
-  children: ReactNode;
-  confirmLabel: string;
-  onConfirm: () => void;
-  loading?: boolean;
-  error?: unknown;
-  color?: string;
-}) {
-  return (
-    <Modal opened={opened} onClose={onClose} title={title} centered>
-      <Stack gap="md">
-        <Text size="sm" component="div">
-          {children}
-        </Text>
-        {error ? (
-          <Alert color="red" variant="light" data-testid="confirm-error">
-            {errorMessage(error)}
-          </Alert>
-        ) : null}
-        <Group justify="flex-end">
-          <Button variant="default" onClick={onClose}>
-            Keep it
-          </Button>
-          <Button color={color} loading={loading} onClick={onConfirm}>
-            {confirmLabel}
-          </Button>
-        </Group>
-      </Stack>
-    </Modal>
   );
 }

@@ -30,7 +30,8 @@ import {
   useUpdateTenant,
 } from "../hooks/use-admin";
 import { fieldError } from "../api/field-error";
-import { AdminLink, ConfirmModal, FormError } from "./form-parts";
+import { ConfirmModal } from "@/components/confirm-modal";
+import { AdminLink, FormError } from "./form-parts";
 
 /** Said next to every quota form; the API answers the same words in `note`. */
 export const QUOTA_APPLIES =
