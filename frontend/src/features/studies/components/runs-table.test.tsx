@@ -106,7 +106,9 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-describe("RunsTable (server-side)", () => {
+// rendering a full page of 100 rows in jsdom takes seconds on a busy machine: the tests
+// leave it the time it needs (nothing here measures time; the page's clock is the fake one)
+describe("RunsTable (server-side)", { timeout: 60_000 }, () => {
   it("loads one page of 100 rows of the study's runs", async () => {
     const { calls } = server();
     renderWithApp(<StudyRuns />);
