@@ -1,6 +1,13 @@
-import { keepPreviousData, useQueries, useQuery, useQueryClient } from "@tanstack/react-query";
+import {
+  keepPreviousData,
+  useQueries,
+  useQuery,
+  useQueryClient,
+  type UseQueryResult,
+} from "@tanstack/react-query";
 import { useDebouncedCallback } from "@mantine/hooks";
 import { useCallback, useEffect, useMemo, useRef } from "react";
+import { useSearchParams } from "react-router";
 import { env } from "@/lib/env";
 import { LIVE_SAFETY_POLL_MS, useLiveStream, type LiveMessage } from "@/lib/live";
 import { isActiveRun, TERMINAL_RUN_STATES, type Run, type RunState } from "@/lib/types";
@@ -13,7 +20,7 @@ import {
   type PlotQuery,
   type SurrogateQuery,
 } from "../api/studies";
-import type { RunQuery } from "../lib/run-query";
+import { runQueryFromSearch, runQueryToSearch, type RunQuery } from "../lib/run-query";
 import { mergeRunEvents, studyKeys } from "./use-studies";
 
 /** How long live changes gather before the page or the plot is asked for again. */
@@ -49,6 +56,27 @@ function useStudyStream(id: string, open: boolean, handle: StudyEventHandler): b
     [handle],
   );
   return useLiveStream(open ? `/ws/studies/${id}/` : null, onMessage);
+}
+
+/** The runs table's query, kept in the page's URL, and how to change it (in place). */
+export function useRunQueryInUrl(): [RunQuery, (patch: Partial<RunQuery>) => void] {
+  const [params, setParams] = useSearchParams();
+  const query = useMemo(() => runQueryFromSearch(params), [params]);
+  const setQuery = useCallback(
+    (patch: Partial<RunQuery>) => setParams((p) => runQueryToSearch(p, patch), { replace: true }),
+    [setParams],
+  );
+  return [query, setQuery];
+}
+
+/** What the runs table shows of a page being loaded: the page, its error, whether it is stale. */
+export function runsPageState(runs: UseQueryResult<Page<Run>>) {
+  return {
+    page: runs.data,
+    error: runs.isError ? runs.error : undefined,
+    onRetry: () => void runs.refetch(),
+    fetching: runs.isPlaceholderData,
+  };
 }
 
 /**
