@@ -1,5 +1,5 @@
-import { Alert, Anchor, Group } from "@mantine/core";
-import { IconExternalLink } from "@/components/icons";
+import { Alert, Anchor, Button, Group, Menu } from "@mantine/core";
+import { IconDots, IconExternalLink } from "@/components/icons";
 import { errorMessage } from "@/lib/api-client";
 import { fieldError } from "../api/field-error";
 
@@ -29,5 +29,21 @@ export function AdminLink({
         {label} <IconExternalLink size={12} />
       </Group>
     </Anchor>
+  );
+}
+
+/** The "Edit" button that opens a row's menu of changes (inside a `Menu`). */
+export function EditMenuTarget({ name }: { name: string }) {
+  return (
+    <Menu.Target>
+      <Button
+        size="compact-xs"
+        variant="default"
+        aria-label={`Edit ${name}`}
+        rightSection={<IconDots size={12} />}
+      >
+        Edit
+      </Button>
+    </Menu.Target>
   );
 }
