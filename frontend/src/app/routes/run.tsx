@@ -95,9 +95,7 @@ export function RunPage() {
 
   const started = r.state !== "pending" && r.state !== "admitted";
   // why an objective has no value (a series the run never sent, a division by zero, …)
-  const objectiveErrors =
-    (r.trust_detail as { objective_errors?: Record<string, string> } | null | undefined)
-      ?.objective_errors ?? {};
+  const objectiveErrors = r.trust_detail?.objective_errors ?? {};
   const objectiveSeries = Object.values(study.data?.objectives ?? {})
     .map((o) => ("series" in o ? o.series : null))
     .filter((s): s is string => !!s);

@@ -116,7 +116,7 @@ export function useStudyRunsPage(id: string, query: RunQuery, { active }: { acti
       if (m.type === "subscribed") return;
       if (m.type === "runs" && Array.isArray(m.runs)) {
         qc.setQueryData<Page<Run>>(keyRef.current, (old) =>
-          old ? { ...old, results: mergeRunEvents(old.results, m.runs as Partial<Run>[]) } : old,
+          old ? { ...old, results: mergeRunEvents(old.results, m.runs) } : old,
         );
       }
       const counts = "progress" in m ? JSON.stringify(m.progress) : null;
@@ -195,7 +195,7 @@ function runEnded(m: LiveMessage): boolean {
   return (
     m.type === "runs" &&
     Array.isArray(m.runs) &&
-    (m.runs as Partial<Run>[]).some((r) => r.state && TERMINAL.has(r.state))
+    m.runs.some((r) => r.state && TERMINAL.has(r.state))
   );
 }
 
