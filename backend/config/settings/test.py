@@ -8,15 +8,15 @@ from django.core.exceptions import ImproperlyConfigured
 from config.env import ROOT_DIR, env
 from config.keys import TEST_SECRET_KEY
 
-# Redis databases apart between two workers (the private Redis of scripts/bootstrap has 64,
-# the test runner's own is below 16: workers gw0..gw3)
+# Redis databases apart between two workers (the private Redis of scripts/bootstrap has 64;
+# with the test runner's own below 16, workers gw0..gw2 take it + 16, + 32, + 48)
 WORKER_REDIS_STRIDE = 16
 REDIS_DATABASES = 64
 
 
 def _worker_environ(environ: MutableMapping[str, str], *, worker: str) -> None:
     """The environment of pytest-xdist worker `worker` (gw0, gw1, ...): its own database
-    (`<test database>_gwN`), Redis DB (test DB + 16 N, so also its own cache, broker and
+    (`<test database>_gwN`), Redis DB (test DB + 16 (N + 1), so also its own cache, broker and
     live-event prefix), Celery queue and data directory (hence metrics directory).
 
     Written once per worker (WINDTUNNEL_TEST_WORKER says it was): the processes a test starts
@@ -34,7 +34,7 @@ def _worker_environ(environ: MutableMapping[str, str], *, worker: str) -> None:
     for name in ("TEST_REDIS_URL", "REDIS_URL"):
         if environ.get(name):
             url = urlsplit(environ[name])
-            number = int(url.path.strip("/") or 0) + WORKER_REDIS_STRIDE * n
+            number = int(url.path.strip("/") or 0) + WORKER_REDIS_STRIDE * (n + 1)
             if number >= REDIS_DATABASES:
                 raise ImproperlyConfigured(
                     f"worker {worker} would need Redis DB {number}: the private Redis has "
