@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import redis
 from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.core.management.commands import flush as flush_command
 from django.db import connection
+from psycopg import sql
 
 from catalog.models import Backend
 from catalog.services import catalog_sync
@@ -34,10 +37,22 @@ ROOT = Path(__file__).resolve().parents[1]
 def pytest_collection_modifyitems(session, config, items) -> None:
     """Tests on the live stack (uvicorn + a Celery worker with beat, session-scoped, started
     by the first test that needs it) run last: a ticking scheduler and reaper would break
-    the expectations of tests that drive admission and the reaper themselves."""
-    live = [i for i in items if "stack" in getattr(i, "fixturenames", ())]
-    if live:
-        items[:] = [*(i for i in items if "stack" not in getattr(i, "fixturenames", ())), *live]
+    the expectations of tests that drive admission and the reaper themselves.
+
+    On pytest-xdist workers each worker has its own stack, and runs what it is handed in
+    this order; a group (one worker runs it whole, see conftest.py) that holds a live test
+    goes with the live tests, so no worker runs a test without the stack after one with it."""
+
+    def group(item: pytest.Item) -> str:
+        mark = item.get_closest_marker("xdist_group")
+        return str(mark.args[0]) if mark and mark.args else item.nodeid
+
+    live_groups = {group(i) for i in items if "stack" in getattr(i, "fixturenames", ())}
+    if live_groups:
+        items[:] = [
+            *(i for i in items if group(i) not in live_groups),
+            *(i for i in items if group(i) in live_groups),
+        ]
 
 
 @pytest.fixture(autouse=True)
@@ -55,9 +70,28 @@ def sign_in_limits_reset() -> None:
     client.close()
 
 
+def _database_ensure() -> None:
+    """The test database of config.settings.test made if it is missing (a pytest-xdist
+    worker's `<test database>_gwN`, WT_TEST_DB's); the bootstrap makes the first one."""
+    db = settings.DATABASES["default"]
+    with psycopg.connect(
+        dbname="postgres",
+        host=db["HOST"],
+        port=db["PORT"] or None,
+        user=db["USER"],
+        password=db["PASSWORD"] or None,
+        autocommit=True,
+    ) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db["NAME"],)).fetchone():
+            return
+        with contextlib.suppress(psycopg.errors.DuplicateDatabase):  # made by another run
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db["NAME"])))
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_blocker):
-    """Use the bootstrap's test database as it is (other processes must see the same one)."""
+    """Use the test database as it is (the processes a test starts must see the same one)."""
+    _database_ensure()
     with django_db_blocker.unblock():
         call_command("migrate", verbosity=0)
         with connection.cursor() as cur:  # start clean even after an aborted session

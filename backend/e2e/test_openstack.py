@@ -44,6 +44,7 @@ FINAL = ("completed", "completed_with_failures", "cancelled")
 pytestmark = [
     pytest.mark.solver,
     pytest.mark.slow,
+    pytest.mark.xdist_group("cluster"),
     pytest.mark.skipif(
         not CLOUD_JSON.is_file(),
         reason="no OpenStack control plane (scripts/start-openstack writes .data/openstack/cloud.json)",

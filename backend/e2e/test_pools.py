@@ -33,6 +33,7 @@ from studies.models import Run  # noqa: E402
 pytestmark = [
     pytest.mark.solver,
     pytest.mark.slow,
+    pytest.mark.xdist_group("cluster"),
     pytest.mark.skipif(not CLOUD_JSON.is_file(), reason="no OpenStack control plane"),
 ]
 

@@ -32,7 +32,7 @@ from studies.models import Run
 from studies.usage import usage_for_tenant
 from tenancy.testing import LiveClient
 
-pytestmark = [pytest.mark.solver, pytest.mark.slow, needs_slurm]
+pytestmark = [pytest.mark.solver, pytest.mark.slow, needs_slurm, pytest.mark.xdist_group("cluster")]
 
 FINAL = ("completed", "completed_with_failures", "cancelled")
 

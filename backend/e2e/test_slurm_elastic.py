@@ -30,6 +30,7 @@ from tenancy.testing import LiveClient
 CLOUD_JSON = OPENSTACK_CLOUD_JSON
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.xdist_group("cluster"),
     needs_elastic,
     pytest.mark.skipif(not CLOUD_JSON.exists(), reason="no OpenStack (scripts/start-openstack)"),
 ]

@@ -21,7 +21,7 @@ from orchestration.composer.vm_host import META_DIGEST, VmImageHost, builder_nam
 from orchestration.drivers.base import build_driver
 from orchestration.tests.conftest import OpenStackCloud
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 
 BACKEND = "os-bake-test"
 RECIPE = "#cloud-config\npower_state:\n  mode: poweroff\n"

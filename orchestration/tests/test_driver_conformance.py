@@ -40,11 +40,17 @@ RUNNABLE_HERE |= {"slurm"} if not slurm_unavailable() else set()  # scripts/star
 CLOUD_JSON = Path(__file__).resolve().parents[2] / ".data" / "openstack" / "cloud.json"
 RUNNABLE_HERE |= {"openstack"} if CLOUD_JSON.is_file() else set()  # scripts/start-openstack
 KINDS = [kind for kind in driver_kinds() if kind in RUNNABLE_HERE]
-PARAMS = (
-    KINDS
-    if "slurm" in KINDS
-    else [*KINDS, pytest.param("slurm", marks=pytest.mark.skip(reason=slurm_unavailable()))]
-)
+# the Slurm cluster and OpenStack control plane of a test run, shared one test at a time
+# (conftest.py)
+ON_THE_CLUSTER = {"slurm", "openstack"}
+PARAMS = [
+    pytest.param(kind, marks=[pytest.mark.xdist_group("cluster")])
+    if kind in ON_THE_CLUSTER
+    else kind
+    for kind in KINDS
+]
+if "slurm" not in KINDS:
+    PARAMS.append(pytest.param("slurm", marks=pytest.mark.skip(reason=slurm_unavailable())))
 
 
 @pytest.fixture(params=PARAMS)

@@ -16,7 +16,7 @@ import pytest
 
 from orchestration.tests.conftest import OpenStackCloud
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 
 TIMEOUT = 120
 

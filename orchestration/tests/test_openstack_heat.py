@@ -30,6 +30,7 @@ from orchestration.drivers.openstack.heat import (
 )
 from orchestration.tests.conftest import OpenStackCloud
 
+pytestmark = pytest.mark.xdist_group("cluster")
 HOSTFILE = "/runs/r/attempt-1/hostfile"
 TIMEOUT = 120
 CREATE_WITHIN = 60  # seconds from start to CREATE_COMPLETE for two nodes on the fake cloud

@@ -70,6 +70,7 @@ def ssh_unavailable() -> str:
 
 needs_slurm = pytest.mark.skipif(bool(slurm_unavailable()), reason=slurm_unavailable() or "-")
 needs_ssh = pytest.mark.skipif(bool(ssh_unavailable()), reason=ssh_unavailable() or "-")
+pytestmark = pytest.mark.xdist_group("cluster")
 
 
 def slurm_settings(**extra: Any) -> dict[str, Any]:

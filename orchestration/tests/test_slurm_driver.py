@@ -27,6 +27,8 @@ from orchestration.tests.conftest import (
 )
 from orchestration.tests.test_slurm_cluster import needs_slurm, slurm_settings, squeue
 
+pytestmark = pytest.mark.xdist_group("cluster")
+
 # -- settings -------------------------------------------------------------------------------
 
 

@@ -21,6 +21,8 @@ from orchestration.drivers.slurm import validate_settings
 from orchestration.tests.conftest import OpenStackCloud
 from orchestration.tests.test_slurm_cluster import cluster, slurm_unavailable
 
+pytestmark = pytest.mark.xdist_group("cluster")
+
 GOOD = {
     "partition": "burst",
     "nodes": 4,

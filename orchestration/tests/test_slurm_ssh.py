@@ -28,7 +28,7 @@ from orchestration.tests.test_slurm_cluster import (
 from orchestration.transports.base import TransportError
 from orchestration.transports.ssh import SSHTransport, close_all_pools
 
-pytestmark = needs_ssh
+pytestmark = [needs_ssh, pytest.mark.xdist_group("cluster")]
 
 
 @pytest.fixture(autouse=True)

@@ -220,6 +220,7 @@ def test_check_reports_an_unreachable_cluster_as_an_error(staff, db):
 
 
 @needs_slurm
+@pytest.mark.xdist_group("cluster")
 def test_capacity_ask_takes_it_from_sinfo_and_check_reports_partitions(staff, db):
     body = {"name": "lab", "kind": "slurm", "settings": slurm_settings(capacity="ask")}
     r = staff.post(URL, body, format="json")
@@ -240,6 +241,7 @@ def test_capacity_ask_takes_it_from_sinfo_and_check_reports_partitions(staff, db
 
 
 @needs_ssh
+@pytest.mark.xdist_group("cluster")
 def test_check_over_ssh_with_the_stored_key(staff, db):
     body = {
         "name": "remote",

@@ -43,10 +43,13 @@ ROOT = Path(__file__).resolve().parents[3]
 # WT_OPENSTACK_DIR: a control plane of its own (scripts/start-openstack honours it too)
 CLOUD_JSON = Path(os.environ.get("WT_OPENSTACK_DIR") or ROOT / ".data" / "openstack") / "cloud.json"
 
-pytestmark = pytest.mark.skipif(
-    not CLOUD_JSON.is_file(),
-    reason="no OpenStack control plane (scripts/start-openstack writes .data/openstack/cloud.json)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not CLOUD_JSON.is_file(),
+        reason="no OpenStack control plane (scripts/start-openstack writes .data/openstack/cloud.json)",
+    ),
+    pytest.mark.xdist_group("cluster"),
+]
 
 
 def _cloud() -> dict:

@@ -225,8 +225,12 @@ def test_the_release_of_a_cloud_server_follows_the_end_of_its_run(api, published
 
 
 def test_a_large_cancel_answers_with_the_studys_counts_and_leaves_each_runs_event_to_the_worker(
-    api, published
+    api, published, monkeypatch
 ) -> None:
+    # "large" at a tenth of the real thresholds (500 runs inline, chunks of 2,000): the same
+    # paths, past the inline limit and over several chunks, with 250 runs instead of 2,500
+    monkeypatch.setattr(transitions, "PUBLISH_INLINE", 50)
+    monkeypatch.setattr(transitions, "PUBLISH_CHUNK", 100)
     Quota.objects.filter(tenant=api.tenant).update(max_queued_runs=5000)
     big = study_create(
         tenant=api.tenant,
@@ -234,22 +238,22 @@ def test_a_large_cancel_answers_with_the_studys_counts_and_leaves_each_runs_even
         spec={
             "name": "big",
             "template": "cavity",
-            "parameters": {"lid_velocity": {"linspace": [0.5, 2.0, 2500]}},
+            "parameters": {"lid_velocity": {"linspace": [0.5, 2.0, 250]}},
         },
         submit=True,
     )
     runs = _runs(big)
-    assert len(runs) == 2500
+    assert len(runs) == 250
     published.messages.clear()
     published.jobs.clear()
-    assert transitions.runs_cancel_for_study(study=big) == 2500
+    assert transitions.runs_cancel_for_study(study=big) == 250
     # in the request: the study's own event, with its counts, and no event per run
     study_events = [m for _, m in published.messages if m.get("type") == "study"]
-    assert [m["progress"] for m in study_events] == [{"cancelled": 2500}]
+    assert [m["progress"] for m in study_events] == [{"cancelled": 250}]
     assert not [m for _, m in published.messages if m.get("type") == "state"]
     chunks = [a[0] for job, a, _ in published.jobs if job == Job.PUBLISH_RUNS]
     assert sorted(i for chunk in chunks for i in chunk) == sorted(str(r.pk) for r in runs)
-    assert max(len(c) for c in chunks) <= transitions.PUBLISH_CHUNK
+    assert len(chunks) == 3 and max(len(c) for c in chunks) <= transitions.PUBLISH_CHUNK
     # the worker's jobs: every run's own `state` event
     for chunk in chunks:
         publish_runs(chunk)
