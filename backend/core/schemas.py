@@ -254,6 +254,35 @@ def component_ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+def map_of(node: dict[str, Any]) -> dict[str, Any]:
+    """An object whose keys are names and whose values all match `node` (a parameter's
+    values by name, objectives by name)."""
+    return {"type": "object", "additionalProperties": node}
+
+
+def inlined(path: str | Path, *pointer: str) -> dict[str, Any]:
+    """A node of a schema file (`pointer`: its keys from the root) with the `$defs` it refers
+    to written in place, for a schema that is not published as components (a package's
+    manifest, packages/package.schema.json)."""
+    root = load(path)
+    node: Any = root
+    for key in pointer:
+        node = node[key]
+    return _inline(node, root.get("$defs", {}))
+
+
+def _inline(node: Any, defs: Mapping[str, Any]) -> Any:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return {**_inline(defs[ref.rsplit("/", 1)[1]], defs), **_inline(rest, defs)}
+        return {k: _inline(v, defs) for k, v in node.items() if k != "x-error"}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
+
+
 def add_components(result: dict[str, Any], generator: Any, request: Any, public: Any) -> Any:
     """drf-spectacular postprocessing hook: every app's schema as an OpenAPI 3.1 component
     named by its title, its $defs as sibling components (their refs rewritten)."""

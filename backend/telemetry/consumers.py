@@ -10,6 +10,7 @@ is signed out or expires, or its user loses access, it is closed with 4401 and t
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -24,6 +25,10 @@ from tenancy.authentication import close_reason
 from tenancy.credentials import Credential, Verdict, credential_in_scope, credentials_check
 from tenancy.selectors import tenant_for_user
 from tenancy.sockets import watch as credential_watch
+
+# every message the streams send, one $defs entry per type (published to the API's schema, so
+# the web UI's client is typed from it; the live tests validate what they receive with it)
+LIVE_MESSAGES = Path(__file__).resolve().parent / "schemas" / "live-messages.json"
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404

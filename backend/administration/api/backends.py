@@ -21,12 +21,17 @@ from administration.selectors import admin_url, elastic_nodes_with_runs
 from catalog.choices import AdmissionPolicyName, BackendKind
 from catalog.models import Backend
 from compute.backends import elastic_files, elastic_report
+from core.api.fields import SchemaField
 from core.crypto import decrypt_json
 from core.exceptions import ApplicationError, NotFound
 from tenancy.permissions import IsStaff
 
+# a backend's settings are its driver's own (docs/backends.md): an object of any keys
+SETTINGS = {"type": "object", "description": "its driver's settings (docs/backends.md)"}
+
 
 class BackendAdminOutSerializer(serializers.ModelSerializer):
+    settings = SchemaField(SETTINGS, read_only=True)
     tenants = serializers.SerializerMethodField()
     has_key = serializers.SerializerMethodField()
     secrets_set = serializers.SerializerMethodField()
@@ -154,10 +159,28 @@ class AdminBackendDetailView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class CapacityReportSerializer(serializers.Serializer):
+    cores = serializers.IntegerField()
+    memory_gb = serializers.FloatField()
+    nodes = serializers.IntegerField()
+
+
+class BackendCheckSerializer(serializers.Serializer):
+    """A backend's health check: {ok, capacity, …} (its driver may add facts of its own:
+    partition, flavors, project_limits, …) or {ok: false, error}."""
+
+    ok = serializers.BooleanField()
+    capacity = CapacityReportSerializer(required=False)
+    error = serializers.CharField(required=False)
+    capacity_stored = serializers.BooleanField(
+        required=False, help_text="the capacity the backend reported was stored as its own"
+    )
+
+
 class AdminBackendCheckView(APIView):
     permission_classes = [IsStaff]
 
-    @extend_schema(request=None, responses={200: dict})
+    @extend_schema(request=None, responses={200: BackendCheckSerializer})
     def post(self, request, name: str):
         return Response(backend_check(backend=_get(name)))
 
@@ -182,7 +205,9 @@ class ElasticNodeSerializer(serializers.Serializer):
 class ElasticReportSerializer(serializers.Serializer):
     backend = serializers.CharField()
     partition = serializers.CharField()
-    settings = serializers.DictField()
+    settings = SchemaField(
+        {"type": "object", "description": "its settings.elastic (docs/backends.md)"}
+    )
     ok = serializers.BooleanField()
     nodes = ElasticNodeSerializer(many=True)
     error = serializers.CharField(required=False)

@@ -71,7 +71,9 @@ class AdminImageSerializer(serializers.Serializer):
     kind = serializers.CharField()
     status = serializers.CharField()
     digest = serializers.CharField()
-    packages = serializers.JSONField(help_text="the packages asked for")
+    packages = serializers.ListField(
+        child=serializers.CharField(), help_text="the packages asked for"
+    )
     solvers = serializers.ListField(child=serializers.CharField())
     size_bytes = serializers.IntegerField(allow_null=True)
     error = serializers.CharField()

@@ -3,6 +3,12 @@ from rest_framework import serializers
 
 from catalog.inspection import template_inspection
 from catalog.models import Backend, CaseTemplate, Package
+from core.api.fields import SchemaField
+from core.schemas import component_ref, inlined, map_of
+from orchestration.composer.manifest import SCHEMA_PATH as PACKAGE_SCHEMA
+
+# a case's files with {{ placeholders }} (orchestration.render.find_placeholders)
+PLACEHOLDERS = map_of({"type": "array", "items": {"type": "string"}})
 
 
 class InspectedFunctionObjectSerializer(serializers.Serializer):
@@ -47,6 +53,22 @@ class InspectionSerializer(serializers.Serializer):
     notes = serializers.ListField(child=serializers.CharField())
 
 
+class TemplateParameterSerializer(serializers.Serializer):
+    """A parameter a template declares (templates/<name>/template.yaml)."""
+
+    type = serializers.ChoiceField(choices=["float", "int", "str"], required=False)
+    unit = serializers.CharField(required=False, allow_blank=True)
+    default = SchemaField(component_ref("Scalar"), required=False)
+    min = serializers.FloatField(required=False)
+    max = serializers.FloatField(required=False)
+    choices = SchemaField(
+        {"type": "array", "items": component_ref("Scalar")},
+        required=False,
+        help_text="the values it may take, when listed",
+    )
+    description = serializers.CharField(required=False)
+
+
 class TemplateSerializer(serializers.ModelSerializer):
     parameters = serializers.SerializerMethodField()
     derived = serializers.SerializerMethodField()
@@ -55,6 +77,11 @@ class TemplateSerializer(serializers.ModelSerializer):
     solvers = serializers.SerializerMethodField()
     demo = serializers.SerializerMethodField()
     inspection = serializers.SerializerMethodField()
+    placeholders = SchemaField(
+        PLACEHOLDERS,
+        read_only=True,
+        help_text="its files with {{ placeholders }}: the names each uses",
+    )
 
     class Meta:
         model = CaseTemplate
@@ -73,21 +100,39 @@ class TemplateSerializer(serializers.ModelSerializer):
             "inspection",
         ]
 
+    @extend_schema_field(serializers.DictField(child=TemplateParameterSerializer()))
     def get_parameters(self, obj) -> dict:
         return obj.spec.get("parameters") or {}
 
+    @extend_schema_field(
+        serializers.DictField(
+            child=serializers.CharField(), help_text="values computed from the parameters"
+        )
+    )
     def get_derived(self, obj) -> dict:
         return obj.spec.get("derived") or {}
 
+    @extend_schema_field(map_of(component_ref("ObjectiveSpec")))
     def get_objectives(self, obj) -> dict:
         return obj.spec.get("objectives") or {}
 
+    @extend_schema_field(component_ref("RunResources"))
     def get_resources(self, obj) -> dict:
         return obj.spec.get("resources") or {}
 
     def get_solvers(self, obj) -> list[str]:
         return list(obj.spec.get("solvers") or [obj.solver])
 
+    @extend_schema_field(
+        {
+            "type": "object",
+            "description": "a first study of it: the spec's parameters and combine",
+            "properties": {
+                "parameters": map_of(component_ref("ParameterSpec")),
+                "combine": component_ref("Combine"),
+            },
+        }
+    )
     def get_demo(self, obj) -> dict:
         return obj.spec.get("demo") or {}
 
@@ -97,6 +142,14 @@ class TemplateSerializer(serializers.ModelSerializer):
 
 
 class PackageSerializer(serializers.ModelSerializer):
+    """A solver package, typed by its manifest's schema (packages/package.schema.json)."""
+
+    depends = SchemaField(inlined(PACKAGE_SCHEMA, "properties", "depends"), read_only=True)
+    provides = SchemaField(inlined(PACKAGE_SCHEMA, "properties", "provides"), read_only=True)
+    run_configurations = SchemaField(
+        inlined(PACKAGE_SCHEMA, "properties", "run_configurations"), read_only=True
+    )
+
     class Meta:
         model = Package
         fields = ["name", "version", "description", "depends", "provides", "run_configurations"]

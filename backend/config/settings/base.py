@@ -186,6 +186,7 @@ SPECTACULAR_SETTINGS = {
         "WebhookScopeEnum": "notifications.choices.WebhookScope",
         "EmailScopeEnum": "notifications.choices.EmailScope",
         "DeliveryStateEnum": "notifications.choices.DeliveryState",
+        "PlotModeEnum": ["points", "binned", "heatmap"],
     },
 }
 

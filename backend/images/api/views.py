@@ -16,7 +16,7 @@ from __future__ import annotations
 from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -24,12 +24,29 @@ from rest_framework.response import Response
 from catalog import images as svc
 from catalog.choices import ImageKind, ImageStatus
 from catalog.models import Image
+from core.api.fields import SchemaField
 from images import builds
 from tenancy.permissions import IsStaff, IsTenantMember
 
 
+class ClosurePackageSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    version = serializers.CharField()
+
+
 class ImageSerializer(serializers.ModelSerializer):
     display = serializers.SerializerMethodField()
+    packages = SchemaField(
+        {"type": "array", "items": {"type": "string"}},
+        read_only=True,
+        help_text="the packages asked for",
+    )
+    closure = SchemaField(
+        ClosurePackageSerializer(many=True),
+        read_only=True,
+        help_text="the resolved dependency closure",
+    )
+    solvers = SchemaField({"type": "array", "items": {"type": "string"}}, read_only=True)
 
     class Meta:
         model = Image
@@ -73,6 +90,13 @@ class ImageDetailSerializer(ImageSerializer):
     def get_log_tail(self, obj: Image) -> list[str]:
         return svc.image_log_tail(obj, self.context.get("log_lines", 200))
 
+    @extend_schema_field(
+        serializers.DictField(
+            child=serializers.CharField(),
+            help_text="staff: per backend, the image's reference there (a registry ref, a "
+            "Glance id); {} for others",
+        )
+    )
     def get_references(self, obj: Image) -> dict:
         request = self.context.get("request")
         return dict(obj.references or {}) if request and request.user.is_staff else {}

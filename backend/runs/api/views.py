@@ -17,6 +17,12 @@ from runs import archives
 from runs.flow_fields import run_fields
 from studies import selectors
 from studies.api import serializers as s
+from studies.api.results import (
+    LogSerializer,
+    RunFieldDataSerializer,
+    RunFieldsSerializer,
+    TelemetrySerializer,
+)
 from studies.api.views import RUN_QUERY_PARAMETERS, RunFilter, runs_page, runs_query
 from studies.choices import RunState
 from studies.models import Run
@@ -91,7 +97,7 @@ class RunViewSet(viewsets.GenericViewSet):
                 description="gap repair: every point and log line of live events after this seq",
             ),
         ],
-        responses=s.TelemetrySerializer,
+        responses=TelemetrySerializer,
     )
     @action(detail=True, methods=["get"])
     def telemetry(self, request, pk=None):
@@ -129,7 +135,7 @@ class RunViewSet(viewsets.GenericViewSet):
         return Response(body)
 
     @extend_schema(
-        parameters=[OpenApiParameter("lines", OpenApiTypes.INT)], responses=s.LogSerializer
+        parameters=[OpenApiParameter("lines", OpenApiTypes.INT)], responses=LogSerializer
     )
     @action(detail=True, methods=["get"])
     def log(self, request, pk=None):
@@ -150,7 +156,7 @@ class RunViewSet(viewsets.GenericViewSet):
         name = f"{run.study.name}-run{run.index:04d}.tar.gz".replace("/", "-").replace(" ", "-")
         return file_download(path.open("rb"), filename=name, content_type="application/gzip")
 
-    @extend_schema(responses=s.RunFieldsSerializer)
+    @extend_schema(responses=RunFieldsSerializer)
     @action(detail=True, methods=["get"], url_path="fields")
     def flow_fields(self, request, pk=None):
         """The run's flow fields (a completed run's final fields on a plane, and Cp along
@@ -179,7 +185,7 @@ class RunViewSet(viewsets.GenericViewSet):
                 description="a region from fields/ (default: the first, the whole domain)",
             ),
         ],
-        responses=s.RunFieldDataSerializer,
+        responses=RunFieldDataSerializer,
     )
     @action(detail=True, methods=["get"], url_path="fields/data")
     def flow_field_data(self, request, pk=None):

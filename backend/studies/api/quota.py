@@ -52,11 +52,34 @@ class StorageSerializer(serializers.Serializer):
     )
 
 
+class ShapeSerializer(serializers.Serializer):
+    cores = serializers.IntegerField()
+    memory_gb = serializers.FloatField()
+    nodes = serializers.IntegerField()
+
+
+class AmountsSerializer(ShapeSerializer):
+    """Cores, memory and nodes, and the runs that hold (or want) them."""
+
+    runs = serializers.IntegerField()
+
+
+class QuotaAmountsSerializer(AmountsSerializer):
+    """A tenant's quota (or, in use, what its runs and files take of it)."""
+
+    queued_runs = serializers.IntegerField(help_text="runs queued at once")
+    storage_gb = serializers.FloatField()
+
+
+class QuotaLimitsSerializer(QuotaAmountsSerializer):
+    core_hours_budget = serializers.FloatField(allow_null=True, help_text="null: no budget")
+
+
 class QuotaSerializer(serializers.Serializer):
     tenant = serializers.CharField()
-    limits = serializers.DictField()
-    usage = serializers.DictField(help_text="held by admitted, provisioning and running runs")
-    queued = serializers.DictField(help_text="demand of queued runs")
+    limits = QuotaLimitsSerializer(help_text="the tenant's quota")
+    usage = AmountsSerializer(help_text="held by admitted, provisioning and running runs")
+    queued = AmountsSerializer(help_text="demand of queued runs")
     backends = EffectiveBackendSerializer(
         many=True,
         help_text="per backend the tenant may use: the effective limits (the smallest of the "

@@ -6,10 +6,13 @@ from django.contrib.auth.models import User
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from catalog.api.serializers import InspectionSerializer
+from catalog.api.serializers import PLACEHOLDERS, InspectionSerializer
 from catalog.models import Backend, CaseTemplate
+from core.api.fields import SchemaField
 from core.exceptions import ApplicationError
-from core.schemas import component_ref
+from core.schemas import component_ref, map_of
+from studies.api.provenance import ProvenanceSerializer, ReusedSourceSerializer
+from studies.api.quota import QuotaAmountsSerializer, ShapeSerializer
 from studies.choices import TERMINAL_STATES, EndReason, RunState, StudyState
 from studies.models import Run, Study, Upload
 from studies.provenance import run_provenance
@@ -20,6 +23,12 @@ from studies.spec import spec_validate
 @extend_schema_field(component_ref("StudySpec"))
 class SpecField(serializers.JSONField):
     """A study spec as the user wrote it (its schema: studies/schemas/study-spec.json)."""
+
+
+# the shapes of the spec's parts (studies/schemas/study-spec.json) the API shows elsewhere
+SCALARS = map_of(component_ref("Scalar"))  # a run's values by parameter name
+OBJECTIVE_VALUES = map_of({"type": ["number", "null"]})  # null: not computed
+OBJECTIVE_SPECS = map_of(component_ref("ObjectiveSpec"))
 
 
 def spec_of(data: Any) -> dict[str, Any]:
@@ -61,7 +70,8 @@ CREATE_REQUEST = {
 
 
 class StudyExtendSerializer(serializers.Serializer):
-    parameters = serializers.DictField(
+    parameters = SchemaField(
+        map_of(component_ref("ParameterSpec")),
         required=False,
         help_text="new values per parameter, e.g. {aoa: {values: [14, 16]}}",
     )
@@ -74,13 +84,13 @@ class StudyExtendSerializer(serializers.Serializer):
 
 
 class StudyObjectivesSerializer(serializers.Serializer):
-    objectives = serializers.DictField(
-        child=serializers.JSONField(),
+    objectives = SchemaField(
+        OBJECTIVE_SPECS,
         help_text="the study's objectives, all of them, as in the study spec: "
         "{name: {series, reduce, n} | {expr}}",
     )
-    trust = serializers.DictField(
-        child=serializers.JSONField(),
+    trust = SchemaField(
+        component_ref("TrustRules"),
         required=False,
         help_text="the study's trust rules (residuals_below, drift_below, window), as in the "
         "study spec; left out: unchanged",
@@ -105,6 +115,39 @@ class ProgressSerializer(serializers.Serializer):
     cancelling = serializers.IntegerField(
         help_text="of the cancelled, the queued runs a study's cancel is still ending in the "
         "background (none of them starts); 0 once it is done"
+    )
+
+
+class EffectiveResourcesSerializer(serializers.Serializer):
+    """A study's resources per run: the spec's, else the template's, else 1."""
+
+    processes = serializers.IntegerField()
+    nodes = serializers.IntegerField()
+    memory_gb = serializers.FloatField()
+
+
+class TrustDetailSerializer(serializers.Serializer):
+    """The evidence behind a run's trust flag (telemetry.convergence.trust_of); {} until
+    the run ended."""
+
+    basis = serializers.ChoiceField(
+        choices=["diverged", "ended", "solver", "study_rule", "trust_rule", "wall_time_limit"],
+        required=False,
+        help_text="who said so: the solver's tolerance, the study's rules, …",
+    )
+    why = serializers.CharField(required=False, help_text="in words")
+    final_residuals = SchemaField(map_of({"type": ["number", "null"]}), required=False)
+    objective_drift = SchemaField(
+        map_of({"type": ["number", "null"]}),
+        required=False,
+        help_text="each objective's relative change over the trust window",
+    )
+    iterations = serializers.IntegerField(allow_null=True, required=False)
+    solver_converged = serializers.BooleanField(required=False)
+    objective_errors = serializers.DictField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="objectives that could not be computed, and why",
     )
 
 
@@ -133,6 +176,14 @@ class StudySerializer(serializers.ModelSerializer):
         source="event_seq", read_only=True, help_text="seq of the study's live stream at read time"
     )
     spec = SpecField(read_only=True, help_text="the spec as the user wrote it")
+    objectives = SchemaField(
+        OBJECTIVE_SPECS, read_only=True, help_text="the study's objectives, as resolved"
+    )
+    convergence = SchemaField(
+        component_ref("ConvergencePolicy"),
+        read_only=True,
+        help_text="its convergence policy (docs/live.md); {} when it has none",
+    )
     priority = serializers.ChoiceField(
         choices=["low", "normal", "high"],
         source="get_priority_display",
@@ -170,6 +221,7 @@ class StudySerializer(serializers.ModelSerializer):
     def get_progress(self, obj) -> dict[str, Any]:
         return study_progress(obj)
 
+    @extend_schema_field(EffectiveResourcesSerializer)
     def get_resources(self, obj) -> dict:
         return {"processes": obj.processes, "nodes": obj.nodes, "memory_gb": obj.memory_gb}
 
@@ -182,6 +234,13 @@ class RunSerializer(serializers.ModelSerializer):
     backend: serializers.SlugRelatedField[Backend] = serializers.SlugRelatedField(
         slug_field="name", read_only=True
     )
+    parameters = SchemaField(
+        SCALARS, read_only=True, help_text="the values of the study's parameters for this run"
+    )
+    objectives = SchemaField(
+        OBJECTIVE_VALUES, read_only=True, help_text="its objectives' values; null: not computed"
+    )
+    trust_detail = SchemaField(TrustDetailSerializer, read_only=True)
     queue_position = serializers.SerializerMethodField()
     wall_seconds = serializers.FloatField(
         read_only=True, allow_null=True, help_text="from start to end; null until both happened"
@@ -275,74 +334,14 @@ class RunSerializer(serializers.ModelSerializer):
         )
 
 
-class ReusedSourceSerializer(serializers.Serializer):
-    run = serializers.UUIDField()
-    study = serializers.UUIDField()
-    study_name = serializers.CharField()
-    index = serializers.IntegerField()
-
-
-class RunLimitsSerializer(serializers.Serializer):
-    """What held the run to what it declared (docs/security.md)."""
-
-    cgroup = serializers.BooleanField(
-        help_text="the kernel enforced its memory, cores and processes (a cgroup of its own)"
-    )
-    detail = serializers.CharField(help_text="why not, when not")
-    memory_gb = serializers.FloatField(help_text="0: none")
-    cpus = serializers.FloatField(help_text="0: none")
-    processes = serializers.IntegerField(help_text="0: none")
-    disk_gb = serializers.FloatField(help_text="the run directory's budget; 0: none")
-    memory_peak_bytes = serializers.IntegerField(
-        allow_null=True, help_text="the highest memory the run's cgroup used"
-    )
-
-
-class ProvenanceSerializer(serializers.Serializer):
-    """docs/provenance.md: enough to rerun the run's case by hand."""
-
-    identity = serializers.DictField(help_text="{hash, inputs, context}")
-    solver = serializers.CharField()
-    openfoam_version = serializers.CharField(help_text="as the solver's log banner says it")
-    openfoam = serializers.DictField()
-    image = serializers.DictField(allow_null=True, help_text="{name, kind, digest, packages}")
-    packages = serializers.DictField(child=serializers.CharField(), help_text="name: version")
-    backend = serializers.DictField(help_text="{name, kind}")
-    hosts = serializers.ListField(child=serializers.CharField())
-    agent_host = serializers.CharField()
-    job_id = serializers.CharField(help_text="the attempt's id on its backend")
-    processes = serializers.IntegerField()
-    nodes = serializers.IntegerField()
-    decompose = serializers.DictField(allow_null=True)
-    commands = serializers.ListField(
-        child=serializers.DictField(),
-        help_text="each step as the agent ran it: name, role, command, argv, exit_code, "
-        "started_at, ended_at",
-    )
-    planned_commands = serializers.ListField(child=serializers.DictField())
-    environment = serializers.DictField(
-        help_text="{allowlist: {names, prefixes}, names, set_by_run_configuration}"
-    )
-    sandbox = serializers.CharField()
-    limits = RunLimitsSerializer(allow_null=True, help_text="null: the agent did not say")
-    started_at = serializers.DateTimeField(allow_null=True)
-    finished_at = serializers.DateTimeField(allow_null=True)
-    exit_code = serializers.IntegerField(allow_null=True)
-    end_reason = serializers.CharField()
-    attempt = serializers.IntegerField()
-    agent_version = serializers.CharField()
-    portal_version = serializers.CharField()
-    case = serializers.DictField(help_text="{template, upload, digest}")
-    run = serializers.UUIDField(help_text="the run that computed the results")
-    study = serializers.UUIDField()
-    study_name = serializers.CharField()
-    index = serializers.IntegerField()
-
-
 class RunDetailSerializer(RunSerializer):
     # a field named `context`: DRF's serializer metaclass takes declared fields out of the
     # class, so it never shadows Serializer.context, which the stubs cannot see
-    context = serializers.JSONField(read_only=True)  # type: ignore[assignment]
+    context = SchemaField(  # type: ignore[assignment]
+        SCALARS,
+        read_only=True,
+        help_text="its parameters plus the derived values, as rendered into the case",
+    )
     backend_handle = serializers.CharField(
         source="handle",
         read_only=True,
@@ -391,6 +390,11 @@ class RunDetailSerializer(RunSerializer):
 
 
 class UploadSerializer(serializers.ModelSerializer):
+    placeholders = SchemaField(
+        PLACEHOLDERS,
+        read_only=True,
+        help_text="its files with {{ placeholders }}: the names each uses",
+    )
     inspection = serializers.SerializerMethodField()
 
     class Meta:
@@ -417,6 +421,43 @@ class UploadCreateSerializer(serializers.Serializer):
     file = serializers.FileField(help_text=".tar.gz, .tgz or .zip of an OpenFOAM case")
 
 
+class PreviewRowSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    parameters = SchemaField(SCALARS)
+    context = SchemaField(  # type: ignore[assignment]  # the API key, as on RunDetail
+        SCALARS, help_text="parameters plus derived values"
+    )
+
+
+class PreviewStepSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    argv = serializers.ListField(child=serializers.CharField())
+    role = serializers.CharField(help_text="prepare, decompose, solve, reconstruct or other")
+
+
+class QuotaImpactSerializer(serializers.Serializer):
+    """What a study would take of the tenant's quota (studies/preview.py)."""
+
+    per_run = ShapeSerializer()
+    total = ShapeSerializer()
+    limits = QuotaAmountsSerializer(help_text="the tenant's quota")
+    in_use = QuotaAmountsSerializer(
+        help_text="what the tenant's runs hold now; storage_gb: what the portal stores for it"
+    )
+    concurrent_runs = serializers.IntegerField()
+    limited_by = serializers.CharField(
+        allow_blank=True,
+        help_text="what sets concurrent_runs: your quota of 4 cores, backend local's 2 cores, …",
+    )
+    waves = serializers.IntegerField(allow_null=True)
+    fits = serializers.BooleanField(help_text="a single run fits, with room to store its files")
+    storage_full = serializers.BooleanField(
+        help_text="the storage quota is used up: a submission is refused (a draft may be saved)"
+    )
+    problem = serializers.CharField(allow_null=True)
+    summary = serializers.CharField()
+
+
 class PreviewSerializer(serializers.Serializer):
     run_count = serializers.IntegerField()
     checked_runs = serializers.IntegerField(
@@ -425,271 +466,10 @@ class PreviewSerializer(serializers.Serializer):
         "ones; submission checks every run)"
     )
     parameters = serializers.ListField(child=serializers.CharField())
-    rows = serializers.ListField(child=serializers.DictField())
+    rows = PreviewRowSerializer(many=True, help_text="the first runs")
     solver = serializers.CharField()
     backend = serializers.CharField()
-    resources = serializers.DictField()
-    steps = serializers.ListField(child=serializers.DictField())
-    objectives = serializers.DictField()
-    quota = serializers.DictField()
-
-
-class ResultRowSerializer(serializers.Serializer):
-    run = serializers.UUIDField()
-    index = serializers.IntegerField()
-    parameters = serializers.DictField()
-    state = serializers.CharField()
-    objectives = serializers.DictField()
-    iterations = serializers.IntegerField(allow_null=True)
-    wall_seconds = serializers.FloatField(allow_null=True)
-    end_reason = serializers.CharField()
-    attempts = serializers.IntegerField()
-    trust = serializers.CharField()
-    reused_from = serializers.UUIDField(
-        allow_null=True, help_text="the run whose results this one shows (reused), else null"
-    )
-
-
-class ResultsSerializer(serializers.Serializer):
-    study = serializers.UUIDField()
-    parameters = serializers.ListField(child=serializers.CharField())
-    objectives = serializers.ListField(child=serializers.CharField())
-    rows = ResultRowSerializer(many=True)
-    last_seq = serializers.IntegerField()
-
-
-class TelemetrySerializer(serializers.Serializer):
-    run = serializers.UUIDField()
-    attempt = serializers.IntegerField()
-    last_seq = serializers.IntegerField(help_text="apply live events with a higher seq")
-    available = serializers.ListField(child=serializers.CharField())
-    series = serializers.DictField()
-
-
-class FieldGridSerializer(serializers.Serializer):
-    name = serializers.CharField(
-        help_text="domain (the whole plane) or body (around the force patches)"
-    )
-    x0 = serializers.FloatField()
-    y0 = serializers.FloatField()
-    dx = serializers.FloatField()
-    dy = serializers.FloatField()
-    nx = serializers.IntegerField()
-    ny = serializers.IntegerField()
-
-
-class FieldInfoSerializer(serializers.Serializer):
-    name = serializers.CharField(help_text="p, mag(U), k, …")
-    label = serializers.CharField()  # type: ignore[assignment]  # the API key is "label"
-    dimensions = serializers.CharField(help_text="OpenFOAM's [kg m s K mol A cd] exponents")
-    min = serializers.FloatField(allow_null=True)
-    max = serializers.FloatField(allow_null=True)
-
-
-class FieldPlaneSerializer(serializers.Serializer):
-    normal = serializers.CharField()
-    at = serializers.FloatField(allow_null=True)
-    axes = serializers.ListField(child=serializers.CharField())
-
-
-class CpReferenceSerializer(serializers.Serializer):
-    text = serializers.CharField(help_text="how Cp was made, in words")
-    magUInf = serializers.FloatField(allow_null=True)  # noqa: N815 (OpenFOAM's names)
-    rhoInf = serializers.FloatField(allow_null=True)  # noqa: N815
-    pRef = serializers.FloatField(allow_null=True)  # noqa: N815
-    lRef = serializers.FloatField(allow_null=True)  # noqa: N815
-    chord = serializers.FloatField(allow_null=True)
-
-
-class SurfaceCpSerializer(serializers.Serializer):
-    patches = serializers.ListField(child=serializers.CharField())
-    reference = CpReferenceSerializer()
-    x_over_c = serializers.ListField(child=serializers.FloatField(allow_null=True))
-    cp = serializers.ListField(child=serializers.FloatField(allow_null=True))
-    side = serializers.ListField(child=serializers.ChoiceField(choices=["upper", "lower"]))
-    patch = serializers.ListField(child=serializers.CharField())
-
-
-class RunFieldsSerializer(serializers.Serializer):
-    run = serializers.UUIDField()
-    available = serializers.BooleanField()
-    time = serializers.CharField(required=False)
-    kind = serializers.ChoiceField(choices=["2d", "plane"], required=False)
-    plane = FieldPlaneSerializer(required=False)
-    fields = FieldInfoSerializer(many=True)  # type: ignore[assignment]  # the API key
-    regions = FieldGridSerializer(many=True)
-    cp = SurfaceCpSerializer(allow_null=True, required=False)
-    notes = serializers.ListField(child=serializers.CharField())
-
-
-class FieldOutlineSerializer(serializers.Serializer):
-    x = serializers.ListField(child=serializers.FloatField(allow_null=True))
-    y = serializers.ListField(child=serializers.FloatField(allow_null=True))
-
-
-class RunFieldDataSerializer(serializers.Serializer):
-    run = serializers.UUIDField()
-    field = serializers.CharField()
-    label = serializers.CharField()  # type: ignore[assignment]  # the API key is "label"
-    dimensions = serializers.CharField()
-    region = FieldGridSerializer()
-    values = serializers.ListField(
-        child=serializers.FloatField(allow_null=True), help_text="row by row (y), nx per row"
-    )
-    min = serializers.FloatField(allow_null=True)
-    max = serializers.FloatField(allow_null=True)
-    outline = FieldOutlineSerializer()
-
-
-class LogSerializer(serializers.Serializer):
-    run = serializers.UUIDField()
-    attempt = serializers.IntegerField()
-    lines = serializers.ListField(child=serializers.CharField())
-
-
-@extend_schema_field(component_ref("Scalar"))
-class ScalarField(serializers.JSONField):
-    """A parameter's or objective's value: a number, a string or a boolean."""
-
-
-class PlotQuerySerializer(serializers.Serializer):
-    """The objective plot's query (studies/plot.py); the axes are checked against the study."""
-
-    x = serializers.CharField(required=False, help_text="param.NAME or objective.NAME (required)")
-    y = serializers.CharField(required=False, help_text="param.NAME or objective.NAME (required)")
-    color = serializers.CharField(
-        required=False, help_text="points and bins: one colour per value of this axis"
-    )
-    z = serializers.CharField(required=False, help_text="heat map: the value averaged per cell")
-    mode = serializers.ChoiceField(choices=["auto", "heatmap"], default="auto")
-    max_points = serializers.IntegerField(min_value=1, max_value=20_000, default=5_000)
-    bins = serializers.IntegerField(min_value=2, max_value=200, default=50)
-
-
-class PlotPointsSerializer(serializers.Serializer):
-    """Columns: the n-th entry of each list is one run."""
-
-    run = serializers.ListField(child=serializers.UUIDField())
-    index = serializers.ListField(child=serializers.IntegerField())
-    x = serializers.ListField(child=ScalarField())
-    y = serializers.ListField(child=serializers.FloatField())
-    color = serializers.ListField(child=ScalarField(allow_null=True))
-    state = serializers.ListField(child=serializers.CharField())
-    trust = serializers.ListField(child=serializers.CharField())
-
-
-class PlotBinSerializer(serializers.Serializer):
-    x = ScalarField(help_text="the value, or the middle of the range")
-    x_low = serializers.FloatField(allow_null=True, help_text="null when x is a value")
-    x_high = serializers.FloatField(allow_null=True)
-    count = serializers.IntegerField()
-    mean = serializers.FloatField()
-    min = serializers.FloatField()
-    max = serializers.FloatField()
-
-
-class PlotGroupSerializer(serializers.Serializer):
-    color = ScalarField(allow_null=True, help_text="the colour's value or range middle")
-    color_low = serializers.FloatField(allow_null=True)
-    color_high = serializers.FloatField(allow_null=True)
-    bins = PlotBinSerializer(many=True)
-
-
-class PlotHeatmapSerializer(serializers.Serializer):
-    x = serializers.ListField(child=ScalarField(), help_text="the columns: values or middles")
-    y = serializers.ListField(child=ScalarField(), help_text="the rows")
-    x_edges = serializers.ListField(child=serializers.FloatField(), allow_null=True)
-    y_edges = serializers.ListField(child=serializers.FloatField(), allow_null=True)
-    mean = serializers.ListField(
-        child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
-        help_text="mean[row][column] of z; null for an empty cell",
-    )
-    count = serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()))
-
-
-class PlotSerializer(serializers.Serializer):
-    mode = serializers.CharField(
-        help_text="points (every run), binned (a summary per x bin) or heatmap"
-    )
-    x = serializers.CharField()
-    y = serializers.CharField()
-    color = serializers.CharField(allow_null=True)
-    z = serializers.CharField(allow_null=True)
-    total = serializers.IntegerField(help_text="runs plotted (those with the axes' values)")
-    last_seq = serializers.IntegerField(help_text="the study stream's seq this answer includes")
-    points = PlotPointsSerializer(allow_null=True)
-    groups = PlotGroupSerializer(many=True)
-    heatmap = PlotHeatmapSerializer(allow_null=True)
-
-
-class SurrogateProgressSerializer(serializers.Serializer):
-    goal = serializers.ChoiceField(choices=["map", "optimise"])
-    objectives = serializers.ListField(child=serializers.CharField())
-    direction = serializers.CharField(allow_null=True, help_text="optimise: max or min")
-    batch = serializers.IntegerField(help_text="batches made so far (the initial design is 1)")
-    max_batches = serializers.IntegerField(help_text="the most batches the budget allows")
-    runs = serializers.IntegerField(help_text="runs made so far")
-    budget = serializers.IntegerField()
-    batch_size = serializers.IntegerField()
-    initial = serializers.IntegerField()
-    tolerance = serializers.FloatField(allow_null=True)
-    end = serializers.CharField(help_text="why the batches stopped; empty while they go on")
-    end_display = serializers.CharField()
-
-
-class SurrogateParameterSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    min = serializers.FloatField()
-    max = serializers.FloatField()
-
-
-class SurrogateValueSerializer(serializers.Serializer):
-    mean = serializers.FloatField()
-    std = serializers.FloatField()
-
-
-class SurrogateFieldSerializer(serializers.Serializer):
-    mean = serializers.JSONField(help_text="z[y][x] (a list over x when y is null)")
-    std = serializers.JSONField(help_text="the standard deviation, shaped as mean")
-
-
-class SurrogateGridSerializer(serializers.Serializer):
-    x = serializers.CharField()
-    y = serializers.CharField(allow_null=True)
-    xs = serializers.ListField(child=serializers.FloatField())
-    ys = serializers.ListField(child=serializers.FloatField())
-    fixed = serializers.DictField(
-        child=serializers.FloatField(), help_text="the other parameters, at mid-range"
-    )
-    objectives = serializers.DictField(child=SurrogateFieldSerializer())
-
-
-class SurrogateSerializer(serializers.Serializer):
-    progress = SurrogateProgressSerializer()
-    parameters = SurrogateParameterSerializer(many=True)
-    grid = SurrogateGridSerializer(
-        required=False, allow_null=True, help_text="the map (no parameter given)"
-    )
-    samples = serializers.ListField(
-        child=serializers.DictField(),
-        required=False,
-        help_text="the runs' points with their batch (no parameter given)",
-    )
-    observed = serializers.DictField(
-        child=serializers.IntegerField(),
-        required=False,
-        help_text="completed runs with a value, per objective",
-    )
-    at = serializers.DictField(
-        child=serializers.FloatField(), required=False, help_text="the point predicted"
-    )
-    prediction = serializers.DictField(
-        child=SurrogateValueSerializer(),
-        required=False,
-        help_text="per objective: mean and standard deviation at `at`",
-    )
-    missing = serializers.ListField(
-        child=serializers.CharField(),
-        required=False,
-        help_text="objectives with no completed value yet (no prediction)",
-    )
+    resources = EffectiveResourcesSerializer()
+    steps = PreviewStepSerializer(many=True, help_text="the commands each run will run")
+    objectives = SchemaField(OBJECTIVE_SPECS)
+    quota = QuotaImpactSerializer()

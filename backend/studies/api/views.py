@@ -31,6 +31,8 @@ from studies import (
 )
 from studies.api import serializers as s
 from studies.api.pagination import study_runs_pagination
+from studies.api.plots import PlotQuerySerializer, PlotSerializer, SurrogateSerializer
+from studies.api.results import ResultsSerializer
 from studies.choices import RunState, StudyState, Trust
 from studies.models import Run, Study, Upload
 from studies.objectives_edit import study_objectives_update
@@ -286,10 +288,10 @@ class StudyViewSet(viewsets.GenericViewSet):
 
     @extend_schema(
         parameters=[
-            s.PlotQuerySerializer,
+            PlotQuerySerializer,
             *[p for p in RUN_QUERY_PARAMETERS if p.name != "ordering"],
         ],
-        responses=s.PlotSerializer,
+        responses=PlotSerializer,
     )
     @action(detail=True, methods=["get"])
     def plot(self, request, pk=None):
@@ -297,7 +299,7 @@ class StudyViewSet(viewsets.GenericViewSet):
         summary per x bin (count, mean, min, max), or with `mode=heatmap` the mean of z per
         cell of an x×y grid; the runs filtered as the runs list is (docs/api.md)."""
         study = self.get_object()
-        query = s.PlotQuerySerializer(data=request.query_params)
+        query = PlotQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         q = query.validated_data
         names = {
@@ -335,7 +337,7 @@ class StudyViewSet(viewsets.GenericViewSet):
             ),
             OpenApiParameter("grid.size", int, description="cells a side, 2 to 60 (default 25)"),
         ],
-        responses=s.SurrogateSerializer,
+        responses=SurrogateSerializer,
     )
     @action(detail=True, methods=["get"])
     def surrogate(self, request, pk=None):
@@ -347,7 +349,7 @@ class StudyViewSet(viewsets.GenericViewSet):
         query = {k: v for k, v in request.query_params.items() if k != "format"}
         return Response(surrogate_map.study_surrogate(study=study, query=query))
 
-    @extend_schema(responses=s.ResultsSerializer)
+    @extend_schema(responses=ResultsSerializer)
     @action(detail=True, methods=["get"])
     def results(self, request, pk=None):
         study = self.get_object()

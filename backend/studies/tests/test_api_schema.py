@@ -3,6 +3,7 @@ declares: fields that are null for some objects are declared nullable."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -19,9 +20,15 @@ SWEEP = {
 }
 
 
-@pytest.fixture(scope="module")
-def openapi() -> dict[str, Any]:
+@functools.cache
+def api_schema() -> dict[str, Any]:
+    """The API's OpenAPI schema, as `manage.py spectacular` makes it (made once)."""
     return SchemaGenerator().get_schema(request=None, public=True)
+
+
+@pytest.fixture
+def openapi() -> dict[str, Any]:
+    return api_schema()
 
 
 def assert_matches(openapi: dict[str, Any], component: str, instance: Any) -> None:
@@ -54,6 +61,21 @@ def test_an_ended_runs_wall_time_is_a_number(api, openapi):
     detail = api.get(f"/api/v1/runs/{run.pk}/").json()
     assert detail["wall_seconds"] == 0.0
     assert_matches(openapi, "RunDetail", detail)
+
+
+def test_a_preview_the_catalog_and_the_quota_panel_match_the_schema(api, openapi):
+    preview = api.post("/api/v1/studies/preview/", SWEEP, format="json").json()
+    assert preview["run_count"] == 2
+    assert_matches(openapi, "Preview", preview)
+    templates = api.get("/api/v1/templates/").json()
+    assert templates
+    for template in templates:
+        assert_matches(openapi, "Template", template)
+    packages = api.get("/api/v1/packages/").json()
+    assert packages
+    for package in packages:
+        assert_matches(openapi, "Package", package)
+    assert_matches(openapi, "Quota", api.get("/api/v1/quota/").json())
 
 
 def test_a_study_of_an_uploaded_case_matches_the_schema(api, openapi):

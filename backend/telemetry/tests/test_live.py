@@ -8,10 +8,11 @@ import json
 import pytest
 import websockets
 
+from core.schemas import validate
 from core.testing import wait_for
 from studies.models import Run
 from studies.usage import usage_for_tenant
-from telemetry.schemas import validate
+from telemetry.consumers import LIVE_MESSAGES
 from tenancy.services import api_token_create
 
 pytestmark = [pytest.mark.solver, pytest.mark.slow]
@@ -56,7 +57,7 @@ def test_a_client_receives_the_live_points_of_a_running_case_in_order(live):
     )
     messages = asyncio.run(collect(ws_url(live, f"/ws/runs/{run_id}/"), until=ended))
     for m in messages:
-        validate(m)
+        validate(LIVE_MESSAGES, m, definition="LiveMessage", what="the message")
     assert messages[0]["type"] == "subscribed"
     events = messages[1:]
     seqs = [m["seq"] for m in events]
@@ -147,7 +148,7 @@ def test_an_unstable_case_is_stopped_as_diverged_and_frees_its_cores(live):
         )
     )
     for m in messages:
-        validate(m)
+        validate(LIVE_MESSAGES, m, definition="LiveMessage", what="the message")
     run = Run.objects.get(pk=run_id)
     assert run.state == "failed" and run.end_reason == "diverged", (
         run.state,

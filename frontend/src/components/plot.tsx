@@ -1,6 +1,6 @@
 import { Box, Center, Loader, Text, useComputedColorScheme, VisuallyHidden } from "@mantine/core";
 import { useEffect, useId, useMemo, useRef, useState } from "react";
-import type { Config, Data, Layout } from "plotly.js";
+import type { Config, Data, Layout, PlotlyHTMLElement } from "plotly.js";
 import { describeTraces } from "@/lib/plot-summary";
 import { loadPlotly, type PlotlyModule } from "@/lib/plotly";
 
@@ -69,6 +69,16 @@ export interface PlotProps {
   onPointClick?: (point: { x: unknown; y: unknown; customdata: unknown }) => void;
 }
 
+/** The element Plotly drew into: it adds its event methods to it. */
+function isPlotlyElement(el: HTMLElement): el is PlotlyHTMLElement {
+  return (
+    "on" in el &&
+    typeof el.on === "function" &&
+    "removeAllListeners" in el &&
+    typeof el.removeAllListeners === "function"
+  );
+}
+
 function countPoints(data: Data[]): number {
   let total = 0;
   for (const trace of data) {
@@ -133,15 +143,9 @@ export function Plot({
         { ...baseConfig, ...config },
       )
       .then(() => {
-        const node = el as unknown as {
-          removeAllListeners?: (e: string) => void;
-          on?: (
-            e: string,
-            f: (ev: { points: { x: unknown; y: unknown; customdata: unknown }[] }) => void,
-          ) => void;
-        };
-        node.removeAllListeners?.("plotly_click");
-        node.on?.("plotly_click", (ev) => {
+        if (!isPlotlyElement(el)) return; // Plotly did not draw into it (a test's stand-in)
+        el.removeAllListeners("plotly_click");
+        el.on("plotly_click", (ev) => {
           const p = ev.points[0];
           if (p && clickRef.current) clickRef.current(p);
         });

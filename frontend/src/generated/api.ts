@@ -1295,7 +1295,7 @@ export interface components {
             kind: string;
             name: string;
             /** @description the packages asked for */
-            packages: unknown;
+            packages: string[];
             size_bytes: number | null;
             solvers: string[];
             status: string;
@@ -1357,36 +1357,31 @@ export interface components {
             /** @description The agent's version. */
             agent_version?: string;
             /** @description Each step as it ran: name, role, command line (argv), exit code, start and end (UTC). */
-            commands?: {
-                argv?: string[];
-                command?: string;
-                ended_at?: string;
-                exit_code?: number | null;
-                name?: string;
-                role?: string;
-                started_at?: string;
-            }[];
+            commands?: components["schemas"]["StepRecord"][];
             /** @description The values the case was rendered with. */
             context?: Record<string, never>;
             /** @description The decomposition the case was given (method, subdomains). */
-            decompose?: Record<string, never> | null;
-            /** @description The allowlist in force, the names the steps saw (not their values) and the run configuration's own variables. */
-            environment?: Record<string, never>;
+            decompose?: components["schemas"]["Decomposition"] | null;
+            environment?: components["schemas"]["StepEnvironment"];
             /** @description The machine the agent ran on. */
             host?: string;
             /** @description The hosts the solver's log names (a parallel run's, across nodes). */
             hosts?: string[];
-            /** @description What the solver log's banner says: build and version. */
-            openfoam?: {
-                build?: string;
-                version?: string;
-            };
+            openfoam?: components["schemas"]["OpenFOAMBuild"];
             /** @description The agent machine's operating system. */
             platform?: string;
             /** @description The agent's Python version. */
             python?: string;
             /** @description How the steps were confined: bwrap, uid or off. */
             sandbox?: string;
+        };
+        /** @description Cores, memory and nodes, and the runs that hold (or want) them. */
+        Amounts: {
+            cores: number;
+            /** Format: double */
+            memory_gb: number;
+            nodes: number;
+            runs: number;
         };
         ApiToken: {
             /** Format: date-time */
@@ -1487,10 +1482,22 @@ export interface components {
             memory_gb: number;
             name: string;
             readonly secrets_set: string[];
-            settings?: unknown;
+            /** @description its driver's settings (docs/backends.md) */
+            readonly settings: Record<string, never>;
             readonly tenants: string[];
             /** Format: date-time */
             readonly updated_at: string;
+        };
+        /**
+         * @description A backend's health check: {ok, capacity, …} (its driver may add facts of its own:
+         *     partition, flavors, project_limits, …) or {ok: false, error}.
+         */
+        BackendCheck: {
+            capacity?: components["schemas"]["CapacityReport"];
+            /** @description the capacity the backend reported was stored as its own */
+            capacity_stored?: boolean;
+            error?: string;
+            ok: boolean;
         };
         /**
          * @description * `local` - Local machine
@@ -1501,6 +1508,16 @@ export interface components {
          * @enum {string}
          */
         BackendKindEnum: "local" | "noop" | "container" | "slurm" | "openstack";
+        /**
+         * @description * `diverged` - diverged
+         *     * `ended` - ended
+         *     * `solver` - solver
+         *     * `study_rule` - study_rule
+         *     * `trust_rule` - trust_rule
+         *     * `wall_time_limit` - wall_time_limit
+         * @enum {string}
+         */
+        BasisEnum: "diverged" | "ended" | "solver" | "study_rule" | "trust_rule" | "wall_time_limit";
         /** @description The batch's number in its attempt: 1, 2, … as the agent takes batches. A batch sent again keeps its number, and the final report carrying the last batch carries that batch's; the portal stores a batch only when the attempt has no batch of that number or a later one stored, and answers duplicate: true otherwise. Without it (agents before 1.2) every batch is stored as it comes. */
         BatchSeq: number;
         /** @enum {unknown} */
@@ -1511,6 +1528,22 @@ export interface components {
             memory_gb: number;
             nodes: number;
         };
+        CapacityReport: {
+            cores: number;
+            /** Format: double */
+            memory_gb: number;
+            nodes: number;
+        };
+        ClosurePackage: {
+            name: string;
+            version: string;
+        };
+        /**
+         * @description How the parameters make runs: grid (every combination), zip (the i-th values together), lhs (a Latin hypercube of `samples` points), random (`samples` uniform points), adaptive (a Latin hypercube first, then batches placed by a Gaussian-process surrogate: see `adaptive`).
+         * @default grid
+         * @enum {string}
+         */
+        Combine: "grid" | "zip" | "lhs" | "random" | "adaptive";
         /** @description When the portal stops a run early: diverging (NaN, blow-up) or converged (docs/live.md); default: the template's, else stop on NaN. */
         ConvergencePolicy: {
             /** @description A run that does this is stopped as converged (after min_iterations). */
@@ -1584,6 +1617,11 @@ export interface components {
             /** @description also set as the csrftoken cookie */
             csrf_token: string;
         };
+        /** @description How a parallel case is split (decomposeParDict). */
+        Decomposition: {
+            method?: string;
+            subdomains?: number;
+        };
         Delivery: {
             readonly attempts: number;
             readonly attempts_log: components["schemas"]["DeliveryAttempt"][];
@@ -1636,6 +1674,13 @@ export interface components {
             memory_gb: components["schemas"]["LimitSource"];
             nodes: components["schemas"]["LimitSource"];
         };
+        /** @description A study's resources per run: the spec's, else the template's, else 1. */
+        EffectiveResources: {
+            /** Format: double */
+            memory_gb: number;
+            nodes: number;
+            processes: number;
+        };
         ElasticFiles: {
             files: {
                 [key: string]: string;
@@ -1668,9 +1713,8 @@ export interface components {
             nodes: components["schemas"]["ElasticNode"][];
             ok: boolean;
             partition: string;
-            settings: {
-                [key: string]: unknown;
-            };
+            /** @description its settings.elastic (docs/backends.md) */
+            settings: Record<string, never>;
         };
         EmailPreference: {
             /**
@@ -1772,11 +1816,23 @@ export interface components {
             phase?: components["schemas"]["Phase"];
             resources?: components["schemas"]["Resources"];
         };
+        Identity: {
+            /** @description the values it ran with */
+            context: {
+                [key: string]: components["schemas"]["Scalar"];
+            };
+            /** @description content hash of what determines its result */
+            hash: string;
+            /** @description the study's part of the identity, as hashed: case digest, solver, steps, processes, decomposition, environment, convergence, fields, image or packages */
+            inputs: {
+                [key: string]: unknown;
+            };
+        };
         Image: {
             /** Format: date-time */
             built_at?: string | null;
-            /** @description the resolved dependency closure: [{name, version}] */
-            closure?: unknown;
+            /** @description the resolved dependency closure */
+            readonly closure: components["schemas"]["ClosurePackage"][];
             /** Format: date-time */
             readonly created_at: string;
             /** @description content digest of the closure, base and recipe */
@@ -1787,7 +1843,7 @@ export interface components {
             kind?: components["schemas"]["ImageKindEnum"];
             name: string;
             /** @description the packages asked for */
-            packages?: unknown;
+            readonly packages: string[];
             /**
              * Format: double
              * @description build progress estimate, 0 to 1
@@ -1795,7 +1851,7 @@ export interface components {
             progress?: number;
             /** Format: int64 */
             size_bytes?: number | null;
-            solvers?: unknown;
+            readonly solvers: string[];
             status?: components["schemas"]["ImageStatusEnum"];
         };
         ImageComposeRequest: {
@@ -1810,8 +1866,8 @@ export interface components {
             build_started_at?: string | null;
             /** Format: date-time */
             built_at?: string | null;
-            /** @description the resolved dependency closure: [{name, version}] */
-            closure?: unknown;
+            /** @description the resolved dependency closure */
+            readonly closure: components["schemas"]["ClosurePackage"][];
             /** Format: date-time */
             readonly created_at: string;
             /** @description content digest of the closure, base and recipe */
@@ -1824,18 +1880,19 @@ export interface components {
             readonly log_tail: string[];
             name: string;
             /** @description the packages asked for */
-            packages?: unknown;
+            readonly packages: string[];
             /**
              * Format: double
              * @description build progress estimate, 0 to 1
              */
             progress?: number;
+            /** @description staff: per backend, the image's reference there (a registry ref, a Glance id); {} for others */
             readonly references: {
-                [key: string]: unknown;
+                [key: string]: string;
             };
             /** Format: int64 */
             size_bytes?: number | null;
-            solvers?: unknown;
+            readonly solvers: string[];
             status?: components["schemas"]["ImageStatusEnum"];
         };
         /**
@@ -1874,8 +1931,16 @@ export interface components {
         InspectedPlaceholder: {
             line: number;
             name: string;
-            type: components["schemas"]["TypeEnum"];
+            type: components["schemas"]["InspectedPlaceholderTypeEnum"];
         };
+        /**
+         * @description * `number` - number
+         *     * `integer` - integer
+         *     * `text` - text
+         *     * `vector` - vector
+         * @enum {string}
+         */
+        InspectedPlaceholderTypeEnum: "number" | "integer" | "text" | "vector";
         /** @description What a case will do, read from its files (docs/api.md, "Case inspection"). */
         Inspection: {
             /** @description what could not be read, naming file and line */
@@ -1911,6 +1976,115 @@ export interface components {
             source: components["schemas"]["SourceEnum"];
             /** Format: double */
             value: number;
+        };
+        /** @description Any message of a stream, told apart by its type. */
+        LiveMessage: components["schemas"]["LiveSubscribed"] | components["schemas"]["LiveTelemetry"] | components["schemas"]["LiveRunState"] | components["schemas"]["LiveRuns"] | components["schemas"]["LiveStudy"] | components["schemas"]["LiveStudyObjectives"] | components["schemas"]["LivePong"];
+        LivePoint: [
+            number,
+            number | null
+        ];
+        /** @description The answer to a client's {"type": "ping"}. */
+        LivePong: {
+            /** @constant */
+            type: "pong";
+        };
+        /** @description The study's runs counted by state ({"completed": 3, "running": 2}). */
+        LiveProgress: {
+            [key: string]: number;
+        };
+        /** @description A run as it is after a transition. */
+        LiveRun: {
+            attempt: number;
+            /** @enum {string} */
+            end_reason?: "" | "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time" | "memory_limit" | "disk_budget";
+            finished_at?: string | null;
+            id: string;
+            index: number;
+            iterations?: number | null;
+            message?: string;
+            objectives?: {
+                [key: string]: number | null;
+            };
+            parameters?: {
+                [key: string]: number | string | boolean;
+            };
+            phase?: string;
+            started_at?: string | null;
+            /** @enum {string} */
+            state: "pending" | "admitted" | "provisioning" | "running" | "completed" | "failed" | "cancelled";
+            /** @enum {string} */
+            trust?: "" | "converged" | "not_converged" | "iteration_limit" | "diverged";
+            wait_detail?: string;
+            /** @enum {string} */
+            wait_reason?: "" | "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker" | "storage";
+        };
+        /** @description Runs of the study that changed, with the study's state and its runs counted by state. */
+        LiveRuns: {
+            /** Format: uuid */
+            id: string;
+            progress: components["schemas"]["LiveProgress"];
+            runs: components["schemas"]["LiveRun"][];
+            seq: number;
+            state: string;
+            /** @constant */
+            type: "runs";
+        };
+        /** @description A run's transition (its run stream). */
+        LiveRunState: {
+            /** Format: uuid */
+            id: string;
+            run: components["schemas"]["LiveRun"];
+            seq: number;
+            /** @constant */
+            type: "state";
+        };
+        /** @description The study's own state changed (submitted, ended, cancelled, extended). */
+        LiveStudy: {
+            /** Format: uuid */
+            id: string;
+            progress: components["schemas"]["LiveProgress"];
+            seq: number;
+            state: string;
+            /** @constant */
+            type: "study";
+        };
+        /** @description The study's objectives were edited: its runs' values are computed again. */
+        LiveStudyObjectives: {
+            /** Format: uuid */
+            id: string;
+            /** @description The study's objectives, as the study spec's (ObjectiveSpec). */
+            objectives: {
+                [key: string]: Record<string, never>;
+            };
+            progress: components["schemas"]["LiveProgress"];
+            seq: number;
+            state: string;
+            /** @constant */
+            type: "study.objectives";
+        };
+        /** @description The first message: the subscription holds, and later events continue from its seq. */
+        LiveSubscribed: {
+            /** Format: uuid */
+            id: string;
+            /** @enum {string} */
+            object: "run" | "study";
+            seq: number;
+            /** @constant */
+            type: "subscribed";
+        };
+        /** @description A stored batch of a watched run: its new points per series and its new log lines. */
+        LiveTelemetry: {
+            attempt: number;
+            /** Format: uuid */
+            id: string;
+            log: string[];
+            seq: number;
+            /** @description [x, y] points by series name; y is null where the solver wrote NaN or Infinity. */
+            series: {
+                [key: string]: components["schemas"]["LivePoint"][];
+            };
+            /** @constant */
+            type: "telemetry";
         };
         Log: {
             attempt: number;
@@ -1949,6 +2123,10 @@ export interface components {
             role?: components["schemas"]["RoleEnum"];
             /** @description an existing username or e-mail */
             user: string;
+        };
+        NamedBackend: {
+            kind: string;
+            name: string;
         };
         /** @description A new token's answer (the schema's): its record and, this once, its key. */
         NewApiToken: {
@@ -1999,12 +2177,71 @@ export interface components {
             /** @description An expression in the sandbox, e.g. Cl / Cd. */
             expr: string;
         };
+        /** @description What the solver log's banner says: build and version. */
+        OpenFOAMBuild: {
+            build?: string;
+            version?: string;
+        };
+        /** @description A solver package, typed by its manifest's schema (packages/package.schema.json). */
         Package: {
-            depends?: unknown;
+            /** @description Packages this one needs, each 'name' or 'name <constraints>' (e.g. 'openfoam-core >=1912, <2100'). */
+            readonly depends: string[];
             description?: string;
             name: string;
-            provides?: unknown;
-            run_configurations?: unknown;
+            readonly provides: {
+                solvers: string[];
+                utilities: string[];
+            };
+            /** @description How the solvers of this package run: usage (its help), serial, mpi. */
+            readonly run_configurations: {
+                mpi?: {
+                    description?: string;
+                    /** @description Parameters of a command template beyond {solver} and {processes}, with their defaults. */
+                    parameters?: {
+                        [key: string]: {
+                            default: number | string;
+                            description?: string;
+                            /** @enum {unknown} */
+                            type?: "int" | "float" | "str";
+                        };
+                    };
+                    steps: {
+                        /** @description A command as a list of words, no shell. {solver}, {processes} (alias {np}) and the configuration's parameters are filled in. */
+                        argv: string[];
+                        name: string;
+                        /** @enum {unknown} */
+                        role: "prepare" | "decompose" | "solve" | "reconstruct" | "other";
+                    }[];
+                };
+                serial?: {
+                    /** @description A command as a list of words, no shell. {solver}, {processes} (alias {np}) and the configuration's parameters are filled in. */
+                    argv: string[];
+                    description?: string;
+                    /** @description Parameters of a command template beyond {solver} and {processes}, with their defaults. */
+                    parameters?: {
+                        [key: string]: {
+                            default: number | string;
+                            description?: string;
+                            /** @enum {unknown} */
+                            type?: "int" | "float" | "str";
+                        };
+                    };
+                };
+                usage?: {
+                    /** @description A command as a list of words, no shell. {solver}, {processes} (alias {np}) and the configuration's parameters are filled in. */
+                    argv: string[];
+                    description?: string;
+                    /** @description Parameters of a command template beyond {solver} and {processes}, with their defaults. */
+                    parameters?: {
+                        [key: string]: {
+                            default: number | string;
+                            description?: string;
+                            /** @enum {unknown} */
+                            type?: "int" | "float" | "str";
+                        };
+                    };
+                };
+            };
             version: string;
         };
         PaginatedDeliveryList: {
@@ -2259,14 +2496,25 @@ export interface components {
          * @enum {string}
          */
         PlacementEnum: "least_loaded" | "round_robin" | "random" | "image_aware";
+        PlannedCommand: {
+            argv: string[];
+            name: string;
+            role: string;
+        };
         Plot: {
             color: string | null;
             groups: components["schemas"]["PlotGroup"][];
             heatmap: components["schemas"]["PlotHeatmap"] | null;
             /** @description the study stream's seq this answer includes */
             last_seq: number;
-            /** @description points (every run), binned (a summary per x bin) or heatmap */
-            mode: string;
+            /**
+             * @description points (every run), binned (a summary per x bin) or heatmap
+             *
+             *     * `points` - points
+             *     * `binned` - binned
+             *     * `heatmap` - heatmap
+             */
+            mode: components["schemas"]["PlotModeEnum"];
             points: components["schemas"]["PlotPoints"] | null;
             /** @description runs plotted (those with the axes' values) */
             total: number;
@@ -2312,6 +2560,13 @@ export interface components {
             y: components["schemas"]["Scalar"][];
             y_edges: number[] | null;
         };
+        /**
+         * @description * `points` - points
+         *     * `binned` - binned
+         *     * `heatmap` - heatmap
+         * @enum {string}
+         */
+        PlotModeEnum: "points" | "binned" | "heatmap";
         /** @description Columns: the n-th entry of each list is one run. */
         PlotPoints: {
             color: (components["schemas"]["Scalar"] | null)[];
@@ -2460,23 +2715,33 @@ export interface components {
             /** @description how many runs' values (bounds, derived values) the preview checked: run_count unless the space is too large to check them all here (then the first ones; submission checks every run) */
             checked_runs: number;
             objectives: {
-                [key: string]: unknown;
+                [key: string]: components["schemas"]["ObjectiveSpec"];
             };
             parameters: string[];
-            quota: {
-                [key: string]: unknown;
-            };
-            resources: {
-                [key: string]: unknown;
-            };
-            rows: {
-                [key: string]: unknown;
-            }[];
+            quota: components["schemas"]["QuotaImpact"];
+            resources: components["schemas"]["EffectiveResources"];
+            /** @description the first runs */
+            rows: components["schemas"]["PreviewRow"][];
             run_count: number;
             solver: string;
-            steps: {
-                [key: string]: unknown;
-            }[];
+            /** @description the commands each run will run */
+            steps: components["schemas"]["PreviewStep"][];
+        };
+        PreviewRow: {
+            /** @description parameters plus derived values */
+            context: {
+                [key: string]: components["schemas"]["Scalar"];
+            };
+            index: number;
+            parameters: {
+                [key: string]: components["schemas"]["Scalar"];
+            };
+        };
+        PreviewStep: {
+            argv: string[];
+            name: string;
+            /** @description prepare, decompose, solve, reconstruct or other */
+            role: string;
         };
         /**
          * @description * `low` - low
@@ -2511,56 +2776,35 @@ export interface components {
             agent_host: string;
             agent_version: string;
             attempt: number;
-            /** @description {name, kind} */
-            backend: {
-                [key: string]: unknown;
-            };
-            /** @description {template, upload, digest} */
-            case: {
-                [key: string]: unknown;
-            };
+            backend: components["schemas"]["NamedBackend"];
+            case: components["schemas"]["ProvenanceCase"];
             /** @description each step as the agent ran it: name, role, command, argv, exit_code, started_at, ended_at */
-            commands: {
-                [key: string]: unknown;
-            }[];
-            decompose: {
-                [key: string]: unknown;
-            } | null;
+            commands: components["schemas"]["StepRecord"][];
+            decompose: components["schemas"]["Decomposition"] | null;
             end_reason: string;
-            /** @description {allowlist: {names, prefixes}, names, set_by_run_configuration} */
-            environment: {
-                [key: string]: unknown;
-            };
+            environment: components["schemas"]["StepEnvironment"];
             exit_code: number | null;
             /** Format: date-time */
             finished_at: string | null;
             hosts: string[];
-            /** @description {hash, inputs, context} */
-            identity: {
-                [key: string]: unknown;
-            };
-            /** @description {name, kind, digest, packages} */
-            image: {
-                [key: string]: unknown;
-            } | null;
+            identity: components["schemas"]["Identity"];
+            /** @description the image it ran in; null: the solver installed on the backend's machines */
+            image: components["schemas"]["ProvenanceImage"] | null;
             index: number;
             /** @description the attempt's id on its backend */
             job_id: string;
             /** @description null: the agent did not say */
             limits: components["schemas"]["RunLimits"] | null;
             nodes: number;
-            openfoam: {
-                [key: string]: unknown;
-            };
+            openfoam: components["schemas"]["OpenFOAMBuild"];
             /** @description as the solver's log banner says it */
             openfoam_version: string;
             /** @description name: version */
             packages: {
                 [key: string]: string;
             };
-            planned_commands: {
-                [key: string]: unknown;
-            }[];
+            /** @description the steps the portal planned */
+            planned_commands: components["schemas"]["PlannedCommand"][];
             portal_version: string;
             processes: number;
             /**
@@ -2576,23 +2820,38 @@ export interface components {
             study: string;
             study_name: string;
         };
+        ProvenanceCase: {
+            /** @description content hash of the case's files */
+            digest: string;
+            /** @description its case template's name */
+            template: string | null;
+            /**
+             * Format: uuid
+             * @description its uploaded case's id
+             */
+            upload: string | null;
+        };
+        ProvenanceImage: {
+            digest: string;
+            kind: string;
+            name: string;
+            /** @description name: version */
+            packages: {
+                [key: string]: string;
+            };
+        };
         Quota: {
             /** @description per backend the tenant may use: the effective limits (the smallest of the portal quota, the backend's capacity and, on OpenStack, the cloud project's limits) and where each comes from */
             backends: components["schemas"]["EffectiveBackend"][];
             core_hours: components["schemas"]["CoreHours"];
-            limits: {
-                [key: string]: unknown;
-            };
+            /** @description the tenant's quota */
+            limits: components["schemas"]["QuotaLimits"];
             /** @description demand of queued runs */
-            queued: {
-                [key: string]: unknown;
-            };
+            queued: components["schemas"]["Amounts"];
             storage: components["schemas"]["Storage"];
             tenant: string;
             /** @description held by admitted, provisioning and running runs */
-            usage: {
-                [key: string]: unknown;
-            };
+            usage: components["schemas"]["Amounts"];
         };
         QuotaAdmin: {
             /** @description the quota's Django admin change form */
@@ -2605,6 +2864,18 @@ export interface components {
             tenant: string;
             /** @description held now by the tenant's admitted and running runs */
             usage: components["schemas"]["Resource"];
+        };
+        /** @description A tenant's quota (or, in use, what its runs and files take of it). */
+        QuotaAmounts: {
+            cores: number;
+            /** Format: double */
+            memory_gb: number;
+            nodes: number;
+            /** @description runs queued at once */
+            queued_runs: number;
+            runs: number;
+            /** Format: double */
+            storage_gb: number;
         };
         QuotaFields: {
             /** Format: double */
@@ -2626,6 +2897,25 @@ export interface components {
             /** Format: double */
             storage_gb?: number;
         };
+        /** @description What a study would take of the tenant's quota (studies/preview.py). */
+        QuotaImpact: {
+            concurrent_runs: number;
+            /** @description a single run fits, with room to store its files */
+            fits: boolean;
+            /** @description what the tenant's runs hold now; storage_gb: what the portal stores for it */
+            in_use: components["schemas"]["QuotaAmounts"];
+            /** @description what sets concurrent_runs: your quota of 4 cores, backend local's 2 cores, … */
+            limited_by: string;
+            /** @description the tenant's quota */
+            limits: components["schemas"]["QuotaAmounts"];
+            per_run: components["schemas"]["Shape"];
+            problem: string | null;
+            /** @description the storage quota is used up: a submission is refused (a draft may be saved) */
+            storage_full: boolean;
+            summary: string;
+            total: components["schemas"]["Shape"];
+            waves: number | null;
+        };
         /** @description Any of the quota's fields; the bounds are quotas.services.QUOTA_BOUNDS. */
         QuotaInRequest: {
             /**
@@ -2646,6 +2936,23 @@ export interface components {
             share_weight?: number;
             /** Format: double */
             storage_gb?: number;
+        };
+        /** @description A tenant's quota (or, in use, what its runs and files take of it). */
+        QuotaLimits: {
+            /**
+             * Format: double
+             * @description null: no budget
+             */
+            core_hours_budget: number | null;
+            cores: number;
+            /** Format: double */
+            memory_gb: number;
+            nodes: number;
+            /** @description runs queued at once */
+            queued_runs: number;
+            runs: number;
+            /** Format: double */
+            storage_gb: number;
         };
         RegisterRequest: {
             backend: string;
@@ -2673,10 +2980,10 @@ export interface components {
             index: number;
             iterations: number | null;
             objectives: {
-                [key: string]: unknown;
+                [key: string]: number | null;
             };
             parameters: {
-                [key: string]: unknown;
+                [key: string]: components["schemas"]["Scalar"];
             };
             /**
              * Format: uuid
@@ -2742,9 +3049,14 @@ export interface components {
             memory_gb?: number;
             message?: string;
             nodes?: number;
-            objectives?: unknown;
+            /** @description its objectives' values; null: not computed */
+            readonly objectives: {
+                [key: string]: number | null;
+            };
             /** @description the values of the study's parameters for this run */
-            parameters: unknown;
+            readonly parameters: {
+                [key: string]: components["schemas"]["Scalar"];
+            };
             phase?: string;
             processes?: number;
             readonly queue_position: number | null;
@@ -2768,7 +3080,7 @@ export interface components {
             /** @description its study's name (for lists across studies) */
             readonly study_name: string;
             trust?: components["schemas"]["TrustEnum"] | components["schemas"]["BlankEnum"];
-            trust_detail?: unknown;
+            readonly trust_detail: components["schemas"]["TrustDetail"];
             wait_detail?: string;
             wait_reason?: components["schemas"]["WaitReasonEnum"] | components["schemas"]["BlankEnum"];
             /**
@@ -2789,7 +3101,10 @@ export interface components {
             readonly backend: string;
             /** @description this attempt's id on its backend: a Slurm job id (with its array task), a server id, a process id; empty before it started */
             readonly backend_handle: string;
-            readonly context: unknown;
+            /** @description its parameters plus the derived values, as rendered into the case */
+            readonly context: {
+                [key: string]: components["schemas"]["Scalar"];
+            };
             /** Format: double */
             cpu_percent?: number | null;
             end_reason?: components["schemas"]["EndReasonEnum"] | components["schemas"]["BlankEnum"];
@@ -2812,9 +3127,14 @@ export interface components {
             memory_gb?: number;
             message?: string;
             nodes?: number;
-            objectives?: unknown;
+            /** @description its objectives' values; null: not computed */
+            readonly objectives: {
+                [key: string]: number | null;
+            };
             /** @description the values of the study's parameters for this run */
-            parameters: unknown;
+            readonly parameters: {
+                [key: string]: components["schemas"]["Scalar"];
+            };
             phase?: string;
             processes?: number;
             readonly provenance: components["schemas"]["Provenance"];
@@ -2840,7 +3160,7 @@ export interface components {
             /** @description its study's name (for lists across studies) */
             readonly study_name: string;
             trust?: components["schemas"]["TrustEnum"] | components["schemas"]["BlankEnum"];
-            trust_detail?: unknown;
+            readonly trust_detail: components["schemas"]["TrustDetail"];
             wait_detail?: string;
             wait_reason?: components["schemas"]["WaitReasonEnum"] | components["schemas"]["BlankEnum"];
             /**
@@ -2960,6 +3280,12 @@ export interface components {
                 y: unknown[] | string;
             } | unknown[][];
         };
+        Shape: {
+            cores: number;
+            /** Format: double */
+            memory_gb: number;
+            nodes: number;
+        };
         /**
          * @description * `upper` - upper
          *     * `lower` - lower
@@ -3003,6 +3329,30 @@ export interface components {
              */
             state: "running" | "completed" | "failed" | "cancelled";
         };
+        /** @description The allowlist in force, the names the steps saw (not their values) and the run configuration's own variables. */
+        StepEnvironment: {
+            /** @description Names passed as they are, and the prefixes of the families passed. */
+            allowlist?: {
+                names?: string[];
+                prefixes?: string[];
+            };
+            /** @description The variables the steps saw (not their values). */
+            names?: string[];
+            /** @description The run configuration's own variables. */
+            set_by_run_configuration?: {
+                [key: string]: string;
+            };
+        };
+        /** @description A step as it ran. */
+        StepRecord: {
+            argv?: string[];
+            command?: string;
+            ended_at?: string;
+            exit_code?: number | null;
+            name?: string;
+            role?: string;
+            started_at?: string;
+        };
         Storage: {
             /** @description the quota is used up: submissions are refused and queued runs wait until some is deleted */
             full: boolean;
@@ -3030,8 +3380,8 @@ export interface components {
             readonly case: string | null;
             /** Format: uuid */
             cloned_from?: string | null;
-            /** @description convergence policy (docs/live.md) */
-            convergence?: unknown;
+            /** @description its convergence policy (docs/live.md); {} when it has none */
+            readonly convergence: components["schemas"]["ConvergencePolicy"];
             /** Format: date-time */
             readonly created_at: string;
             description?: string;
@@ -3042,7 +3392,10 @@ export interface components {
             /** @description seq of the study's live stream at read time */
             readonly last_seq: number;
             name: string;
-            objectives?: unknown;
+            /** @description the study's objectives, as resolved */
+            readonly objectives: {
+                [key: string]: components["schemas"]["ObjectiveSpec"];
+            };
             /** @description Required. 150 characters or fewer. Letters, digits and @/./+/-/_ only. */
             readonly owner: string;
             /**
@@ -3054,9 +3407,7 @@ export interface components {
              */
             readonly priority: components["schemas"]["PriorityEnum"];
             readonly progress: components["schemas"]["Progress"];
-            readonly resources: {
-                [key: string]: unknown;
-            };
+            readonly resources: components["schemas"]["EffectiveResources"];
             run_count?: number;
             solver: string;
             /** @description the spec as the user wrote it */
@@ -3075,18 +3426,16 @@ export interface components {
             budget?: number;
             /** @description new values per parameter, e.g. {aoa: {values: [14, 16]}} */
             parameters?: {
-                [key: string]: unknown;
+                [key: string]: components["schemas"]["ParameterSpec"];
             };
         };
         StudyObjectivesRequest: {
             /** @description the study's objectives, all of them, as in the study spec: {name: {series, reduce, n} | {expr}} */
             objectives: {
-                [key: string]: unknown;
+                [key: string]: components["schemas"]["ObjectiveSpec"];
             };
             /** @description the study's trust rules (residuals_below, drift_below, window), as in the study spec; left out: unchanged */
-            trust?: {
-                [key: string]: unknown;
-            };
+            trust?: components["schemas"]["TrustRules"];
         };
         /**
          * StudySpec
@@ -3101,12 +3450,7 @@ export interface components {
              * @description An uploaded case's id (POST /api/v1/uploads/); give this or template.
              */
             case?: string;
-            /**
-             * @description How the parameters make runs: grid (every combination), zip (the i-th values together), lhs (a Latin hypercube of `samples` points), random (`samples` uniform points), adaptive (a Latin hypercube first, then batches placed by a Gaussian-process surrogate: see `adaptive`).
-             * @default grid
-             * @enum {string}
-             */
-            combine?: "grid" | "zip" | "lhs" | "random" | "adaptive";
+            combine?: components["schemas"]["Combine"];
             convergence?: components["schemas"]["ConvergencePolicy"];
             /** @description Values computed from the parameters for each run, by name: expressions in the sandbox (e.g. `speed * cos(radians(aoa))`); a template brings its own. */
             derived?: {
@@ -3225,15 +3569,17 @@ export interface components {
             };
             progress: components["schemas"]["SurrogateProgress"];
             /** @description the runs' points with their batch (no parameter given) */
-            samples?: {
-                [key: string]: unknown;
-            }[];
+            samples?: ({
+                batch: number;
+            } & {
+                [key: string]: number;
+            })[];
         };
         SurrogateField: {
             /** @description z[y][x] (a list over x when y is null) */
-            mean: unknown;
+            mean: number[][] | number[];
             /** @description the standard deviation, shaped as mean */
-            std: unknown;
+            std: number[][] | number[];
         };
         SurrogateGrid: {
             /** @description the other parameters, at mid-range */
@@ -3286,10 +3632,13 @@ export interface components {
             available: string[];
             /** @description apply live events with a higher seq */
             last_seq: number;
+            /** @description with since_seq: the log lines of the live events after it */
+            log?: string[];
             /** Format: uuid */
             run: string;
+            /** @description the series asked for, by name */
             series: {
-                [key: string]: unknown;
+                [key: string]: components["schemas"]["TelemetrySeries"];
             };
         };
         /** @description POST /api/v1/ingest/runs/{id}/telemetry/: new points and log lines since the last batch; also a sign of life. */
@@ -3303,30 +3652,65 @@ export interface components {
             resources?: components["schemas"]["Resources"];
             series?: components["schemas"]["Series"];
         };
+        TelemetrySeries: {
+            /** @description points the series has */
+            points: number;
+            /** @description points returned (after downsampling) */
+            returned: number;
+            x: number[];
+            /** @description as many as x; null where the solver wrote NaN or Infinity */
+            y: (number | null)[];
+        };
         Template: {
+            /** @description a first study of it: the spec's parameters and combine */
             readonly demo: {
-                [key: string]: unknown;
+                combine?: components["schemas"]["Combine"];
+                parameters?: {
+                    [key: string]: components["schemas"]["ParameterSpec"];
+                };
             };
+            /** @description values computed from the parameters */
             readonly derived: {
-                [key: string]: unknown;
+                [key: string]: string;
             };
             description?: string;
             readonly inspection: components["schemas"]["Inspection"] | null;
             name: string;
             readonly objectives: {
-                [key: string]: unknown;
+                [key: string]: components["schemas"]["ObjectiveSpec"];
             };
             readonly parameters: {
-                [key: string]: unknown;
+                [key: string]: components["schemas"]["TemplateParameter"];
             };
-            placeholders?: unknown;
-            readonly resources: {
-                [key: string]: unknown;
+            /** @description its files with {{ placeholders }}: the names each uses */
+            readonly placeholders: {
+                [key: string]: string[];
             };
+            readonly resources: components["schemas"]["RunResources"];
             solver: string;
             readonly solvers: string[];
             title: string;
         };
+        /** @description A parameter a template declares (templates/<name>/template.yaml). */
+        TemplateParameter: {
+            /** @description the values it may take, when listed */
+            choices?: components["schemas"]["Scalar"][];
+            default?: components["schemas"]["Scalar"];
+            description?: string;
+            /** Format: double */
+            max?: number;
+            /** Format: double */
+            min?: number;
+            type?: components["schemas"]["TemplateParameterTypeEnum"];
+            unit?: string;
+        };
+        /**
+         * @description * `float` - float
+         *     * `int` - int
+         *     * `str` - str
+         * @enum {string}
+         */
+        TemplateParameterTypeEnum: "float" | "int" | "str";
         TenantCreateRequest: {
             display_name?: string;
             /** @description letters, digits, - and _ */
@@ -3347,6 +3731,38 @@ export interface components {
             name?: string;
             password: string;
             username: string;
+        };
+        /**
+         * @description The evidence behind a run's trust flag (telemetry.convergence.trust_of); {} until
+         *     the run ended.
+         */
+        TrustDetail: {
+            /**
+             * @description who said so: the solver's tolerance, the study's rules, …
+             *
+             *     * `diverged` - diverged
+             *     * `ended` - ended
+             *     * `solver` - solver
+             *     * `study_rule` - study_rule
+             *     * `trust_rule` - trust_rule
+             *     * `wall_time_limit` - wall_time_limit
+             */
+            basis?: components["schemas"]["BasisEnum"];
+            final_residuals?: {
+                [key: string]: number | null;
+            };
+            iterations?: number | null;
+            /** @description each objective's relative change over the trust window */
+            objective_drift?: {
+                [key: string]: number | null;
+            };
+            /** @description objectives that could not be computed, and why */
+            objective_errors?: {
+                [key: string]: string;
+            };
+            solver_converged?: boolean;
+            /** @description in words */
+            why?: string;
         };
         /**
          * @description * `` - —
@@ -3375,14 +3791,6 @@ export interface components {
              */
             window?: number;
         };
-        /**
-         * @description * `number` - number
-         *     * `integer` - integer
-         *     * `text` - text
-         *     * `vector` - vector
-         * @enum {string}
-         */
-        TypeEnum: "number" | "integer" | "text" | "vector";
         Upload: {
             /** Format: date-time */
             readonly created_at: string;
@@ -3393,7 +3801,10 @@ export interface components {
             /** Format: uuid */
             readonly id: string;
             readonly inspection: components["schemas"]["Inspection"] | null;
-            placeholders?: unknown;
+            /** @description its files with {{ placeholders }}: the names each uses */
+            readonly placeholders: {
+                [key: string]: string[];
+            };
             /** Format: int64 */
             size_bytes: number;
             /** Format: int64 */
@@ -3618,9 +4029,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["BackendCheck"];
                 };
             };
         };

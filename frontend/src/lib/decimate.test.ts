@@ -17,4 +17,15 @@ describe("decimate", () => {
     expect(d.y).toContain(1e3); // a residual blow-up must not vanish from the plot
     expect([...d.x].sort((a, b) => a - b)).toEqual(d.x); // still in x order
   });
+
+  it("keeps a gap where the solver wrote NaN, so a divergence stays visible", () => {
+    const n = 50_000;
+    const x = Array.from({ length: n }, (_, i) => i);
+    const y = x.map((i) => (i === 40_000 ? null : 1 / (i + 1)));
+    const d = decimate(x, y, 500);
+    expect(d.x.length).toBeLessThanOrEqual(750);
+    expect(d.y).toContain(null);
+    expect(d.x[d.y.indexOf(null)]).toBe(40_000);
+    expect([...d.x].sort((a, b) => a - b)).toEqual(d.x);
+  });
 });

@@ -5,13 +5,46 @@
  * never a wrong plot.
  */
 import { useEffect, useRef, useState } from "react";
+import type { components } from "@/generated/api";
 import { env } from "./env";
 
-export interface LiveMessage {
-  type: string;
-  id: string;
-  seq: number;
-  [key: string]: unknown;
+type Schemas = components["schemas"];
+
+/**
+ * A stream's events, told apart by `type` (their schema: backend/telemetry/schemas/
+ * live-messages.json, published with the API's): subscribed, telemetry and state on a run's
+ * stream; subscribed, runs, study and study.objectives on a study's. The transport's own
+ * `pong` never reaches a listener.
+ */
+export type LiveMessage = Exclude<Schemas["LiveMessage"], Schemas["LivePong"]>;
+export type LiveTelemetry = Schemas["LiveTelemetry"];
+export type LiveRunState = Schemas["LiveRunState"];
+export type LiveRuns = Schemas["LiveRuns"];
+/** A run as a `state` or `runs` event carries it. */
+export type LiveRun = Schemas["LiveRun"];
+
+const EVENT_TYPES: ReadonlySet<string> = new Set<LiveMessage["type"]>([
+  "subscribed",
+  "telemetry",
+  "state",
+  "runs",
+  "study",
+  "study.objectives",
+]);
+
+/** A parsed frame that is one of the events (the server validates them; this guards shape). */
+export function isLiveMessage(value: unknown): value is LiveMessage {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    "type" in value &&
+    typeof value.type === "string" &&
+    EVENT_TYPES.has(value.type) &&
+    "id" in value &&
+    typeof value.id === "string" &&
+    "seq" in value &&
+    typeof value.seq === "number"
+  );
 }
 
 type Listener = (message: LiveMessage) => void;
@@ -51,12 +84,13 @@ function open(path: string, stream: Stream) {
     stream.retry = 0;
   };
   socket.onmessage = (event) => {
-    let message: LiveMessage;
+    let message: unknown;
     try {
-      message = JSON.parse(String(event.data)) as LiveMessage;
+      message = JSON.parse(String(event.data));
     } catch {
       return;
     }
+    if (!isLiveMessage(message)) return;
     if (message.type === "subscribed") setConnected(stream, true);
     stream.listeners.forEach((l) => l(message));
   };

@@ -2,6 +2,13 @@ export type PlotlyModule = typeof import("plotly.js-dist-min");
 
 declare const __PLOTLY_URL__: string;
 
+declare global {
+  interface Window {
+    /** Set by Plotly's own bundle when it is loaded as a script (production builds). */
+    Plotly?: PlotlyModule;
+  }
+}
+
 let plotly: Promise<PlotlyModule> | null = null;
 
 function loadScript(src: string): Promise<PlotlyModule> {
@@ -10,7 +17,7 @@ function loadScript(src: string): Promise<PlotlyModule> {
     script.src = src;
     script.async = true;
     script.onload = () => {
-      const loaded = (window as unknown as { Plotly?: PlotlyModule }).Plotly;
+      const loaded = window.Plotly;
       if (loaded) resolve(loaded);
       else reject(new Error("Plotly did not register itself"));
     };

@@ -59,7 +59,7 @@ export function useWatchedStudy(study: { id: string; name: string; state?: strin
 
   const active = watched && !ENDED.has(study.state ?? "");
   useLiveStream(active ? `/ws/studies/${study.id}/` : null, (message: LiveMessage) => {
-    if (typeof message.state === "string") notify(message.state);
+    if ("state" in message && typeof message.state === "string") notify(message.state);
   });
   // the page's own snapshot may see the end first (a reconnect, a poll)
   useEffect(() => {

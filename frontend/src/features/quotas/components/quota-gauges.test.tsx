@@ -9,10 +9,20 @@ const amounts = { cores: 0, memory_gb: 0, nodes: 0, runs: 0 };
 function snapshot(backends: QuotaSnapshot["backends"]): QuotaSnapshot {
   return {
     tenant: "aero",
-    limits: { cores: 16, memory_gb: 16, nodes: 8, runs: 4 },
+    limits: {
+      cores: 16,
+      memory_gb: 16,
+      nodes: 8,
+      runs: 4,
+      queued_runs: 100,
+      storage_gb: 50,
+      core_hours_budget: null,
+    },
     usage: { ...amounts, cores: 2, memory_gb: 4, runs: 1 },
     queued: amounts,
     backends,
+    core_hours: { used: 0, budget: null, period_start: "2026-03-01T00:00:00Z" },
+    storage: { used_gb: 0, used_bytes: 0, limit_gb: 50, full: false, problem: "" },
   };
 }
 

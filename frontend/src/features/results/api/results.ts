@@ -32,11 +32,9 @@ export async function fetchCompletedRuns(studyId: string): Promise<Run[]> {
       params: { path: { id: studyId }, query: { state: ["completed"], page_size: 1000 } },
     }),
   );
-  return (data as unknown as { results: Run[] }).results;
+  return data.results;
 }
 
 export async function fetchRunById(id: string): Promise<Run> {
-  return (await unwrap(
-    api.GET("/api/v1/runs/{id}/", { params: { path: { id } } }),
-  )) as unknown as Run;
+  return await unwrap(api.GET("/api/v1/runs/{id}/", { params: { path: { id } } }));
 }

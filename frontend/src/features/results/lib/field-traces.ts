@@ -47,14 +47,13 @@ export function fieldTraces(
 ): Data[] {
   const { x, y } = gridAxes(data.region);
   const [ax, ay] = axes;
-  const heat = {
+  const heat: Data = {
     type: "heatmap",
     x,
     y,
     z: gridRows(data.values, data.region),
     zmin: range?.[0],
     zmax: range?.[1],
-    zauto: !range,
     colorscale: "Viridis",
     showscale: showScale,
     colorbar: scaleBelow
@@ -63,8 +62,8 @@ export function fieldTraces(
     hoverongaps: false,
     name: data.label,
     hovertemplate: `${ax} %{x:.4g}<br>${ay} %{y:.4g}<br>${data.label} %{z:.4g}<extra></extra>`,
-  } as unknown as Data;
-  const outline = {
+  };
+  const outline: Data = {
     type: "scatter",
     mode: "lines",
     x: data.outline.x,
@@ -73,7 +72,7 @@ export function fieldTraces(
     hoverinfo: "skip",
     showlegend: false,
     name: "walls",
-  } as unknown as Data;
+  };
   return data.outline.x.length ? [heat, outline] : [heat];
 }
 
@@ -87,12 +86,12 @@ export function cpTraces(cp: SurfaceCp): Data[] {
         type: "scatter",
         mode: "markers",
         name: side === "upper" ? "upper side" : "lower side",
-        x: idx.map((i) => cp.x_over_c[i]),
-        y: idx.map((i) => cp.cp[i]),
-        text: idx.map((i) => cp.patch[i]),
+        x: idx.map((i) => cp.x_over_c[i] ?? null),
+        y: idx.map((i) => cp.cp[i] ?? null),
+        text: idx.map((i) => cp.patch[i] ?? ""),
         marker: { size: 5 },
         hovertemplate: "x/c %{x:.3f}<br>Cp %{y:.3f}<br>%{text}<extra></extra>",
-      } as unknown as Data,
+      } satisfies Data,
     ];
   });
 }
@@ -117,8 +116,8 @@ export function polarTraces(
     {
       type: "scatter",
       mode: "markers",
-      x: points.map((r) => r.objectives[x]),
-      y: points.map((r) => r.objectives[y]),
+      x: points.map((r) => r.objectives[x] ?? null),
+      y: points.map((r) => r.objectives[y] ?? null),
       customdata: points.map((r) => r.id),
       text: points.map(label),
       hovertemplate: `%{text}<br>${x} %{x:.4g}<br>${y} %{y:.4g}<extra></extra>`,
@@ -131,7 +130,7 @@ export function polarTraces(
         line: { width: 1, color: "#fff" },
       },
       name: `${y} vs ${x}`,
-    } as unknown as Data,
+    } satisfies Data,
   ];
 }
 

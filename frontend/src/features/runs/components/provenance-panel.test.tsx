@@ -111,7 +111,7 @@ describe("ProvenancePanel", () => {
         provenance={{
           ...PROVENANCE,
           commands: [],
-          planned_commands: [{ name: "icoFoam", argv: ["icoFoam"] }],
+          planned_commands: [{ name: "icoFoam", argv: ["icoFoam"], role: "solve" }],
           hosts: [],
         }}
       />,

@@ -19,11 +19,9 @@ export function useRun(id: string) {
   const cached = qc.getQueryData<RunDetail>(runKeys.detail(id));
   const onMessage = useCallback(
     (m: LiveMessage) => {
-      if (m.type !== "state" || !m.run) return;
+      if (m.type !== "state") return;
       qc.setQueryData<RunDetail>(runKeys.detail(id), (old) =>
-        old && m.seq > (old.last_seq ?? 0)
-          ? ({ ...old, ...(m.run as Partial<RunDetail>), last_seq: m.seq } as RunDetail)
-          : old,
+        old && m.seq > old.last_seq ? { ...old, ...m.run, last_seq: m.seq } : old,
       );
       void qc.invalidateQueries({ queryKey: runKeys.detail(id), exact: true });
     },

@@ -1,7 +1,6 @@
 import { api, unwrap } from "@/lib/api-client";
 import type {
   CaseInspection,
-  CaseTemplate,
   ObjectiveSpec,
   ParameterSpec,
   Run,
@@ -11,6 +10,7 @@ import type {
   StudyState,
   StudySurrogate,
   Trust,
+  TrustRules,
 } from "@/lib/types";
 import { runQueryToApi, type RunQuery } from "../lib/run-query";
 
@@ -39,13 +39,11 @@ export async function fetchStudies(p: StudyListParams): Promise<Page<Study>> {
       },
     }),
   );
-  return data as unknown as Page<Study>;
+  return data;
 }
 
 export async function fetchStudy(id: string): Promise<Study> {
-  return (await unwrap(
-    api.GET("/api/v1/studies/{id}/", { params: { path: { id } } }),
-  )) as unknown as Study;
+  return await unwrap(api.GET("/api/v1/studies/{id}/", { params: { path: { id } } }));
 }
 
 /** A page of a study's runs (`studyId`) or of the runs across studies, as the query asks. */
@@ -62,14 +60,12 @@ export async function fetchRunsPage(
         }),
       )
     : await unwrap(api.GET("/api/v1/runs/", { params: { query }, signal }));
-  return data as unknown as Page<Run>;
+  return data;
 }
 
 /** One run (the residual overlay's selection, which may lie on another page). */
 export async function fetchRun(id: string): Promise<Run> {
-  return (await unwrap(
-    api.GET("/api/v1/runs/{id}/", { params: { path: { id } } }),
-  )) as unknown as Run;
+  return await unwrap(api.GET("/api/v1/runs/{id}/", { params: { path: { id } } }));
 }
 
 export interface PlotQuery {
@@ -114,7 +110,7 @@ export async function fetchStudyPlot(
       signal,
     }),
   );
-  return data as unknown as StudyPlot;
+  return data;
 }
 
 export interface SurrogateQuery {
@@ -142,7 +138,7 @@ export async function fetchStudySurrogate(
       signal,
     }),
   );
-  return data as unknown as StudySurrogate;
+  return data;
 }
 
 export async function fetchActiveRuns(): Promise<Page<Run>> {
@@ -153,19 +149,15 @@ export async function fetchActiveRuns(): Promise<Page<Run>> {
       },
     }),
   );
-  return data as unknown as Page<Run>;
+  return data;
 }
 
 export async function cancelStudy(id: string): Promise<Study> {
-  return (await unwrap(
-    api.POST("/api/v1/studies/{id}/cancel/", { params: { path: { id } } }),
-  )) as unknown as Study;
+  return await unwrap(api.POST("/api/v1/studies/{id}/cancel/", { params: { path: { id } } }));
 }
 
 export async function submitStudy(id: string): Promise<Study> {
-  return (await unwrap(
-    api.POST("/api/v1/studies/{id}/submit/", { params: { path: { id } } }),
-  )) as unknown as Study;
+  return await unwrap(api.POST("/api/v1/studies/{id}/submit/", { params: { path: { id } } }));
 }
 
 export async function deleteStudy(id: string): Promise<void> {
@@ -173,24 +165,24 @@ export async function deleteStudy(id: string): Promise<void> {
 }
 
 export async function cloneStudy(id: string, name?: string): Promise<Study> {
-  return (await unwrap(
+  return await unwrap(
     api.POST("/api/v1/studies/{id}/clone/", {
       params: { path: { id } },
       body: name ? { name } : {},
     }),
-  )) as unknown as Study;
+  );
 }
 
 export async function extendStudy(
   id: string,
   parameters: Record<string, ParameterSpec>,
 ): Promise<Study> {
-  return (await unwrap(
+  return await unwrap(
     api.POST("/api/v1/studies/{id}/extend/", {
       params: { path: { id } },
       body: { parameters },
     }),
-  )) as unknown as Study;
+  );
 }
 
 /** What the study's case will do (its upload's or template's inspection), or null. */
@@ -202,31 +194,27 @@ export async function fetchStudyInspection(study: Study): Promise<CaseInspection
     return upload.inspection ?? null;
   }
   if (study.template) {
-    const templates = (await unwrap(api.GET("/api/v1/templates/"))) as unknown as CaseTemplate[];
+    const templates = await unwrap(api.GET("/api/v1/templates/"));
     return templates.find((t) => t.name === study.template)?.inspection ?? null;
   }
   return null;
 }
 
-/** Replace a study's objectives; its finished runs are recomputed from their series. */
-export interface TrustRules {
-  residuals_below?: number;
-  drift_below?: number;
-  window?: number;
-}
+export type { TrustRules };
 
+/** Replace a study's objectives; its finished runs are recomputed from their series. */
 export async function updateStudyObjectives(
   id: string,
   objectives: Record<string, ObjectiveSpec>,
   trust?: TrustRules,
 ): Promise<Study> {
-  return (await unwrap(
+  return await unwrap(
     api.PUT("/api/v1/studies/{id}/objectives/", {
       params: { path: { id } },
       body: {
-        objectives: objectives as Record<string, unknown>,
-        ...(trust ? { trust: trust as Record<string, unknown> } : {}),
+        objectives,
+        ...(trust ? { trust } : {}),
       },
     }),
-  )) as unknown as Study;
+  );
 }

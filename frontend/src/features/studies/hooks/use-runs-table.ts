@@ -89,7 +89,7 @@ export function useStudyRunsPage(id: string, query: RunQuery, { active }: { acti
           old ? { ...old, results: mergeRunEvents(old.results, m.runs as Partial<Run>[]) } : old,
         );
       }
-      const counts = m.progress ? JSON.stringify(m.progress) : null;
+      const counts = "progress" in m ? JSON.stringify(m.progress) : null;
       if (counts && counts !== lastCounts.current) {
         const before = lastCounts.current;
         lastCounts.current = counts;

@@ -16,5 +16,5 @@ export async function fetchTelemetry(
       signal,
     }),
   );
-  return data as unknown as Telemetry;
+  return data;
 }

@@ -38,7 +38,7 @@ export function ResourcePlot({ runId, active }: { runId: string; active: boolean
         mode: "lines",
         name: "memory (MB)",
         x: d.x,
-        y: d.y.map((b) => b / 1e6),
+        y: d.y.map((b) => (b === null ? null : b / 1e6)),
         yaxis: "y2",
         line: { width: 1.5, dash: "dot" },
       } as Data);

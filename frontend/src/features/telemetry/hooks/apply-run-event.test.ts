@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
+import type { LiveTelemetry } from "@/lib/live";
 import type { Telemetry } from "@/lib/types";
 import { applyRunEvent } from "./use-run-telemetry";
+
+/** A run stream's telemetry event, as the server sends it. */
+function telemetry(seq: number, series: LiveTelemetry["series"] = {}): LiveTelemetry {
+  return { type: "telemetry", id: "r1", seq, attempt: 1, series, log: [] };
+}
 
 const pick = (names: string[]) => names.filter((n) => n.startsWith("residual."));
 const snapshot: Telemetry = {
@@ -15,16 +21,11 @@ describe("applyRunEvent (websocket events on a REST snapshot)", () => {
   it("appends the points of the next event to the picked series", () => {
     const next = applyRunEvent(
       snapshot,
-      {
-        type: "telemetry",
-        id: "r1",
-        seq: 11,
-        series: {
-          "residual.p": [[3, 0.25]],
-          "residual.Ux": [[3, 0.1]],
-          "cpu.percent": [[0.5, 80]],
-        },
-      },
+      telemetry(11, {
+        "residual.p": [[3, 0.25]],
+        "residual.Ux": [[3, 0.1]],
+        "cpu.percent": [[0.5, 80]],
+      }),
       pick,
       1000,
     );
@@ -38,35 +39,31 @@ describe("applyRunEvent (websocket events on a REST snapshot)", () => {
   });
 
   it("ignores events the snapshot already holds and reports a gap", () => {
-    expect(
-      applyRunEvent(snapshot, { type: "telemetry", id: "r1", seq: 10 }, pick, 1000),
-    ).toBeNull();
-    expect(applyRunEvent(snapshot, { type: "telemetry", id: "r1", seq: 13 }, pick, 1000)).toBe(
-      "gap",
-    );
+    expect(applyRunEvent(snapshot, telemetry(10), pick, 1000)).toBeNull();
+    expect(applyRunEvent(snapshot, telemetry(13), pick, 1000)).toBe("gap");
   });
 
   it("advances over state events and skips NaN points", () => {
     const t = applyRunEvent(
       snapshot,
-      { type: "state", id: "r1", seq: 11 },
+      {
+        type: "state",
+        id: "r1",
+        seq: 11,
+        run: { id: "r1", index: 0, state: "running", attempt: 1 },
+      },
       pick,
       1000,
     ) as Telemetry;
     expect(t.last_seq).toBe(11);
     const u = applyRunEvent(
       t,
-      {
-        type: "telemetry",
-        id: "r1",
-        seq: 12,
-        series: {
-          "residual.p": [
-            [3, null],
-            [4, 0.2],
-          ],
-        },
-      },
+      telemetry(12, {
+        "residual.p": [
+          [3, null],
+          [4, 0.2],
+        ],
+      }),
       pick,
       1000,
     ) as Telemetry;
@@ -77,7 +74,7 @@ describe("applyRunEvent (websocket events on a REST snapshot)", () => {
     const points = Array.from({ length: 5000 }, (_, i) => [i + 3, 1 / (i + 3)] as [number, number]);
     const t = applyRunEvent(
       snapshot,
-      { type: "telemetry", id: "r1", seq: 11, series: { "residual.p": points } },
+      telemetry(11, { "residual.p": points }),
       pick,
       1000,
     ) as Telemetry;

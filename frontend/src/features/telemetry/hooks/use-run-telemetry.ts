@@ -32,10 +32,6 @@ export const telemetryKey = (runId: string, pickKey: string, maxPoints: number):
   maxPoints,
 ];
 
-interface TelemetryEvent extends LiveMessage {
-  series?: Record<string, [number, number | null][]>;
-}
-
 /**
  * Apply one run-stream event to a cached snapshot: append the points of the picked series
  * (events older than the snapshot are ignored), or return "gap" when an event went missing.
@@ -46,10 +42,10 @@ export function applyRunEvent(
   pick: (available: string[]) => string[],
   maxPoints: number,
 ): Telemetry | "gap" | null {
-  if (typeof message.seq !== "number" || message.seq <= data.last_seq) return null;
+  if (message.seq <= data.last_seq) return null;
   if (message.seq !== data.last_seq + 1) return "gap";
   if (message.type !== "telemetry") return { ...data, last_seq: message.seq };
-  const incoming = (message as TelemetryEvent).series ?? {};
+  const incoming = message.series;
   const available = [...new Set([...data.available, ...Object.keys(incoming)])].sort();
   const wanted = new Set(pick(available));
   const series: Record<string, TelemetrySeries> = { ...data.series };

@@ -2,21 +2,15 @@ import { api, ApiError, readCookie, unwrap, type ErrorBody, apiUrl } from "@/lib
 import type { Preview, Study, StudySpec, Upload } from "@/lib/types";
 
 export async function previewSpec(spec: StudySpec, signal?: AbortSignal): Promise<Preview> {
-  return (await unwrap(
-    api.POST("/api/v1/studies/preview/", { body: spec, signal }),
-  )) as unknown as Preview;
+  return await unwrap(api.POST("/api/v1/studies/preview/", { body: spec, signal }));
 }
 
 export async function createStudy(spec: StudySpec, draft: boolean): Promise<Study> {
-  return (await unwrap(
-    api.POST("/api/v1/studies/", { body: { ...spec, draft } }),
-  )) as unknown as Study;
+  return await unwrap(api.POST("/api/v1/studies/", { body: { ...spec, draft } }));
 }
 
 export async function updateStudy(id: string, spec: StudySpec): Promise<Study> {
-  return (await unwrap(
-    api.PUT("/api/v1/studies/{id}/", { params: { path: { id } }, body: spec }),
-  )) as unknown as Study;
+  return await unwrap(api.PUT("/api/v1/studies/{id}/", { params: { path: { id } }, body: spec }));
 }
 
 export async function fetchUpload(id: string): Promise<Upload> {
@@ -71,7 +65,5 @@ export function uploadCase(
 }
 
 export async function submitStudy(id: string): Promise<Study> {
-  return (await unwrap(
-    api.POST("/api/v1/studies/{id}/submit/", { params: { path: { id } } }),
-  )) as unknown as Study;
+  return await unwrap(api.POST("/api/v1/studies/{id}/submit/", { params: { path: { id } } }));
 }

@@ -4,7 +4,7 @@ import type { Preview, QuotaImpact } from "@/lib/types";
 import { renderWithApp } from "@/test/render";
 import { PreviewPanel } from "./preview-panel";
 
-const amounts = { cores: 0, memory_gb: 0, nodes: 0, runs: 0 };
+const amounts = { cores: 0, memory_gb: 0, nodes: 0, runs: 0, queued_runs: 0 };
 
 function preview(quota: Partial<QuotaImpact>): Preview {
   return {
@@ -20,7 +20,7 @@ function preview(quota: Partial<QuotaImpact>): Preview {
     quota: {
       per_run: { cores: 1, memory_gb: 1, nodes: 1 },
       total: { cores: 3, memory_gb: 3, nodes: 3 },
-      limits: { cores: 4, memory_gb: 8, nodes: 4, runs: 4, storage_gb: 50 },
+      limits: { cores: 4, memory_gb: 8, nodes: 4, runs: 4, queued_runs: 100, storage_gb: 50 },
       in_use: { ...amounts, storage_gb: 12.5 },
       concurrent_runs: 3,
       waves: 1,
@@ -53,7 +53,7 @@ describe("PreviewPanel: storage", () => {
       "need, or ask an admin to raise it; the study can be saved as a draft meanwhile";
     show(
       preview({
-        limits: { cores: 4, memory_gb: 8, nodes: 4, runs: 4, storage_gb: 0.05 },
+        limits: { cores: 4, memory_gb: 8, nodes: 4, runs: 4, queued_runs: 100, storage_gb: 0.05 },
         in_use: { ...amounts, storage_gb: 0.213 },
         fits: false,
         storage_full: true,

@@ -29,6 +29,8 @@ const airfoil: CaseTemplate = {
     LD: { expr: "Cl / Cd" },
   },
   demo: { parameters: { aoa: { values: [-4, 0, 4] } }, combine: "grid" },
+  placeholders: {},
+  inspection: null,
 };
 
 function form(patch: (f: WizardForm) => void = () => {}): WizardForm {
@@ -195,12 +197,13 @@ describe("the quota impact sentence", () => {
   const impact = {
     per_run: { cores: 4, memory_gb: 2, nodes: 1 },
     total: { cores: 480, memory_gb: 240, nodes: 120 },
-    limits: { cores: 64, memory_gb: 256, nodes: 16, runs: 16 },
-    in_use: { cores: 0, memory_gb: 0, nodes: 0, runs: 0 },
+    limits: { cores: 64, memory_gb: 256, nodes: 16, runs: 16, queued_runs: 100, storage_gb: 50 },
+    in_use: { cores: 0, memory_gb: 0, nodes: 0, runs: 0, queued_runs: 0, storage_gb: 0 },
     concurrent_runs: 16,
     limited_by: "your quota of 64 cores",
     waves: 8,
     fits: true,
+    storage_full: false,
     problem: null,
     summary: "",
   };

@@ -1,0 +1,115 @@
+"""What a run's provenance looks like in the API (docs/provenance.md): the portal's facts and
+the agent's record (its parts typed by the agent messages' schema, ingest/schemas)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from core.api.fields import SchemaField
+from core.schemas import component_ref, map_of
+
+
+class ReusedSourceSerializer(serializers.Serializer):
+    run = serializers.UUIDField()
+    study = serializers.UUIDField()
+    study_name = serializers.CharField()
+    index = serializers.IntegerField()
+
+
+class RunLimitsSerializer(serializers.Serializer):
+    """What held the run to what it declared (docs/security.md)."""
+
+    cgroup = serializers.BooleanField(
+        help_text="the kernel enforced its memory, cores and processes (a cgroup of its own)"
+    )
+    detail = serializers.CharField(help_text="why not, when not")
+    memory_gb = serializers.FloatField(help_text="0: none")
+    cpus = serializers.FloatField(help_text="0: none")
+    processes = serializers.IntegerField(help_text="0: none")
+    disk_gb = serializers.FloatField(help_text="the run directory's budget; 0: none")
+    memory_peak_bytes = serializers.IntegerField(
+        allow_null=True, help_text="the highest memory the run's cgroup used"
+    )
+
+
+class IdentitySerializer(serializers.Serializer):
+    hash = serializers.CharField(help_text="content hash of what determines its result")
+    inputs = serializers.DictField(
+        help_text="the study's part of the identity, as hashed: case digest, solver, steps, "
+        "processes, decomposition, environment, convergence, fields, image or packages"
+    )
+    # a field named `context`: DRF's serializer metaclass takes declared fields out of the
+    # class, so it never shadows Serializer.context, which the stubs cannot see
+    context = SchemaField(  # type: ignore[assignment]
+        map_of(component_ref("Scalar")), help_text="the values it ran with"
+    )
+
+
+class ProvenanceImageSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    digest = serializers.CharField()
+    packages = serializers.DictField(child=serializers.CharField(), help_text="name: version")
+
+
+class NamedBackendSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.CharField()
+
+
+class PlannedCommandSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    role = serializers.CharField()
+    argv = serializers.ListField(child=serializers.CharField())
+
+
+class ProvenanceCaseSerializer(serializers.Serializer):
+    template = serializers.CharField(allow_null=True, help_text="its case template's name")
+    upload = serializers.UUIDField(allow_null=True, help_text="its uploaded case's id")
+    digest = serializers.CharField(help_text="content hash of the case's files")
+
+
+class ProvenanceSerializer(serializers.Serializer):
+    """docs/provenance.md: enough to rerun the run's case by hand."""
+
+    identity = SchemaField(IdentitySerializer)
+    solver = serializers.CharField()
+    openfoam_version = serializers.CharField(help_text="as the solver's log banner says it")
+    openfoam = SchemaField(component_ref("OpenFOAMBuild"))
+    image = SchemaField(
+        ProvenanceImageSerializer,
+        allow_null=True,
+        help_text="the image it ran in; null: the solver installed on the backend's machines",
+    )
+    packages = serializers.DictField(child=serializers.CharField(), help_text="name: version")
+    backend = SchemaField(NamedBackendSerializer)
+    hosts = serializers.ListField(child=serializers.CharField())
+    agent_host = serializers.CharField()
+    job_id = serializers.CharField(help_text="the attempt's id on its backend")
+    processes = serializers.IntegerField()
+    nodes = serializers.IntegerField()
+    decompose = SchemaField(component_ref("Decomposition"), allow_null=True)
+    commands = SchemaField(
+        {"type": "array", "items": component_ref("StepRecord")},
+        help_text="each step as the agent ran it: name, role, command, argv, exit_code, "
+        "started_at, ended_at",
+    )
+    planned_commands = SchemaField(
+        PlannedCommandSerializer(many=True),
+        help_text="the steps the portal planned",
+    )
+    environment = SchemaField(component_ref("StepEnvironment"))
+    sandbox = serializers.CharField()
+    limits = RunLimitsSerializer(allow_null=True, help_text="null: the agent did not say")
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    exit_code = serializers.IntegerField(allow_null=True)
+    end_reason = serializers.CharField()
+    attempt = serializers.IntegerField()
+    agent_version = serializers.CharField()
+    portal_version = serializers.CharField()
+    case = SchemaField(ProvenanceCaseSerializer)
+    run = serializers.UUIDField(help_text="the run that computed the results")
+    study = serializers.UUIDField()
+    study_name = serializers.CharField()
+    index = serializers.IntegerField()
