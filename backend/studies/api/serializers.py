@@ -131,7 +131,15 @@ class TrustDetailSerializer(serializers.Serializer):
     the run ended."""
 
     basis = serializers.ChoiceField(
-        choices=["diverged", "ended", "solver", "study_rule", "trust_rule", "wall_time_limit"],
+        choices=[
+            "diverged",
+            "ended",
+            "solver",
+            "study_rule",
+            "trust_rule",
+            "wall_time_limit",
+            "iteration_limit",
+        ],
         required=False,
         help_text="who said so: the solver's tolerance, the study's rules, …",
     )

@@ -1,6 +1,6 @@
 import { Badge, Tooltip } from "@mantine/core";
 import { RUN, STUDY } from "@/lib/states";
-import type { RunState, StudyState, Trust } from "@/lib/types";
+import type { RunState, StudyState, Trust, TrustDetail } from "@/lib/types";
 
 export function RunStateBadge({
   state,
@@ -75,16 +75,15 @@ export function TrustBadge({
   compact = false,
 }: {
   trust: Trust | undefined;
-  detail?: unknown;
+  detail?: TrustDetail | null;
   /** the flag alone (a table cell): who declared it is in the tooltip */
   compact?: boolean;
 }) {
   if (!trust) return null;
   const t = TRUST[trust];
   if (!t) return null;
-  const d = (detail ?? {}) as { why?: unknown; basis?: unknown };
-  const basis = trust === "converged" && typeof d.basis === "string" ? BASIS[d.basis] : undefined;
-  const why = typeof d.why === "string" && d.why ? d.why : t.tip;
+  const basis = trust === "converged" && detail?.basis ? BASIS[detail.basis] : undefined;
+  const why = detail?.why || t.tip;
   const suffix = basis && !compact ? ` · ${basis}` : "";
   return (
     <Tooltip label={why} withArrow multiline maw={360}>

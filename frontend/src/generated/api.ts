@@ -1517,9 +1517,10 @@ export interface components {
          *     * `study_rule` - study_rule
          *     * `trust_rule` - trust_rule
          *     * `wall_time_limit` - wall_time_limit
+         *     * `iteration_limit` - iteration_limit
          * @enum {string}
          */
-        BasisEnum: "diverged" | "ended" | "solver" | "study_rule" | "trust_rule" | "wall_time_limit";
+        BasisEnum: "diverged" | "ended" | "solver" | "study_rule" | "trust_rule" | "wall_time_limit" | "iteration_limit";
         /** @description The batch's number in its attempt: 1, 2, … as the agent takes batches. A batch sent again keeps its number, and the final report carrying the last batch carries that batch's; the portal stores a batch only when the attempt has no batch of that number or a later one stored, and answers duplicate: true otherwise. Without it (agents before 1.2) every batch is stored as it comes. */
         BatchSeq: number;
         /** @enum {unknown} */
@@ -3750,6 +3751,7 @@ export interface components {
              *     * `study_rule` - study_rule
              *     * `trust_rule` - trust_rule
              *     * `wall_time_limit` - wall_time_limit
+             *     * `iteration_limit` - iteration_limit
              */
             basis?: components["schemas"]["BasisEnum"];
             final_residuals?: {

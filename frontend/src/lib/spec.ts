@@ -49,3 +49,18 @@ export function parameterValues(p: ParameterSpec): Scalar[] | null {
   }
   return null;
 }
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+
+/** Whether `name` can name a parameter, a derived value or an objective in the spec. */
+export function isIdentifier(name: string): boolean {
+  return IDENTIFIER.test(name);
+}
+
+/** The error for one input: exact field, or a deeper one (`objectives.LD.expr` for LD). */
+export function errorAt(errors: Record<string, string>, field: string): string | undefined {
+  if (errors[field]) return errors[field];
+  const prefix = `${field}.`;
+  for (const [k, v] of Object.entries(errors)) if (k.startsWith(prefix)) return v;
+  return undefined;
+}

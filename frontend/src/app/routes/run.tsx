@@ -5,7 +5,6 @@ import {
   Card,
   Grid,
   Group,
-  Modal,
   SimpleGrid,
   Skeleton,
   Stack,
@@ -16,8 +15,10 @@ import { useDisclosure } from "@mantine/hooks";
 import { notifications } from "@mantine/notifications";
 import { IconDownload, IconPlayerStop } from "@/components/icons";
 import { useQueryClient } from "@tanstack/react-query";
-import { useEffect, useRef, type ReactNode } from "react";
+import { useEffect, useRef } from "react";
 import { Link, useParams } from "react-router";
+import { ConfirmModal } from "@/components/confirm-modal";
+import { Fact } from "@/components/fact";
 import { PageHeader } from "@/components/page-header";
 import { RunStateBadge, TrustBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
@@ -54,33 +55,6 @@ const END: Record<string, string> = {
 /** Seconds since a running run started (its wall time so far). */
 const liveSeconds = (started: string | null | undefined) =>
   started ? Math.max(0, (Date.now() - Date.parse(started)) / 1000) : null;
-
-function Fact({
-  label,
-  children,
-  testId,
-}: {
-  label: string;
-  children: ReactNode;
-  testId?: string;
-}) {
-  return (
-    <Stack gap={0}>
-      <Text size="xs" c="dimmed">
-        {label}
-      </Text>
-      <Text
-        size="sm"
-        fw={500}
-        ff="monospace"
-        data-testid={testId}
-        style={{ overflowWrap: "anywhere" }}
-      >
-        {children}
-      </Text>
-    </Stack>
-  );
-}
 
 export function RunPage() {
   const { id = "" } = useParams();
@@ -121,9 +95,7 @@ export function RunPage() {
 
   const started = r.state !== "pending" && r.state !== "admitted";
   // why an objective has no value (a series the run never sent, a division by zero, …)
-  const objectiveErrors =
-    (r.trust_detail as { objective_errors?: Record<string, string> } | null | undefined)
-      ?.objective_errors ?? {};
+  const objectiveErrors = r.trust_detail?.objective_errors ?? {};
   const objectiveSeries = Object.values(study.data?.objectives ?? {})
     .map((o) => ("series" in o ? o.series : null))
     .filter((s): s is string => !!s);
@@ -205,29 +177,31 @@ export function RunPage() {
         )}
         <Card padding="md">
           <SimpleGrid cols={{ base: 2, sm: 4, lg: 8 }} spacing="md">
-            <Fact label={active ? "Phase" : "Outcome"}>
+            <Fact strong label={active ? "Phase" : "Outcome"}>
               {active ? r.phase || "waiting" : (END[r.end_reason ?? ""] ?? r.state)}
             </Fact>
-            <Fact label="Iterations" testId="run-iterations">
+            <Fact strong label="Iterations" testId="run-iterations">
               {r.iterations ?? "—"}
             </Fact>
-            <Fact label="Wall time" testId="run-wall">
+            <Fact strong label="Wall time" testId="run-wall">
               {started ? formatDuration(wallSeconds(r) ?? liveSeconds(r.started_at)) : "—"}
             </Fact>
-            <Fact label="CPU" testId="run-cpu">
+            <Fact strong label="CPU" testId="run-cpu">
               {r.cpu_percent !== null && r.cpu_percent !== undefined
                 ? `${Math.round(r.cpu_percent)} %`
                 : "—"}
             </Fact>
-            <Fact label="Memory">{formatBytes(r.rss_bytes)}</Fact>
-            <Fact label="Resources">
+            <Fact strong label="Memory">
+              {formatBytes(r.rss_bytes)}
+            </Fact>
+            <Fact strong label="Resources">
               {r.processes} × core, {r.memory_gb} GB
             </Fact>
-            <Fact label="Backend">
+            <Fact strong label="Backend">
               {r.backend}
               {r.attempt && r.attempt > 1 ? ` · attempt ${r.attempt}` : ""}
             </Fact>
-            <Fact label={r.finished_at ? "Finished" : r.started_at ? "Started" : "Queued"}>
+            <Fact strong label={r.finished_at ? "Finished" : r.started_at ? "Started" : "Queued"}>
               <span style={{ fontFamily: "var(--mantine-font-family)" }}>
                 {formatDateTime(r.finished_at ?? r.started_at ?? r.queued_at)}
               </span>
@@ -319,41 +293,32 @@ export function RunPage() {
         )}
       </Stack>
 
-      <Modal opened={stopOpen} onClose={stopModal.close} title={`Stop run ${r.index}?`} centered>
-        <Stack>
-          <Text size="sm">
-            {r.state === "pending"
-              ? "The run leaves the queue and never starts."
-              : "The solver is stopped now; what it wrote so far is archived."}
-          </Text>
-          {cancel.error && <Alert color="red">{errorMessage(cancel.error)}</Alert>}
-          <Group justify="flex-end">
-            <Button variant="default" onClick={stopModal.close}>
-              Keep it
-            </Button>
-            <Button
-              color="red"
-              loading={cancel.isPending}
-              onClick={() =>
-                cancel.mutate(r.id, {
-                  onSuccess: stopModal.close,
-                  onError: (e) => {
-                    if (e instanceof ApiError && e.status === 409) {
-                      // it ended meanwhile: say so and show its final state
-                      stopModal.close();
-                      notifications.show({ color: "yellow", message: errorMessage(e) });
-                      void run.refetch();
-                    }
-                  },
-                })
+      <ConfirmModal
+        opened={stopOpen}
+        onClose={stopModal.close}
+        title={`Stop run ${r.index}?`}
+        confirmLabel="Stop run"
+        confirmTestId="confirm-stop"
+        loading={cancel.isPending}
+        error={cancel.error}
+        onConfirm={() =>
+          cancel.mutate(r.id, {
+            onSuccess: stopModal.close,
+            onError: (e) => {
+              if (e instanceof ApiError && e.status === 409) {
+                // it ended meanwhile: say so and show its final state
+                stopModal.close();
+                notifications.show({ color: "yellow", message: errorMessage(e) });
+                void run.refetch();
               }
-              data-testid="confirm-stop"
-            >
-              Stop run
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
+            },
+          })
+        }
+      >
+        {r.state === "pending"
+          ? "The run leaves the queue and never starts."
+          : "The solver is stopped now; what it wrote so far is archived."}
+      </ConfirmModal>
     </>
   );
 }

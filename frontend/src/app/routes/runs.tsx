@@ -1,15 +1,13 @@
 import { Card } from "@mantine/core";
-import { useCallback, useMemo } from "react";
-import { useSearchParams } from "react-router";
+import { useMemo } from "react";
 import { PageHeader } from "@/components/page-header";
 import { useBackends } from "@/features/catalog";
 import {
-  runQueryFromSearch,
-  runQueryToSearch,
+  runsPageState,
   RunsTable,
+  useRunQueryInUrl,
   useRunsPage,
   useStudies,
-  type RunQuery,
 } from "@/features/studies";
 import { splitParameters } from "@/lib/spec";
 
@@ -19,12 +17,7 @@ import { splitParameters } from "@/lib/spec";
  * With one study chosen, its parameters and objectives become columns and range filters.
  */
 export function RunsPage() {
-  const [params, setParams] = useSearchParams();
-  const query = useMemo(() => runQueryFromSearch(params), [params]);
-  const setQuery = useCallback(
-    (patch: Partial<RunQuery>) => setParams((p) => runQueryToSearch(p, patch), { replace: true }),
-    [setParams],
-  );
+  const [query, setQuery] = useRunQueryInUrl();
   const runs = useRunsPage(query);
   const studies = useStudies({ pageSize: 100 }, { live: false });
   const backends = useBackends();
@@ -47,10 +40,7 @@ export function RunsPage() {
       />
       <Card padding="md">
         <RunsTable
-          page={runs.data}
-          error={runs.isError ? runs.error : undefined}
-          onRetry={() => runs.refetch()}
-          fetching={runs.isPlaceholderData}
+          {...runsPageState(runs)}
           query={query}
           onQueryChange={setQuery}
           parameters={parameters}

@@ -14,6 +14,7 @@ import { IconPlus, IconSearch } from "@/components/icons";
 import { useEffect, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { PageHeader } from "@/components/page-header";
+import { usePatchSearchParams } from "@/lib/search-params";
 import { STUDY_STATES, studyStateLabel } from "@/lib/states";
 import { EmptyState, ErrorState } from "@/components/states";
 import { StudiesTable, useStudies } from "@/features/studies";
@@ -22,24 +23,13 @@ import type { StudyState } from "@/lib/types";
 const PAGE_SIZE = 25;
 
 export function StudiesPage() {
-  const [params, setParams] = useSearchParams();
+  const [params] = useSearchParams();
   const state = (params.get("state")?.split(",").filter(Boolean) ?? []) as StudyState[];
   const page = Math.max(1, Number(params.get("page")) || 1);
   const [search, setSearch] = useState(params.get("q") ?? "");
   const [debounced] = useDebouncedValue(search, 300);
 
-  const set = (patch: Record<string, string | null>) =>
-    setParams(
-      (p) => {
-        const next = new URLSearchParams(p);
-        for (const [k, v] of Object.entries(patch)) {
-          if (v) next.set(k, v);
-          else next.delete(k);
-        }
-        return next;
-      },
-      { replace: true },
-    );
+  const set = usePatchSearchParams();
 
   useEffect(() => {
     if ((params.get("q") ?? "") !== debounced) set({ q: debounced || null, page: null });

@@ -15,25 +15,25 @@ import { IconChevronRight } from "@/components/icons";
 import { useCallback, useMemo, useState } from "react";
 import { useNavigate, useParams, useSearchParams } from "react-router";
 import { PageHeader } from "@/components/page-header";
+import { usePatchSearchParams } from "@/lib/search-params";
 import { StudyStateBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
 import {
   describeRunFilter,
   ObjectivePlot,
   plotQueryFor,
-  runQueryFromSearch,
-  runQueryToSearch,
+  runsPageState,
   RunsTable,
   StudyActions,
   StudyProgress,
   SurrogateMap,
+  useRunQueryInUrl,
   useSelectedRuns,
   useStudy,
   useStudyPlot,
   useStudyRunsPage,
   useStudySurrogate,
   type ObjectivePlotView,
-  type RunQuery,
 } from "@/features/studies";
 import { NotifyBell } from "@/features/notifications";
 import { StudyResultsPanel } from "@/features/results";
@@ -50,33 +50,15 @@ const MAX_SELECTED = 8;
 export function StudyPage() {
   const { id = "" } = useParams();
   const navigate = useNavigate();
-  const [params, setParams] = useSearchParams();
+  const [params] = useSearchParams();
   const study = useStudy(id);
   const active = isActiveStudy(study.data?.state);
   const live = active || study.data?.state === undefined;
-  const query = useMemo(() => runQueryFromSearch(params), [params]);
+  const [query, setQuery] = useRunQueryInUrl();
   const runs = useStudyRunsPage(id, query, { active: live });
   const [specOpen, setSpecOpen] = useState(false);
 
-  const setParam = useCallback(
-    (patch: Record<string, string | null>) =>
-      setParams(
-        (p) => {
-          const next = new URLSearchParams(p);
-          for (const [k, v] of Object.entries(patch)) {
-            if (v) next.set(k, v);
-            else next.delete(k);
-          }
-          return next;
-        },
-        { replace: true },
-      ),
-    [setParams],
-  );
-  const setQuery = useCallback(
-    (patch: Partial<RunQuery>) => setParams((p) => runQueryToSearch(p, patch), { replace: true }),
-    [setParams],
-  );
+  const setParam = usePatchSearchParams();
 
   const split = useMemo(() => splitParameters(study.data?.spec ?? { name: "" }), [study.data]);
   const parameters = split.varied;
@@ -289,10 +271,7 @@ export function StudyPage() {
                 </Text>
               </Group>
               <RunsTable
-                page={runs.data}
-                error={runs.isError ? runs.error : undefined}
-                onRetry={() => runs.refetch()}
-                fetching={runs.isPlaceholderData}
+                {...runsPageState(runs)}
                 query={query}
                 onQueryChange={setQuery}
                 parameters={parameters}

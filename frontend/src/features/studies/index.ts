@@ -14,6 +14,8 @@ export {
   type RunQuery,
 } from "./lib/run-query";
 export {
+  runsPageState,
+  useRunQueryInUrl,
   useRunsPage,
   useSelectedRuns,
   useStudyPlot,

@@ -39,6 +39,49 @@ function UsageCell({
   );
 }
 
+type Amounts = { cores: number; memory_gb: number };
+
+/** Cores and memory in use (and asked for by queued runs) against a limit: a cell each. */
+function CoresAndMemory({
+  used,
+  queued,
+  limit,
+}: {
+  used: Amounts;
+  queued: Amounts;
+  limit: Amounts;
+}) {
+  return (
+    <>
+      <Table.Td>
+        <UsageCell used={used.cores} queued={queued.cores} limit={limit.cores} />
+      </Table.Td>
+      <Table.Td>
+        <UsageCell
+          used={used.memory_gb}
+          queued={queued.memory_gb}
+          limit={limit.memory_gb}
+          format={formatGb}
+        />
+      </Table.Td>
+    </>
+  );
+}
+
+/** A row's name in bold with a small outlined badge beside it (a kind, a version). */
+function NameWithBadge({ name, badge }: { name: string; badge: string }) {
+  return (
+    <Group gap={6}>
+      <Text fw={600} size="sm">
+        {name}
+      </Text>
+      <Badge size="xs" variant="outline" radius="sm">
+        {badge}
+      </Badge>
+    </Group>
+  );
+}
+
 export function TenantsTable({ tenants }: { tenants: AdminTenant[] }) {
   if (!tenants.length)
     return <EmptyState title="No tenants yet">Create one with New tenant.</EmptyState>;
@@ -79,21 +122,7 @@ export function TenantsTable({ tenants }: { tenants: AdminTenant[] }) {
               </Table.Td>
               {t.limits ? (
                 <>
-                  <Table.Td>
-                    <UsageCell
-                      used={t.usage.cores}
-                      queued={t.queued.cores}
-                      limit={t.limits.cores}
-                    />
-                  </Table.Td>
-                  <Table.Td>
-                    <UsageCell
-                      used={t.usage.memory_gb}
-                      queued={t.queued.memory_gb}
-                      limit={t.limits.memory_gb}
-                      format={formatGb}
-                    />
-                  </Table.Td>
+                  <CoresAndMemory used={t.usage} queued={t.queued} limit={t.limits} />
                   <Table.Td>
                     <UsageCell used={t.usage.runs} queued={t.queued.runs} limit={t.limits.runs} />
                   </Table.Td>
@@ -142,14 +171,7 @@ export function BackendsTable({ backends }: { backends: AdminBackend[] }) {
           {backends.map((b) => (
             <Table.Tr key={b.name}>
               <Table.Td>
-                <Group gap={6}>
-                  <Text fw={600} size="sm">
-                    {b.name}
-                  </Text>
-                  <Badge size="xs" variant="outline" radius="sm">
-                    {b.kind}
-                  </Badge>
-                </Group>
+                <NameWithBadge name={b.name} badge={b.kind} />
                 <Text size="xs" c="dimmed">
                   up to {b.capacity.nodes} node{b.capacity.nodes === 1 ? "" : "s"} per run
                 </Text>
@@ -161,17 +183,7 @@ export function BackendsTable({ backends }: { backends: AdminBackend[] }) {
                   </Badge>
                 </Tooltip>
               </Table.Td>
-              <Table.Td>
-                <UsageCell used={b.usage.cores} queued={b.queued.cores} limit={b.capacity.cores} />
-              </Table.Td>
-              <Table.Td>
-                <UsageCell
-                  used={b.usage.memory_gb}
-                  queued={b.queued.memory_gb}
-                  limit={b.capacity.memory_gb}
-                  format={formatGb}
-                />
-              </Table.Td>
+              <CoresAndMemory used={b.usage} queued={b.queued} limit={b.capacity} />
               <Table.Td ta="right" ff="monospace">
                 {b.usage.runs}
                 <Text span size="xs" c="dimmed">
@@ -207,14 +219,7 @@ export function PackagesTable({ overview }: { overview: AdminOverview }) {
           {overview.packages.map((p) => (
             <Table.Tr key={p.name}>
               <Table.Td>
-                <Group gap={6}>
-                  <Text fw={600} size="sm">
-                    {p.name}
-                  </Text>
-                  <Badge size="xs" variant="outline" radius="sm">
-                    {p.version}
-                  </Badge>
-                </Group>
+                <NameWithBadge name={p.name} badge={p.version} />
                 <Text size="xs" c="dimmed" lineClamp={2}>
                   {p.description}
                 </Text>

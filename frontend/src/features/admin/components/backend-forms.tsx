@@ -17,7 +17,8 @@ import {
 import { useDisclosure } from "@mantine/hooks";
 import { notifications } from "@mantine/notifications";
 import { useState, type FormEvent } from "react";
-import { IconDots, IconPlus } from "@/components/icons";
+import { IconPlus } from "@/components/icons";
+import { ConfirmModal } from "@/components/confirm-modal";
 import { errorMessage } from "@/lib/api-client";
 import type { AdminBackend, BackendAdmin, BackendCheck, BackendKind } from "../api/admin";
 import {
@@ -29,7 +30,7 @@ import {
 } from "../hooks/use-admin";
 import { fieldError } from "../api/field-error";
 import { ElasticNodes } from "./elastic-nodes";
-import { AdminLink, ConfirmModal, FormError } from "./form-parts";
+import { AdminLink, EditMenuTarget, FormError } from "./form-parts";
 
 const KINDS: { value: BackendKind; label: string }[] = [
   { value: "local", label: "Local machine" },
@@ -291,16 +292,7 @@ export function BackendActions({ backend }: { backend: AdminBackend }) {
           Check
         </Button>
         <Menu position="bottom-end" withinPortal>
-          <Menu.Target>
-            <Button
-              size="compact-xs"
-              variant="default"
-              aria-label={`Edit ${backend.name}`}
-              rightSection={<IconDots size={12} />}
-            >
-              Edit
-            </Button>
-          </Menu.Target>
+          <EditMenuTarget name={backend.name} />
           <Menu.Dropdown>
             <Menu.Item onClick={() => setDialog("edit")}>Settings and capacity…</Menu.Item>
             {backend.kind === "slurm" && (

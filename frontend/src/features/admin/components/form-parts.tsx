@@ -1,6 +1,5 @@
-import { Alert, Anchor, Button, Group, Modal, Stack, Text } from "@mantine/core";
-import type { ReactNode } from "react";
-import { IconExternalLink } from "@/components/icons";
+import { Alert, Anchor, Button, Group, Menu } from "@mantine/core";
+import { IconDots, IconExternalLink } from "@/components/icons";
 import { errorMessage } from "@/lib/api-client";
 import { fieldError } from "../api/field-error";
 
@@ -33,48 +32,18 @@ export function AdminLink({
   );
 }
 
-/** Asks before a destructive action; shows the API's refusal if it comes. */
-export function ConfirmModal({
-  opened,
-  onClose,
-  title,
-  children,
-  confirmLabel,
-  onConfirm,
-  loading,
-  error,
-  color = "red",
-}: {
-  opened: boolean;
-  onClose: () => void;
-  title: string;
-  children: ReactNode;
-  confirmLabel: string;
-  onConfirm: () => void;
-  loading?: boolean;
-  error?: unknown;
-  color?: string;
-}) {
+/** The "Edit" button that opens a row's menu of changes (inside a `Menu`). */
+export function EditMenuTarget({ name }: { name: string }) {
   return (
-    <Modal opened={opened} onClose={onClose} title={title} centered>
-      <Stack gap="md">
-        <Text size="sm" component="div">
-          {children}
-        </Text>
-        {error ? (
-          <Alert color="red" variant="light" data-testid="confirm-error">
-            {errorMessage(error)}
-          </Alert>
-        ) : null}
-        <Group justify="flex-end">
-          <Button variant="default" onClick={onClose}>
-            Keep it
-          </Button>
-          <Button color={color} loading={loading} onClick={onConfirm}>
-            {confirmLabel}
-          </Button>
-        </Group>
-      </Stack>
-    </Modal>
+    <Menu.Target>
+      <Button
+        size="compact-xs"
+        variant="default"
+        aria-label={`Edit ${name}`}
+        rightSection={<IconDots size={12} />}
+      >
+        Edit
+      </Button>
+    </Menu.Target>
   );
 }

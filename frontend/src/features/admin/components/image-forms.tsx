@@ -6,7 +6,8 @@ import { IconPlus } from "@/components/icons";
 import type { AdminImage } from "../api/admin";
 import { useComposeImage, useRebuildImage, useRetireImage } from "../hooks/use-admin";
 import { fieldError } from "../api/field-error";
-import { AdminLink, ConfirmModal, FormError } from "./form-parts";
+import { ConfirmModal } from "@/components/confirm-modal";
+import { AdminLink, FormError } from "./form-parts";
 
 /** Compose a package set into an image (found by digest, else created and built). */
 export function ComposeImageButton({ packages }: { packages: string[] }) {

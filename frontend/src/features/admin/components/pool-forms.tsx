@@ -17,7 +17,8 @@ import { IconPlus } from "@/components/icons";
 import type { AdminBackend, AdminImage, Pool, PoolCreate } from "../api/admin";
 import { fieldError } from "../api/field-error";
 import { useCreatePool, useDeletePool } from "../hooks/use-admin";
-import { ConfirmModal, FormError } from "./form-parts";
+import { ConfirmModal } from "@/components/confirm-modal";
+import { FormError } from "./form-parts";
 
 const FIELDS = [
   "name",

@@ -17,7 +17,7 @@ import {
 import { useDisclosure } from "@mantine/hooks";
 import { notifications } from "@mantine/notifications";
 import { useEffect, useState, type FormEvent } from "react";
-import { IconDots, IconPlus } from "@/components/icons";
+import { IconPlus } from "@/components/icons";
 import type { AdminTenant, Member, QuotaInput, Role } from "../api/admin";
 import {
   useAddMember,
@@ -30,7 +30,8 @@ import {
   useUpdateTenant,
 } from "../hooks/use-admin";
 import { fieldError } from "../api/field-error";
-import { AdminLink, ConfirmModal, FormError } from "./form-parts";
+import { ConfirmModal } from "@/components/confirm-modal";
+import { AdminLink, EditMenuTarget, FormError } from "./form-parts";
 
 /** Said next to every quota form; the API answers the same words in `note`. */
 export const QUOTA_APPLIES =
@@ -431,16 +432,7 @@ export function TenantActions({ tenant }: { tenant: AdminTenant }) {
     <Group gap={6} wrap="nowrap" justify="flex-end">
       <AdminLink href={tenant.admin_url} />
       <Menu position="bottom-end" withinPortal>
-        <Menu.Target>
-          <Button
-            size="compact-xs"
-            variant="default"
-            aria-label={`Edit ${tenant.name}`}
-            rightSection={<IconDots size={12} />}
-          >
-            Edit
-          </Button>
-        </Menu.Target>
+        <EditMenuTarget name={tenant.name} />
         <Menu.Dropdown>
           <Menu.Item onClick={() => setDialog("quota")}>Quota…</Menu.Item>
           <Menu.Item onClick={() => setDialog("members")}>Members…</Menu.Item>

@@ -1,12 +1,13 @@
 import { act, screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { type FakeSocket, stubWebSockets } from "@/test/fake-socket";
 import { renderWithApp } from "@/test/render";
 import { WATCHED_KEY } from "../hooks/use-watched-study";
 import { NotifyBell } from "./notify-bell";
 
 const shown: { title: string; body?: string }[] = [];
-const sockets: FakeSocket[] = [];
+let sockets: FakeSocket[] = [];
 
 class FakeNotification {
   static permission: NotificationPermission = "default";
@@ -20,26 +21,12 @@ class FakeNotification {
   }
 }
 
-class FakeSocket {
-  onopen: (() => void) | null = null;
-  onmessage: ((e: { data: string }) => void) | null = null;
-  onclose: ((e: { code: number }) => void) | null = null;
-  constructor(readonly url: string) {
-    sockets.push(this);
-  }
-  close() {}
-  push(message: object) {
-    this.onmessage?.({ data: JSON.stringify(message) });
-  }
-}
-
 beforeEach(() => {
   shown.length = 0;
-  sockets.length = 0;
   FakeNotification.permission = "default";
   window.localStorage.clear();
   vi.stubGlobal("Notification", FakeNotification);
-  vi.stubGlobal("WebSocket", FakeSocket);
+  sockets = stubWebSockets();
 });
 afterEach(() => vi.unstubAllGlobals());
 

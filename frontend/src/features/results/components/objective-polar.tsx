@@ -1,6 +1,7 @@
 import { Group, Select, Stack, Text } from "@mantine/core";
 import { useMemo, useState } from "react";
 import { Plot } from "@/components/plot";
+import { PlotSelect } from "@/components/plot-select";
 import type { Run } from "@/lib/types";
 import { polarTraces } from "../lib/field-traces";
 import { defaultAxes } from "../lib/pick";
@@ -36,23 +37,19 @@ export function ObjectivePolar({
   return (
     <Stack gap="sm">
       <Group gap="sm" align="flex-end" wrap="wrap">
-        <Select
-          size="xs"
+        <PlotSelect
           label="Y"
           data={objectives}
           value={ys}
-          onChange={(v) => v && setY(v)}
-          allowDeselect={false}
+          onPick={(v) => setY(v)}
           w={120}
           data-testid="polar-y"
         />
-        <Select
-          size="xs"
+        <PlotSelect
           label="against X"
           data={objectives}
           value={xs}
-          onChange={(v) => v && setX(v)}
-          allowDeselect={false}
+          onPick={(v) => setX(v)}
           w={120}
           data-testid="polar-x"
         />

@@ -1,5 +1,5 @@
 import { Badge, Code, Group, SimpleGrid, Stack, Table, Text } from "@mantine/core";
-import type { ReactNode } from "react";
+import { Fact } from "@/components/fact";
 import { CopyIcon, CopyTextButton } from "@/components/copy-button";
 import { formatBytes, formatDateTime } from "@/lib/format";
 import type { Provenance } from "@/lib/types";
@@ -11,25 +11,6 @@ type Environment = {
   allowlist?: { names?: string[]; prefixes?: string[] };
   set_by_run_configuration?: Record<string, string>;
 };
-
-function Row({ label, children, testId }: { label: string; children: ReactNode; testId?: string }) {
-  return (
-    <Stack gap={0}>
-      <Text size="xs" c="dimmed">
-        {label}
-      </Text>
-      <Text
-        size="sm"
-        ff="monospace"
-        data-testid={testId}
-        style={{ overflowWrap: "anywhere" }}
-        component="div"
-      >
-        {children}
-      </Text>
-    </Stack>
-  );
-}
 
 /** The run's provenance (docs/provenance.md): what made its results, enough to rerun the
  * case by hand, with copy buttons for the identity, the commands and the whole record. */
@@ -46,7 +27,7 @@ export function ProvenancePanel({ provenance }: { provenance: Provenance }) {
   return (
     <Stack gap="md" data-testid="provenance">
       <Group justify="space-between" align="flex-start">
-        <Row
+        <Fact
           label="Identity (content hash of what determines the result)"
           testId="provenance-identity"
         >
@@ -54,41 +35,41 @@ export function ProvenancePanel({ provenance }: { provenance: Provenance }) {
             <span>{identity.hash || "—"}</span>
             {identity.hash && <CopyIcon value={identity.hash} label="Copy the identity" />}
           </Group>
-        </Row>
+        </Fact>
         <CopyTextButton value={JSON.stringify(provenance, null, 2)} label="Copy as JSON" />
       </Group>
       <SimpleGrid cols={{ base: 1, sm: 2, lg: 4 }} spacing="md">
-        <Row label="Solver">{provenance.solver}</Row>
-        <Row label="OpenFOAM" testId="provenance-openfoam">
+        <Fact label="Solver">{provenance.solver}</Fact>
+        <Fact label="OpenFOAM" testId="provenance-openfoam">
           {provenance.openfoam_version || "—"}
-        </Row>
-        <Row label="Image" testId="provenance-image">
+        </Fact>
+        <Fact label="Image" testId="provenance-image">
           {image
             ? `${image.name ?? ""} ${image.digest ?? ""}`
             : "none (the backend's own OpenFOAM)"}
-        </Row>
-        <Row label="Backend · job id">
+        </Fact>
+        <Fact label="Backend · job id">
           {`${(provenance.backend as { name?: string })?.name ?? ""} · ${provenance.job_id || "—"}`}
-        </Row>
-        <Row label="Host(s)" testId="provenance-hosts">
+        </Fact>
+        <Fact label="Host(s)" testId="provenance-hosts">
           {hosts}
-        </Row>
-        <Row label="Processes · decomposition">
+        </Fact>
+        <Fact label="Processes · decomposition">
           {provenance.processes}
           {provenance.decompose ? ` · ${JSON.stringify(provenance.decompose)}` : " · serial"}
-        </Row>
-        <Row label="Started · ended">
+        </Fact>
+        <Fact label="Started · ended">
           {`${formatDateTime(provenance.started_at)} · ${formatDateTime(provenance.finished_at)}`}
-        </Row>
-        <Row label="Exit code">{provenance.exit_code ?? "—"}</Row>
-        <Row label="Agent · portal version" testId="provenance-versions">
+        </Fact>
+        <Fact label="Exit code">{provenance.exit_code ?? "—"}</Fact>
+        <Fact label="Agent · portal version" testId="provenance-versions">
           {`${provenance.agent_version || "—"} · ${provenance.portal_version}`}
-        </Row>
-        <Row label="Sandbox">{provenance.sandbox || "—"}</Row>
-        <Row label="Limits" testId="provenance-limits">
+        </Fact>
+        <Fact label="Sandbox">{provenance.sandbox || "—"}</Fact>
+        <Fact label="Limits" testId="provenance-limits">
           {describeLimits(provenance.limits)}
-        </Row>
-        <Row label="Attempt">{provenance.attempt}</Row>
+        </Fact>
+        <Fact label="Attempt">{provenance.attempt}</Fact>
       </SimpleGrid>
       <Stack gap={4}>
         <Group justify="space-between">
@@ -120,16 +101,18 @@ export function ProvenancePanel({ provenance }: { provenance: Provenance }) {
         </Table>
       </Stack>
       {packages.length > 0 && (
-        <Row label="Packages">{packages.map(([n, v]) => `${n} ${v}`).join(", ")}</Row>
+        <Fact label="Packages">{packages.map(([n, v]) => `${n} ${v}`).join(", ")}</Fact>
       )}
-      <Row label="Environment allowlist in force">
+      <Fact label="Environment allowlist in force">
         {[
           ...(environment.allowlist?.names ?? []),
           ...(environment.allowlist?.prefixes ?? []).map((p) => `${p}*`),
         ].join(" ") || "—"}
-      </Row>
+      </Fact>
       {set.length > 0 && (
-        <Row label="Set by the run configuration">{set.map(([k, v]) => `${k}=${v}`).join(" ")}</Row>
+        <Fact label="Set by the run configuration">
+          {set.map(([k, v]) => `${k}=${v}`).join(" ")}
+        </Fact>
       )}
       <Text size="xs" c="dimmed">
         The run's archive holds the same record as windtunnel-provenance.json.

@@ -2,6 +2,7 @@ import { Group, SegmentedControl, Select, Stack, Text } from "@mantine/core";
 import type { Data } from "plotly.js";
 import { useMemo } from "react";
 import { Plot } from "@/components/plot";
+import { PlotSelect } from "@/components/plot-select";
 import { formatInt } from "@/lib/format";
 import type { StudyPlot } from "@/lib/types";
 import { plotTraces, type ObjectivePlotView } from "../lib/plot-traces";
@@ -54,22 +55,18 @@ export function ObjectivePlot({
   return (
     <Stack gap="sm">
       <Group gap="sm" wrap="wrap" align="flex-end">
-        <Select
-          size="xs"
+        <PlotSelect
           label="Objective"
           data={objectives}
           value={objective}
-          onChange={(v) => v && onViewChange({ ...view, objective: v })}
-          allowDeselect={false}
+          onPick={(v) => onViewChange({ ...view, objective: v })}
           w={140}
         />
-        <Select
-          size="xs"
+        <PlotSelect
           label="versus"
           data={parameters}
           value={x}
-          onChange={(v) => v && onViewChange({ ...view, x: v, group: v === group ? null : group })}
-          allowDeselect={false}
+          onPick={(v) => onViewChange({ ...view, x: v, group: v === group ? null : group })}
           w={140}
         />
         {parameters.length > 1 && (

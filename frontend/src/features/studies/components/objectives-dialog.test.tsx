@@ -58,9 +58,22 @@ describe("Edit objectives", () => {
     expect(put.body).toMatchObject({
       objectives: {
         p_in: { series: "inletP.areaAverage(p)", reduce: "last" },
-        p_peak: { series: "inletP.areaAverage(p)", reduce: "last" },
+        p_peak: { series: "inletP.areaAverage(p)", reduce: "mean_last", n: 20 },
       },
       trust: { residuals_below: 0.001, drift_below: 0.001 },
     });
+  });
+
+  it("says what is wrong with a new objective instead of sending it", async () => {
+    const api = mockApi({
+      "GET /api/v1/uploads/u1/": { status: 200, body: { id: "u1", inspection } },
+    });
+    renderWithApp(<ObjectivesDialog study={study} opened onClose={() => {}} />);
+    fireEvent.click(screen.getByRole("button", { name: "Add objective" }));
+    const names = screen.getAllByLabelText("Objective name");
+    fireEvent.change(names[names.length - 1]!, { target: { value: "p_peak" } });
+    fireEvent.click(screen.getByTestId("save-objectives"));
+    expect(await screen.findByText("give a series, e.g. forceCoeffs.Cl")).toBeInTheDocument();
+    expect(api.calls.some((c) => c.method === "PUT")).toBe(false);
   });
 });

@@ -1,30 +1,23 @@
 import { act, screen, waitFor, within } from "@testing-library/react";
-import userEvent from "@testing-library/user-event";
+import { userEvent } from "@testing-library/user-event";
 import { useMemo } from "react";
 import { useLocation, useSearchParams } from "react-router";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Run } from "@/lib/types";
+import { type FakeSocket, stubWebSockets } from "@/test/fake-socket";
 import { mockApi, renderWithApp } from "@/test/render";
-import { useStudyRunsPage } from "../hooks/use-runs-table";
+import { REFETCH_DEBOUNCE_MS, useStudyRunsPage } from "../hooks/use-runs-table";
 import { runQueryFromSearch, runQueryToSearch } from "../lib/run-query";
 import { RunsTable } from "./runs-table";
 
-const sockets: FakeSocket[] = [];
-class FakeSocket {
-  onopen: (() => void) | null = null;
-  onmessage: ((e: { data: string }) => void) | null = null;
-  onclose: ((e: { code: number }) => void) | null = null;
-  constructor(readonly url: string) {
-    sockets.push(this);
-  }
-  close() {}
-  push(message: object) {
-    this.onmessage?.({ data: JSON.stringify(message) });
-  }
-}
+let sockets: FakeSocket[] = [];
 
-/** The server: 250 runs, a page of what the request asks (filters are the server's job). */
-function server(total = 250) {
+/**
+ * The server: `total` runs of which the first `completed` are done, answering a page of what
+ * the request asks (filters are the server's job). Tests that do not page keep it small:
+ * every row shown is rendered.
+ */
+function server({ total = 250, completed = 100 }: { total?: number; completed?: number } = {}) {
   const db: Run[] = Array.from(
     { length: total },
     (_, i) =>
@@ -33,9 +26,9 @@ function server(total = 250) {
         study: "s1",
         index: i,
         parameters: { aoa: i % 10 },
-        objectives: i < 100 ? { Cl: i / 100 } : {},
-        state: i < 100 ? "completed" : "pending",
-        trust: i < 100 ? "converged" : "",
+        objectives: i < completed ? { Cl: i / 100 } : {},
+        state: i < completed ? "completed" : "pending",
+        trust: i < completed ? "converged" : "",
         queue_position: null,
         started_at: null,
       }) as unknown as Run,
@@ -54,7 +47,8 @@ function server(total = 250) {
       };
     },
   });
-  return { db, ...api };
+  const counts = { completed, pending: total - completed };
+  return { db, counts, ...api };
 }
 
 function Location() {
@@ -63,7 +57,13 @@ function Location() {
 }
 
 /** The study page's wiring of the table: the query in the URL, the page from the server. */
-function StudyRuns({ active = false }: { active?: boolean }) {
+function StudyRuns({
+  active = false,
+  counts = { completed: 100, pending: 150 },
+}: {
+  active?: boolean;
+  counts?: Record<string, number>;
+}) {
   const [params, setParams] = useSearchParams();
   const query = useMemo(() => runQueryFromSearch(params), [params]);
   const runs = useStudyRunsPage("s1", query, { active });
@@ -75,7 +75,7 @@ function StudyRuns({ active = false }: { active?: boolean }) {
         onQueryChange={(patch) => setParams((p) => runQueryToSearch(p, patch))}
         parameters={["aoa"]}
         objectives={["Cl"]}
-        counts={{ completed: 100, pending: 150 }}
+        counts={counts}
         selected={new Set()}
         onToggleSelect={() => {}}
       />
@@ -87,17 +87,29 @@ function StudyRuns({ active = false }: { active?: boolean }) {
 
 const last = (calls: { url: URL }[]) => calls[calls.length - 1]!.url.searchParams;
 
+/**
+ * The page's timers (the debounce of live changes, the safety-net polling) run on a fake clock
+ * that moves only when a test waits, so what a test sees never depends on how fast the
+ * machine renders. Testing Library advances the clock while it waits once it sees Jest's
+ * timer API.
+ */
+let user: ReturnType<typeof userEvent.setup>;
 beforeEach(() => {
-  sockets.length = 0;
-  vi.stubGlobal("WebSocket", FakeSocket);
+  sockets = stubWebSockets();
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+  vi.stubGlobal("jest", { advanceTimersByTime: (ms: number) => vi.advanceTimersByTime(ms) });
+  user = userEvent.setup({ advanceTimers: (ms) => vi.advanceTimersByTime(ms) });
 });
 afterEach(() => {
+  vi.useRealTimers();
   vi.unstubAllGlobals();
   vi.restoreAllMocks();
 });
 
-describe("RunsTable (server-side)", () => {
-  it("loads one page of 100 rows and sorts on the server by a header click", async () => {
+// rendering a full page of 100 rows in jsdom takes seconds on a busy machine: the tests
+// leave it the time it needs (nothing here measures time; the page's clock is the fake one)
+describe("RunsTable (server-side)", { timeout: 60_000 }, () => {
+  it("loads one page of 100 rows of the study's runs", async () => {
     const { calls } = server();
     renderWithApp(<StudyRuns />);
     await screen.findByTestId("run-row-0");
@@ -105,10 +117,15 @@ describe("RunsTable (server-side)", () => {
     expect(within(screen.getByTestId("runs-table")).getAllByRole("row")).toHaveLength(101);
     expect(last(calls).get("page_size")).toBe("100");
     expect(last(calls).get("ordering")).toBeNull();
+  });
 
-    await userEvent.click(screen.getByRole("columnheader", { name: "Cl" }));
+  it("sorts on the server by a header click", async () => {
+    const { calls, counts } = server({ total: 20, completed: 10 });
+    renderWithApp(<StudyRuns counts={counts} />);
+    await screen.findByTestId("run-row-0");
+    await user.click(screen.getByRole("columnheader", { name: "Cl" }));
     await waitFor(() => expect(last(calls).get("ordering")).toBe("objective.Cl"));
-    await userEvent.click(screen.getByRole("columnheader", { name: "Cl" }));
+    await user.click(screen.getByRole("columnheader", { name: "Cl" }));
     await waitFor(() => expect(last(calls).get("ordering")).toBe("-objective.Cl"));
     expect(screen.getByRole("columnheader", { name: "Cl" })).toHaveAttribute(
       "aria-sort",
@@ -118,43 +135,43 @@ describe("RunsTable (server-side)", () => {
   });
 
   it("sends the state, trust and range filters as the API's query parameters", async () => {
-    const { calls } = server();
-    renderWithApp(<StudyRuns />, { route: "/?page=2" });
+    const { calls, counts } = server({ total: 110, completed: 10 });
+    renderWithApp(<StudyRuns counts={counts} />, { route: "/?page=2" });
     await screen.findByTestId("run-row-100");
 
-    await userEvent.click(screen.getByRole("checkbox", { name: "Completed 100" }));
+    await user.click(screen.getByRole("checkbox", { name: "Completed 10" }));
     await waitFor(() => expect(last(calls).getAll("state")).toEqual(["completed"]));
     expect(last(calls).get("page")).toBeNull(); // a new filter starts at page 1
-    await userEvent.click(screen.getByRole("checkbox", { name: "Converged" }));
+    await user.click(screen.getByRole("checkbox", { name: "Converged" }));
     await waitFor(() => expect(last(calls).getAll("trust")).toEqual(["converged"]));
 
-    await userEvent.type(screen.getByRole("textbox", { name: "min" }), "2");
-    await userEvent.type(screen.getByRole("textbox", { name: "max" }), "8");
-    await userEvent.click(screen.getByRole("button", { name: "Filter" }));
+    await user.type(screen.getByRole("textbox", { name: "min" }), "2");
+    await user.type(screen.getByRole("textbox", { name: "max" }), "8");
+    await user.click(screen.getByRole("button", { name: "Filter" }));
     await waitFor(() => expect(last(calls).getAll("param")).toEqual(["aoa:2..8"]));
     expect(screen.getByTestId("location")).toHaveTextContent("range=param.aoa%3A2..8");
 
-    await userEvent.click(screen.getByRole("button", { name: "Remove the filter 2 ≤ aoa ≤ 8" }));
+    await user.click(screen.getByRole("button", { name: "Remove the filter 2 ≤ aoa ≤ 8" }));
     await waitFor(() => expect(screen.queryByTestId("range-filters")).not.toBeInTheDocument());
     expect(screen.getByTestId("location")).not.toHaveTextContent("range=");
     expect(screen.getByTestId("location")).toHaveTextContent("state=completed");
   });
 
   it("pages through the runs", async () => {
-    const { calls } = server();
-    renderWithApp(<StudyRuns />);
+    const { calls, counts } = server({ total: 210 });
+    renderWithApp(<StudyRuns counts={counts} />);
     await screen.findByTestId("run-row-0");
-    expect(screen.getByTestId("runs-range")).toHaveTextContent("1–100 of 250 runs");
-    await userEvent.click(screen.getByRole("button", { name: "3" }));
+    expect(screen.getByTestId("runs-range")).toHaveTextContent("1–100 of 210 runs");
+    await user.click(screen.getByRole("button", { name: "3" }));
     await screen.findByTestId("run-row-200");
     expect(last(calls).get("page")).toBe("3");
-    expect(screen.getByTestId("runs-range")).toHaveTextContent("201–250 of 250 runs");
+    expect(screen.getByTestId("runs-range")).toHaveTextContent("201–210 of 210 runs");
     expect(screen.queryByTestId("run-row-0")).not.toBeInTheDocument();
   });
 
   it("updates a shown row from a live event in place, and refetches when counts change under a state filter", async () => {
-    const { calls, db } = server();
-    renderWithApp(<StudyRuns active />, { route: "/?state=pending" });
+    const { calls, db, counts } = server({ total: 130 });
+    renderWithApp(<StudyRuns active counts={counts} />, { route: "/?state=pending" });
     await screen.findByTestId("run-row-100");
     await waitFor(() =>
       expect(sockets.map((s) => s.url)).toContain("ws://localhost:3000/ws/studies/s1/"),
@@ -173,7 +190,7 @@ describe("RunsTable (server-side)", () => {
         id: "s1",
         seq: 2,
         runs: [{ id: "r100", state: "running" }],
-        progress: { completed: 100, running: 1, pending: 149 },
+        progress: { completed: 100, running: 1, pending: 29 },
       }),
     );
     // in place, without a request
@@ -181,17 +198,20 @@ describe("RunsTable (server-side)", () => {
       expect(screen.getByTestId("run-row-100")).toHaveAttribute("data-state", "running"),
     );
     expect(calls.length).toBe(before);
+    // nor while more changes may follow
+    await act(() => vi.advanceTimersByTimeAsync(REFETCH_DEBOUNCE_MS / 2));
+    expect(calls.length).toBe(before);
     // then the page is asked for again (it filters by state): run 100 leaves it
     await waitFor(() => expect(screen.queryByTestId("run-row-100")).not.toBeInTheDocument(), {
-      timeout: 4000,
+      timeout: REFETCH_DEBOUNCE_MS * 2,
     });
     expect(calls.length).toBe(before + 1);
     expect(last(calls).getAll("state")).toEqual(["pending"]);
   });
 
   it("leaves an unfiltered page alone when only states change", async () => {
-    const { calls } = server();
-    renderWithApp(<StudyRuns active />);
+    const { calls, counts } = server({ total: 20, completed: 10 });
+    renderWithApp(<StudyRuns active counts={counts} />);
     await screen.findByTestId("run-row-0");
     await waitFor(() => expect(sockets).toHaveLength(1));
     const socket = sockets[0]!;
@@ -204,7 +224,7 @@ describe("RunsTable (server-side)", () => {
         id: "s1",
         seq: 2,
         runs: [{ id: "r5", state: "failed", trust: "diverged" }],
-        progress: { completed: 99, failed: 1, pending: 150 },
+        progress: { completed: 9, failed: 1, pending: 10 },
       }),
     );
     await waitFor(() =>
@@ -218,17 +238,19 @@ describe("RunsTable (server-side)", () => {
   });
 
   it("shows the wall time of a run that ends by a live event, without a reload", async () => {
-    const { calls, db } = server();
+    const { calls, db, counts } = server({ total: 110 });
     db[100] = {
       ...db[100]!,
       state: "running",
       started_at: "2026-01-01T10:00:00Z",
     } as unknown as Run;
-    renderWithApp(<StudyRuns active />, { route: "/?page=2" });
+    renderWithApp(<StudyRuns active counts={counts} />, { route: "/?page=2" });
     await screen.findByTestId("run-row-100");
     await waitFor(() => expect(sockets).toHaveLength(1));
     const socket = sockets[0]!;
     act(() => socket.push({ type: "subscribed", id: "s1", seq: 1 }));
+    // the page read again on subscribing (it may predate the stream), and settled
+    await waitFor(() => expect(calls.length).toBe(2));
     await waitFor(() => expect(screen.getByTestId("fetching")).toHaveTextContent("no"));
     const before = calls.length;
     // the event carries the timestamps, not wall_seconds (the REST row has it)
@@ -238,7 +260,7 @@ describe("RunsTable (server-side)", () => {
         id: "s1",
         seq: 2,
         runs: [{ id: "r100", state: "completed", finished_at: "2026-01-01T10:02:05Z" }],
-        progress: { completed: 101, pending: 149 },
+        progress: { completed: 101, pending: 9 },
       }),
     );
     await waitFor(() =>
@@ -249,16 +271,18 @@ describe("RunsTable (server-side)", () => {
   });
 
   it("reads the page once more when the study ends, for a last event it may have missed", async () => {
-    const { calls, db } = server();
+    const { calls, db, counts } = server({ total: 110 });
     db[100] = { ...db[100]!, state: "running" } as unknown as Run;
-    const { rerender } = renderWithApp(<StudyRuns active />, { route: "/?page=2" });
+    const { rerender } = renderWithApp(<StudyRuns active counts={counts} />, {
+      route: "/?page=2",
+    });
     await screen.findByTestId("run-row-100");
     expect(screen.getByTestId("run-row-100")).toHaveAttribute("data-state", "running");
     await waitFor(() => expect(screen.getByTestId("fetching")).toHaveTextContent("no"));
     // the run ended and so did the study, but its event never reached this page
     db[100] = { ...db[100]!, state: "completed" } as unknown as Run;
     const before = calls.length;
-    rerender(<StudyRuns active={false} />);
+    rerender(<StudyRuns active={false} counts={counts} />);
     await waitFor(() =>
       expect(screen.getByTestId("run-row-100")).toHaveAttribute("data-state", "completed"),
     );

@@ -15,6 +15,7 @@ import {
   IconKey,
 } from "@/components/icons";
 import { useState } from "react";
+import { ConfirmModal } from "@/components/confirm-modal";
 import { Link, useNavigate } from "react-router";
 import { apiUrl, errorMessage } from "@/lib/api-client";
 import { specToCurl, specToYaml } from "@/lib/spec-text";
@@ -189,53 +190,38 @@ export function StudyActions({ study }: { study: Study }) {
         <ObjectivesDialog study={study} opened={objectivesOpen} onClose={objectivesModal.close} />
       )}
 
-      <Modal opened={cancelOpen} onClose={cancelModal.close} title="Cancel this study?" centered>
-        <Stack>
-          <Text size="sm">
-            Queued runs will not start and running runs are stopped. Completed runs and their
-            results stay.
-          </Text>
-          {cancel.error && <Alert color="red">{errorMessage(cancel.error)}</Alert>}
-          <Group justify="flex-end">
-            <Button variant="default" onClick={cancelModal.close}>
-              Keep running
-            </Button>
-            <Button
-              color="red"
-              loading={cancel.isPending}
-              onClick={() =>
-                cancel.mutate({ id: study.id, arg: undefined }, { onSuccess: cancelModal.close })
-              }
-            >
-              Cancel study
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
+      <ConfirmModal
+        opened={cancelOpen}
+        onClose={cancelModal.close}
+        title="Cancel this study?"
+        keepLabel="Keep running"
+        confirmLabel="Cancel study"
+        loading={cancel.isPending}
+        error={cancel.error}
+        onConfirm={() =>
+          cancel.mutate({ id: study.id, arg: undefined }, { onSuccess: cancelModal.close })
+        }
+      >
+        Queued runs will not start and running runs are stopped. Completed runs and their results
+        stay.
+      </ConfirmModal>
 
-      <Modal opened={deleteOpen} onClose={deleteModal.close} title="Delete this study?" centered>
-        <Stack>
-          <Text size="sm">The study, its runs, results and archives are deleted for good.</Text>
-          {del.error && <Alert color="red">{errorMessage(del.error)}</Alert>}
-          <Group justify="flex-end">
-            <Button variant="default" onClick={deleteModal.close}>
-              Keep it
-            </Button>
-            <Button
-              color="red"
-              loading={del.isPending}
-              onClick={() =>
-                del.mutate(
-                  { id: study.id, arg: undefined },
-                  { onSuccess: () => navigate("/studies", { replace: true }) },
-                )
-              }
-            >
-              Delete study
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
+      <ConfirmModal
+        opened={deleteOpen}
+        onClose={deleteModal.close}
+        title="Delete this study?"
+        confirmLabel="Delete study"
+        loading={del.isPending}
+        error={del.error}
+        onConfirm={() =>
+          del.mutate(
+            { id: study.id, arg: undefined },
+            { onSuccess: () => navigate("/studies", { replace: true }) },
+          )
+        }
+      >
+        The study, its runs, results and archives are deleted for good.
+      </ConfirmModal>
 
       <CloneModal study={study} opened={cloneOpen} onClose={cloneModal.close} />
       <ExtendModal study={study} opened={extendOpen} onClose={extendModal.close} />

@@ -1,6 +1,7 @@
-import { Grid, Group, Select, Stack, Text } from "@mantine/core";
+import { Grid, Group, Stack, Text } from "@mantine/core";
 import { useMemo } from "react";
 import { Plot } from "@/components/plot";
+import { PlotSelect } from "@/components/plot-select";
 import { formatInt, formatNumber } from "@/lib/format";
 import type { StudySurrogate } from "@/lib/types";
 import { adaptiveProgressText, surrogateTraces } from "../lib/surrogate-traces";
@@ -53,33 +54,27 @@ export function SurrogateMap({
   return (
     <Stack gap="sm">
       <Group gap="sm" wrap="wrap" align="flex-end">
-        <Select
-          size="xs"
+        <PlotSelect
           label="Objective"
           data={objectives}
           value={shown || null}
-          onChange={(v) => v && onObjectiveChange(v)}
-          allowDeselect={false}
+          onPick={(v) => onObjectiveChange(v)}
           w={140}
         />
         {names.length > 2 && (
           <>
-            <Select
-              size="xs"
+            <PlotSelect
               label="x"
               data={names.filter((n) => n !== y)}
               value={x}
-              onChange={(v) => v && onAxesChange({ x: v, y })}
-              allowDeselect={false}
+              onPick={(v) => onAxesChange({ x: v, y })}
               w={130}
             />
-            <Select
-              size="xs"
+            <PlotSelect
               label="y"
               data={names.filter((n) => n !== x)}
               value={y}
-              onChange={(v) => v && onAxesChange({ x, y: v })}
-              allowDeselect={false}
+              onPick={(v) => onAxesChange({ x, y: v })}
               w={130}
             />
           </>

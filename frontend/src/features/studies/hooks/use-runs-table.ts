@@ -1,5 +1,13 @@
-import { keepPreviousData, useQueries, useQuery, useQueryClient } from "@tanstack/react-query";
+import {
+  keepPreviousData,
+  useQueries,
+  useQuery,
+  useQueryClient,
+  type UseQueryResult,
+} from "@tanstack/react-query";
+import { useDebouncedCallback } from "@mantine/hooks";
 import { useCallback, useEffect, useMemo, useRef } from "react";
+import { useSearchParams } from "react-router";
 import { env } from "@/lib/env";
 import { LIVE_SAFETY_POLL_MS, useLiveStream, type LiveMessage } from "@/lib/live";
 import { isActiveRun, TERMINAL_RUN_STATES, type Run, type RunState } from "@/lib/types";
@@ -12,7 +20,7 @@ import {
   type PlotQuery,
   type SurrogateQuery,
 } from "../api/studies";
-import type { RunQuery } from "../lib/run-query";
+import { runQueryFromSearch, runQueryToSearch, type RunQuery } from "../lib/run-query";
 import { mergeRunEvents, studyKeys } from "./use-studies";
 
 /** How long live changes gather before the page or the plot is asked for again. */
@@ -23,24 +31,52 @@ export const runsKeys = {
   page: (q: RunQuery) => ["runs", "page", q] as const,
 };
 
-/** A function that runs `fn` once, `ms` after the last of a burst of calls. */
-function useDebounced(fn: () => void, ms: number): () => void {
-  const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
-  const latest = useRef(fn);
-  latest.current = fn;
-  useEffect(
-    () => () => {
-      if (timer.current) clearTimeout(timer.current);
+/** What a handler of a study's stream is told besides the message. */
+type StudyEventHandler = (m: LiveMessage, missed: boolean) => void;
+
+/**
+ * A study's live stream, open while `open`, with its seq followed: `handle` gets every
+ * message and whether events may have been missed before it (a gap in seq, or the
+ * `subscribed` message itself, since what was read before may predate the subscription).
+ * Returns whether the stream is subscribed.
+ */
+function useStudyStream(id: string, open: boolean, handle: StudyEventHandler): boolean {
+  const lastSeq = useRef<number | null>(null);
+  const onMessage = useCallback(
+    (m: LiveMessage) => {
+      if (m.type === "subscribed") {
+        lastSeq.current = m.seq;
+        handle(m, true);
+        return;
+      }
+      const missed = lastSeq.current !== null && m.seq !== lastSeq.current + 1;
+      lastSeq.current = Math.max(lastSeq.current ?? 0, m.seq);
+      handle(m, missed);
     },
-    [],
+    [handle],
   );
-  return useCallback(() => {
-    if (timer.current) clearTimeout(timer.current);
-    timer.current = setTimeout(() => {
-      timer.current = null;
-      latest.current();
-    }, ms);
-  }, [ms]);
+  return useLiveStream(open ? `/ws/studies/${id}/` : null, onMessage);
+}
+
+/** The runs table's query, kept in the page's URL, and how to change it (in place). */
+export function useRunQueryInUrl(): [RunQuery, (patch: Partial<RunQuery>) => void] {
+  const [params, setParams] = useSearchParams();
+  const query = useMemo(() => runQueryFromSearch(params), [params]);
+  const setQuery = useCallback(
+    (patch: Partial<RunQuery>) => setParams((p) => runQueryToSearch(p, patch), { replace: true }),
+    [setParams],
+  );
+  return [query, setQuery];
+}
+
+/** What the runs table shows of a page being loaded: the page, its error, whether it is stale. */
+export function runsPageState(runs: UseQueryResult<Page<Run>>) {
+  return {
+    page: runs.data,
+    error: runs.isError ? runs.error : undefined,
+    onRetry: () => void runs.refetch(),
+    fetching: runs.isPlaceholderData,
+  };
 }
 
 /**
@@ -67,26 +103,20 @@ export function useStudyRunsPage(id: string, query: RunQuery, { active }: { acti
   keyRef.current = key;
   const queryRef = useRef(query);
   queryRef.current = query;
-  const lastSeq = useRef<number | null>(null);
   const lastCounts = useRef<string | null>(null);
   const reload = useCallback(
     () => void qc.invalidateQueries({ queryKey: studyKeys.runs(id) }),
     [qc, id],
   );
-  const reloadSoon = useDebounced(reload, REFETCH_DEBOUNCE_MS);
+  const reloadSoon = useDebouncedCallback(reload, REFETCH_DEBOUNCE_MS);
 
-  const onMessage = useCallback(
-    (m: LiveMessage) => {
-      if (m.type === "subscribed") {
-        lastSeq.current = m.seq;
-        reload(); // the page may predate the subscription
-        return;
-      }
-      if (lastSeq.current !== null && m.seq !== lastSeq.current + 1) reload();
-      lastSeq.current = Math.max(lastSeq.current ?? 0, m.seq);
+  const onEvent = useCallback(
+    (m: LiveMessage, missed: boolean) => {
+      if (missed) reload();
+      if (m.type === "subscribed") return;
       if (m.type === "runs" && Array.isArray(m.runs)) {
         qc.setQueryData<Page<Run>>(keyRef.current, (old) =>
-          old ? { ...old, results: mergeRunEvents(old.results, m.runs as Partial<Run>[]) } : old,
+          old ? { ...old, results: mergeRunEvents(old.results, m.runs) } : old,
         );
       }
       const counts = "progress" in m ? JSON.stringify(m.progress) : null;
@@ -104,7 +134,7 @@ export function useStudyRunsPage(id: string, query: RunQuery, { active }: { acti
     },
     [qc, id, reload, reloadSoon],
   );
-  const live = useLiveStream(active ? `/ws/studies/${id}/` : null, onMessage);
+  const live = useStudyStream(id, active, onEvent);
   // the study ended: its stream closes and polling stops, so the page is read once more (an
   // event of its last moments may have been missed, and nothing would correct it after)
   const wasActive = useRef(active);
@@ -117,7 +147,7 @@ export function useStudyRunsPage(id: string, query: RunQuery, { active }: { acti
     queryFn: ({ signal }) => fetchRunsPage(query, { studyId: id, signal }),
     placeholderData: keepPreviousData,
     staleTime: 2_000,
-    refetchInterval: active ? (live ? LIVE_SAFETY_POLL_MS * 2 : env.pollMs * 2) : false,
+    refetchInterval: studyPoll(active, live, env.pollMs * 2),
   });
 }
 
@@ -154,45 +184,65 @@ export function useSelectedRuns(ids: string[], shown: Run[] | undefined): Run[] 
 
 const TERMINAL = new Set<RunState>(TERMINAL_RUN_STATES);
 
+/** How often a study's query polls: slowly while its live stream is subscribed, not at all
+ * once the study is over. */
+function studyPoll(active: boolean, live: boolean, withoutStream: number): number | false {
+  return active ? (live ? LIVE_SAFETY_POLL_MS * 2 : withoutStream) : false;
+}
+
+/** Whether an event says that one of the study's runs ended. */
+function runEnded(m: LiveMessage): boolean {
+  return (
+    m.type === "runs" &&
+    Array.isArray(m.runs) &&
+    m.runs.some((r) => r.state && TERMINAL.has(r.state))
+  );
+}
+
 /**
- * The objective plot's data for a study, fetched again (debounced) when runs end while the
- * study is active, and at once on a gap in the stream.
+ * A view computed from a study's runs (its objective plot, its surrogate), asked for again,
+ * debounced, when an event says it changed (`changes`) or the stream missed events.
  */
-export function useStudyPlot(id: string, q: PlotQuery | null, { active }: { active: boolean }) {
+function useStudyView<Q, T>(
+  id: string,
+  view: "plot" | "surrogate",
+  q: Q | null,
+  active: boolean,
+  fetch: (id: string, q: Q, options: { signal: AbortSignal }) => Promise<T>,
+  changes: (m: LiveMessage) => boolean,
+) {
   const qc = useQueryClient();
-  const lastSeq = useRef<number | null>(null);
-  const reload = useCallback(
-    () => void qc.invalidateQueries({ queryKey: [...studyKeys.detail(id), "plot"] }),
-    [qc, id],
+  const reloadSoon = useDebouncedCallback(
+    () => void qc.invalidateQueries({ queryKey: [...studyKeys.detail(id), view] }),
+    REFETCH_DEBOUNCE_MS,
   );
-  const reloadSoon = useDebounced(reload, REFETCH_DEBOUNCE_MS);
-  const onMessage = useCallback(
-    (m: LiveMessage) => {
-      if (m.type === "subscribed") {
-        lastSeq.current = m.seq;
-        reloadSoon();
-        return;
-      }
-      const gap = lastSeq.current !== null && m.seq !== lastSeq.current + 1;
-      lastSeq.current = Math.max(lastSeq.current ?? 0, m.seq);
-      const ended =
-        m.type === "runs" &&
-        Array.isArray(m.runs) &&
-        (m.runs as Partial<Run>[]).some((r) => r.state && TERMINAL.has(r.state));
-      if (gap || ended) reloadSoon();
+  const onEvent = useCallback<StudyEventHandler>(
+    (m, missed) => {
+      if (missed || changes(m)) reloadSoon();
     },
-    [reloadSoon],
+    [changes, reloadSoon],
   );
-  const live = useLiveStream(active && q ? `/ws/studies/${id}/` : null, onMessage);
+  const live = useStudyStream(id, active && q !== null, onEvent);
   return useQuery({
-    queryKey: [...studyKeys.detail(id), "plot", q] as const,
-    queryFn: ({ signal }) => fetchStudyPlot(id, q!, { signal }),
-    enabled: !!q,
+    queryKey: [...studyKeys.detail(id), view, q] as const,
+    queryFn: ({ signal }) => fetch(id, q!, { signal }),
+    enabled: q !== null,
     placeholderData: keepPreviousData,
     staleTime: 5_000,
-    refetchInterval: active ? (live ? LIVE_SAFETY_POLL_MS * 2 : env.pollMs * 3) : false,
+    refetchInterval: studyPoll(active, live, env.pollMs * 3),
   });
 }
+
+/**
+ * The objective plot's data for a study, fetched again (debounced) when runs end while the
+ * study is active, and when the stream missed events.
+ */
+export function useStudyPlot(id: string, q: PlotQuery | null, { active }: { active: boolean }) {
+  return useStudyView(id, "plot", q, active, fetchStudyPlot, runEnded);
+}
+
+/** The study itself changed: an adaptive study's batch ended, or the study did. */
+const surrogateChanges = (m: LiveMessage) => m.type === "study" || runEnded(m);
 
 /**
  * An adaptive study's surrogate, asked for again when one of its runs ends (each completed
@@ -203,38 +253,5 @@ export function useStudySurrogate(
   q: SurrogateQuery | null,
   { active }: { active: boolean },
 ) {
-  const qc = useQueryClient();
-  const lastSeq = useRef<number | null>(null);
-  const reload = useCallback(
-    () => void qc.invalidateQueries({ queryKey: [...studyKeys.detail(id), "surrogate"] }),
-    [qc, id],
-  );
-  const reloadSoon = useDebounced(reload, REFETCH_DEBOUNCE_MS);
-  const onMessage = useCallback(
-    (m: LiveMessage) => {
-      if (m.type === "subscribed") {
-        lastSeq.current = m.seq;
-        reloadSoon();
-        return;
-      }
-      const gap = lastSeq.current !== null && m.seq !== lastSeq.current + 1;
-      lastSeq.current = Math.max(lastSeq.current ?? 0, m.seq);
-      const ended =
-        m.type === "study" ||
-        (m.type === "runs" &&
-          Array.isArray(m.runs) &&
-          (m.runs as Partial<Run>[]).some((r) => r.state && TERMINAL.has(r.state)));
-      if (gap || ended) reloadSoon();
-    },
-    [reloadSoon],
-  );
-  const live = useLiveStream(active && q ? `/ws/studies/${id}/` : null, onMessage);
-  return useQuery({
-    queryKey: [...studyKeys.detail(id), "surrogate", q] as const,
-    queryFn: ({ signal }) => fetchStudySurrogate(id, q!, { signal }),
-    enabled: !!q,
-    placeholderData: keepPreviousData,
-    staleTime: 5_000,
-    refetchInterval: active ? (live ? LIVE_SAFETY_POLL_MS * 2 : env.pollMs * 3) : false,
-  });
+  return useStudyView(id, "surrogate", q, active, fetchStudySurrogate, surrogateChanges);
 }

@@ -2,8 +2,8 @@ import { Group, Select, Text } from "@mantine/core";
 import type { Data } from "plotly.js";
 import { useMemo, useState } from "react";
 import { Plot } from "@/components/plot";
-import { decimate } from "@/lib/decimate";
 import { fieldOf, isResidual } from "../lib/series";
+import { lineTrace } from "../lib/traces";
 import { useRunsTelemetry } from "../hooks/use-run-telemetry";
 
 const pickResiduals = (available: string[]) => available.filter(isResidual);
@@ -36,17 +36,7 @@ export function ResidualOverlay({ runs }: { runs: OverlayRun[] }) {
       runs.flatMap((run, i) => {
         const s = current ? results[i]?.data?.series[`residual.${current}`] : undefined;
         if (!s) return [];
-        const d = decimate(s.x, s.y, 600);
-        return [
-          {
-            type: "scattergl",
-            mode: "lines",
-            name: run.label,
-            x: d.x,
-            y: d.y,
-            line: { width: 1.5 },
-          } as Data,
-        ];
+        return [lineTrace(run.label, s, 600)];
       }),
     [runs, results, current],
   );

@@ -3,9 +3,10 @@ import type { Data } from "plotly.js";
 import { useMemo } from "react";
 import { Plot } from "@/components/plot";
 import { ErrorState } from "@/components/states";
-import { decimate } from "@/lib/decimate";
 import { fieldOf, isResidual } from "../lib/series";
+import { lineTrace } from "../lib/traces";
 import { useRunTelemetry } from "../hooks/use-run-telemetry";
+import { LiveMark } from "./live-mark";
 
 const pickResiduals = (available: string[]) => available.filter(isResidual);
 const MAX_POINTS = 1500;
@@ -34,18 +35,11 @@ export function ResidualPlot({
       Object.entries(series ?? {})
         .filter(([name]) => isResidual(name))
         .sort(([a], [b]) => a.localeCompare(b))
-        .map(([name, s]) => {
-          const d = decimate(s.x, s.y, MAX_POINTS);
-          return {
-            type: "scattergl",
-            mode: "lines",
-            name: fieldOf(name),
-            x: d.x,
-            y: d.y,
-            line: { width: 1.6 },
+        .map(([name, s]) =>
+          lineTrace(fieldOf(name), s, MAX_POINTS, {
             hovertemplate: `${fieldOf(name)}: %{y:.3e}<extra>iteration %{x}</extra>`,
-          } as Data;
-        }),
+          }),
+        ),
     [series],
   );
   const last = useMemo(() => {
@@ -67,11 +61,7 @@ export function ResidualPlot({
         <Text size="xs" c="dimmed">
           Initial residuals (log scale){last !== null ? ` · iteration ${last}` : ""}
         </Text>
-        {(live ?? active) && (
-          <Text size="xs" c="blue" fw={600}>
-            ● live
-          </Text>
-        )}
+        {(live ?? active) && <LiveMark />}
       </Group>
       <Plot
         data={data}

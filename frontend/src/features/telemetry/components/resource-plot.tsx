@@ -1,8 +1,8 @@
 import type { Data } from "plotly.js";
 import { useMemo } from "react";
 import { Plot } from "@/components/plot";
-import { decimate } from "@/lib/decimate";
 import { isResource } from "../lib/series";
+import { lineTrace } from "../lib/traces";
 import { useRunTelemetry } from "../hooks/use-run-telemetry";
 
 const pickResources = (available: string[]) => available.filter(isResource);
@@ -20,29 +20,20 @@ export function ResourcePlot({ runId, active }: { runId: string; active: boolean
     const out: Data[] = [];
     const cpu = series?.["cpu.percent"];
     const mem = series?.["memory.rss"];
-    if (cpu) {
-      const d = decimate(cpu.x, cpu.y, 600);
-      out.push({
-        type: "scatter",
-        mode: "lines",
-        name: "CPU %",
-        x: d.x,
-        y: d.y,
-        line: { width: 1.5 },
-      } as Data);
-    }
-    if (mem) {
-      const d = decimate(mem.x, mem.y, 600);
-      out.push({
-        type: "scatter",
-        mode: "lines",
-        name: "memory (MB)",
-        x: d.x,
-        y: d.y.map((b) => (b === null ? null : b / 1e6)),
-        yaxis: "y2",
-        line: { width: 1.5, dash: "dot" },
-      } as Data);
-    }
+    if (cpu) out.push(lineTrace("CPU %", cpu, 600, { type: "scatter" }));
+    if (mem)
+      out.push(
+        lineTrace(
+          "memory (MB)",
+          { x: mem.x, y: mem.y.map((b) => (b === null ? null : b / 1e6)) },
+          600,
+          {
+            type: "scatter",
+            yaxis: "y2",
+            line: { width: 1.6, dash: "dot" },
+          },
+        ),
+      );
     return out;
   }, [series]);
   return (

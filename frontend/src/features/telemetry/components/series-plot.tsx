@@ -1,13 +1,15 @@
-import { Group, MultiSelect, Text } from "@mantine/core";
+import { Group, MultiSelect } from "@mantine/core";
 import type { Data } from "plotly.js";
 import { useMemo, useState } from "react";
 import { Plot } from "@/components/plot";
 import { ErrorState } from "@/components/states";
-import { decimate } from "@/lib/decimate";
 import { isPrimaryFunctionObject } from "../lib/series";
+import { lineTrace } from "../lib/traces";
 import { useRunTelemetry } from "../hooks/use-run-telemetry";
+import { LiveMark } from "./live-mark";
 
 const pickFunctionObjects = (available: string[]) => available.filter(isPrimaryFunctionObject);
+const MAX_POINTS = 1500;
 
 /** Forces and other function-object columns (forceCoeffs.Cl, …), pick which to show. */
 export function ForcesPlot({
@@ -25,7 +27,7 @@ export function ForcesPlot({
     pick: pickFunctionObjects,
     pickKey: "function-objects",
     active,
-    maxPoints: 1500,
+    maxPoints: MAX_POINTS,
   });
   const available = useMemo(
     () => (telemetry.data?.available ?? []).filter(isPrimaryFunctionObject),
@@ -43,18 +45,7 @@ export function ForcesPlot({
     () =>
       shown
         .filter((name) => series?.[name])
-        .map((name) => {
-          const s = series![name]!;
-          const d = decimate(s.x, s.y, 1500);
-          return {
-            type: "scattergl",
-            mode: "lines",
-            name,
-            x: d.x,
-            y: d.y,
-            line: { width: 1.6 },
-          } as Data;
-        }),
+        .map((name) => lineTrace(name, series![name]!, MAX_POINTS)),
     [shown, series],
   );
 
@@ -80,11 +71,7 @@ export function ForcesPlot({
           searchable
           style={{ flex: 1, maxWidth: 520 }}
         />
-        {(live ?? active) && (
-          <Text size="xs" c="blue" fw={600}>
-            ● live
-          </Text>
-        )}
+        {(live ?? active) && <LiveMark />}
       </Group>
       <Plot
         data={data}

@@ -5,7 +5,6 @@ import {
   Card,
   Code,
   Group,
-  Modal,
   SegmentedControl,
   Stack,
   Table,
@@ -15,6 +14,7 @@ import {
 } from "@mantine/core";
 import { notifications } from "@mantine/notifications";
 import { IconAlertTriangle, IconPlus, IconTrash } from "@/components/icons";
+import { ConfirmModal } from "@/components/confirm-modal";
 import { CopyTextButton } from "@/components/copy-button";
 import { EmptyState, ErrorState, LoadingState } from "@/components/states";
 import { ApiError, errorMessage } from "@/lib/api-client";
@@ -244,39 +244,29 @@ function RevokeModal({ token, onClose }: { token: ApiToken | null; onClose: () =
     onClose();
   };
   return (
-    <Modal opened={token !== null} onClose={close} title="Revoke this token?" centered>
+    <ConfirmModal
+      opened={token !== null}
+      onClose={close}
+      title="Revoke this token?"
+      confirmLabel="Revoke token"
+      loading={revoke.isPending}
+      error={revoke.error}
+      onConfirm={() =>
+        token &&
+        revoke.mutate(token.id, {
+          onSuccess: () => {
+            notifications.show({ message: `Token ${token.name} revoked`, color: "teal" });
+            close();
+          },
+        })
+      }
+    >
       {token && (
-        <Stack gap="md">
-          <Text size="sm">
-            Scripts and commands using <b>{token.name}</b> (<Code>{token.prefix}…</Code>) stop
-            working at once. This cannot be undone.
-          </Text>
-          {revoke.error && (
-            <Alert color="red" variant="light" role="alert">
-              {errorMessage(revoke.error)}
-            </Alert>
-          )}
-          <Group justify="flex-end" gap="xs">
-            <Button variant="default" onClick={close}>
-              Keep it
-            </Button>
-            <Button
-              color="red"
-              loading={revoke.isPending}
-              onClick={() =>
-                revoke.mutate(token.id, {
-                  onSuccess: () => {
-                    notifications.show({ message: `Token ${token.name} revoked`, color: "teal" });
-                    close();
-                  },
-                })
-              }
-            >
-              Revoke token
-            </Button>
-          </Group>
-        </Stack>
+        <>
+          Scripts and commands using <b>{token.name}</b> (<Code>{token.prefix}…</Code>) stop working
+          at once. This cannot be undone.
+        </>
       )}
-    </Modal>
+    </ConfirmModal>
   );
 }

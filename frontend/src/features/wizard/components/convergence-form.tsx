@@ -9,12 +9,8 @@ import {
   TextInput,
 } from "@mantine/core";
 import type { ReactNode } from "react";
-import {
-  seriesProblem,
-  type ConvergenceForm as Form,
-  type OfferedSeries,
-  type WizardForm,
-} from "../lib/form";
+import type { ConvergenceForm as Form, WizardForm } from "../lib/form";
+import { seriesProblem, type OfferedSeries } from "../lib/series";
 
 function Toggle({
   checked,

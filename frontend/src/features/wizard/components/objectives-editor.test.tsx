@@ -3,7 +3,8 @@ import { useState } from "react";
 import { describe, expect, it } from "vitest";
 import type { Upload } from "@/lib/types";
 import { renderWithApp } from "@/test/render";
-import { formFromUpload, offeredSeries, type WizardForm } from "../lib/form";
+import { formFromUpload, type WizardForm } from "../lib/form";
+import { offeredSeries } from "../lib/series";
 import { CaseInspectionPanel } from "./case-inspection";
 import { ObjectivesEditor } from "./objectives-editor";
 

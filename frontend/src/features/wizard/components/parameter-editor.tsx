@@ -17,17 +17,17 @@ import {
 import { IconInfoCircle, IconPlus, IconTrash } from "@/components/icons";
 import { useState } from "react";
 import { formatInt } from "@/lib/format";
+import { errorAt } from "@/lib/spec";
 import {
-  errorAt,
   newKey,
   paramRow,
-  rowCount,
   type Combine,
   type DerivedRow,
   type ParamMode,
   type ParamRow,
   type WizardForm,
 } from "../lib/form";
+import { rowCount } from "../lib/to-spec";
 
 const MODES: { value: ParamMode; label: string }[] = [
   { value: "fixed", label: "Fixed" },

@@ -23,14 +23,9 @@ import { ApiError, errorMessage } from "@/lib/api-client";
 import { specToCurl, specToYaml } from "@/lib/spec-text";
 import type { Backend, CaseTemplate, SolverPackage, Study } from "@/lib/types";
 import { usePreview, useSaveStudy } from "../hooks/use-preview";
-import {
-  formFromTemplate,
-  formFromUpload,
-  offeredSeries,
-  stepOfField,
-  toSpec,
-  type WizardForm,
-} from "../lib/form";
+import { formFromTemplate, formFromUpload, type WizardForm } from "../lib/form";
+import { offeredSeries } from "../lib/series";
+import { stepOfField, toSpec } from "../lib/to-spec";
 import { ConvergenceForm } from "./convergence-form";
 import { ObjectivesEditor } from "./objectives-editor";
 import { ParameterEditor } from "./parameter-editor";

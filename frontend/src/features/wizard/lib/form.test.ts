@@ -1,15 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { errorAt } from "@/lib/spec";
 import type { CaseTemplate } from "@/lib/types";
 import { impactSentence } from "./impact";
-import {
-  errorAt,
-  formFromSpec,
-  formFromTemplate,
-  rowCount,
-  stepOfField,
-  toSpec,
-  type WizardForm,
-} from "./form";
+import { formFromSpec, formFromTemplate, type WizardForm } from "./form";
+import { rowCount, stepOfField, toSpec } from "./to-spec";
 
 const airfoil: CaseTemplate = {
   name: "airfoil2d",

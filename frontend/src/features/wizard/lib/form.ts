@@ -1,26 +1,22 @@
 /**
- * The new-study form and its translation into the study spec (docs/study-spec.md).
- * Pure functions: the wizard's components render this state; tests cover the translation.
+ * The new-study form: its state, and the form made from a template, an uploaded case or a
+ * saved spec. Pure functions: the wizard's components render this state; `to-spec.ts`
+ * translates it into the study spec (docs/study-spec.md) and `series.ts` checks the series
+ * it names against what the case writes.
  */
+import { objectiveRows, type ObjectiveRow } from "@/lib/objectives";
 import type {
   CaseTemplate,
   ConvergencePolicy,
-  ObjectiveSpec,
   ParameterSpec,
-  Scalar,
   StudySpec,
   TemplateParameter,
   Upload,
 } from "@/lib/types";
-import { parseNumber, parseValueList } from "@/lib/values";
 
 export type ParamMode = "fixed" | "values" | "range" | "linspace" | "sampled";
 /** How the parameters make runs (the spec's `combine`). */
 export type Combine = NonNullable<StudySpec["combine"]>;
-/** An objective that reduces a recorded series (the other kind is an expression). */
-type SeriesObjective = Extract<ObjectiveSpec, { series: string }>;
-type Reduce = NonNullable<SeriesObjective["reduce"]>;
-
 export interface ParamRow {
   key: string;
   name: string;
@@ -41,16 +37,6 @@ export interface ParamRow {
 export interface DerivedRow {
   key: string;
   name: string;
-  expr: string;
-}
-
-export interface ObjectiveRow {
-  key: string;
-  name: string;
-  kind: "series" | "expr";
-  series: string;
-  reduce: Reduce;
-  n: string;
   expr: string;
 }
 
@@ -176,18 +162,6 @@ export function paramRow(name: string, def?: TemplateParameter, spec?: Parameter
   return row;
 }
 
-function objectiveRows(objectives: Record<string, ObjectiveSpec>): ObjectiveRow[] {
-  return Object.entries(objectives).map(([name, o]) => ({
-    key: newKey(),
-    name,
-    kind: "expr" in o ? "expr" : "series",
-    series: "series" in o ? o.series : "",
-    reduce: ("reduce" in o ? o.reduce : undefined) ?? "last",
-    n: "n" in o && o.n !== undefined ? String(o.n) : "20",
-    expr: "expr" in o ? o.expr : "",
-  }));
-}
-
 function convergenceForm(c: ConvergencePolicy | undefined): ConvergenceForm {
   const f = emptyConvergence();
   if (!c) return f;
@@ -274,57 +248,6 @@ export function formFromUpload(upload: Upload, keep?: Partial<WizardForm>): Wiza
   };
 }
 
-/** The series a run of the case will send, as inspected (null: not known, anything goes). */
-export interface OfferedSeries {
-  series: string[];
-  openPrefixes: string[];
-}
-
-export function offeredSeries(
-  form: WizardForm,
-  template: CaseTemplate | null,
-): OfferedSeries | null {
-  const inspection = form.source === "upload" ? form.upload?.inspection : template?.inspection;
-  if (!inspection || inspection.errors.length) return null;
-  return { series: inspection.series, openPrefixes: inspection.open_prefixes };
-}
-
-const LOG_SERIES = ["continuity.", "courant.", "execution."];
-
-/** Why the case cannot send `name` (with the closest offered series), or null when it can. */
-export function seriesProblem(name: string, offered: OfferedSeries | null): string | null {
-  if (!offered || !name) return null;
-  if (offered.series.includes(name)) return null;
-  if ([...offered.openPrefixes, ...LOG_SERIES].some((p) => name.startsWith(p))) return null;
-  const close = closest(name, offered.series);
-  return `the case writes no series named ${name}${close ? `; did you mean ${close}?` : ""}`;
-}
-
-function closest(name: string, among: string[]): string | null {
-  const lower = name.toLowerCase();
-  let best: string | null = null;
-  let score = 0;
-  for (const s of among) {
-    const n = commonChars(lower, s.toLowerCase()) / Math.max(lower.length, s.length);
-    if (n > score) [best, score] = [s, n];
-  }
-  return score >= 0.5 ? best : null;
-}
-
-function commonChars(a: string, b: string): number {
-  // length of the longest common subsequence: enough to rank near misses
-  const row = new Array<number>(b.length + 1).fill(0);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = 0;
-    for (let j = 1; j <= b.length; j++) {
-      const keep = row[j] ?? 0;
-      row[j] = a[i - 1] === b[j - 1] ? prev + 1 : Math.max(keep, row[j - 1] ?? 0);
-      prev = keep;
-    }
-  }
-  return row[b.length] ?? 0;
-}
-
 /** The form of a saved spec (editing a draft). */
 export function formFromSpec(
   spec: StudySpec,
@@ -362,273 +285,4 @@ export function formFromSpec(
     objectives: spec.objectives ? objectiveRows(spec.objectives) : base.objectives,
     convergence: convergenceForm(spec.convergence),
   };
-}
-
-const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
-
-function isSampled(c: Combine) {
-  return c === "lhs" || c === "random";
-}
-
-function typed(text: string, def?: TemplateParameter): Scalar {
-  if (def?.type === "str") return text;
-  const n = parseNumber(text);
-  return n === null ? text : n;
-}
-
-/** How many values one row gives (for the count column), or null when it cannot tell. */
-export function rowCount(row: ParamRow): number | null {
-  switch (row.mode) {
-    case "fixed":
-      return 1;
-    case "values":
-      return parseValueList(row.values).length;
-    case "range": {
-      const a = parseNumber(row.start);
-      const b = parseNumber(row.stop);
-      const s = parseNumber(row.step);
-      if (a === null || b === null || s === null || s === 0 || (b - a) * s < 0) return null;
-      return Math.floor((b - a) / s + 1e-9) + 1;
-    }
-    case "linspace": {
-      const n = parseNumber(row.count);
-      return n !== null && Number.isInteger(n) && n >= 1 ? n : null;
-    }
-    case "sampled":
-      return null;
-  }
-}
-
-export interface SpecResult {
-  spec: StudySpec;
-  /** problems found in the browser, keyed like the server's `field` (parameters.aoa, …) */
-  errors: Record<string, string>;
-}
-
-function paramSpec(
-  row: ParamRow,
-  errors: Record<string, string>,
-  combine: Combine,
-): ParameterSpec | undefined {
-  const where = `parameters.${row.name}`;
-  const num = (text: string, label: string): number | null => {
-    const n = parseNumber(text);
-    if (n === null) errors[where] ??= `${label} must be a number`;
-    return n;
-  };
-  switch (row.mode) {
-    case "fixed": {
-      if (row.value.trim() === "") {
-        errors[where] = "give a value";
-        return undefined;
-      }
-      const value = typed(row.value.trim(), row.def);
-      if (row.def && row.def.default !== undefined && String(row.def.default) === String(value)) {
-        return undefined; // the template's default applies
-      }
-      if (row.def && row.def.type !== "str" && typeof value !== "number") {
-        errors[where] = "must be a number";
-      }
-      return { value };
-    }
-    case "values": {
-      const values = parseValueList(row.values).map((v) =>
-        row.def?.type === "str" ? String(v) : v,
-      );
-      if (!values.length) errors[where] = "give at least one value (comma-separated)";
-      else if (row.def && row.def.type !== "str" && values.some((v) => typeof v !== "number")) {
-        errors[where] = "values must be numbers";
-      }
-      return { values };
-    }
-    case "range": {
-      const a = num(row.start, "start");
-      const b = num(row.stop, "stop");
-      const s = num(row.step, "step");
-      if (a !== null && b !== null && s !== null) {
-        if (s === 0) errors[where] = "step must not be 0";
-        else if ((b - a) * s < 0) errors[where] = `step ${s} never reaches ${b} from ${a}`;
-      }
-      return { range: [a ?? 0, b ?? 0, s ?? 0] };
-    }
-    case "linspace": {
-      const a = num(row.start, "start");
-      const b = num(row.stop, "stop");
-      const n = parseNumber(row.count);
-      if (n === null || !Number.isInteger(n) || n < 1)
-        errors[where] ??= "count must be a whole number ≥ 1";
-      return { linspace: [a ?? 0, b ?? 0, n ?? 0] };
-    }
-    case "sampled": {
-      if (!isSampled(combine))
-        errors[where] = "min/max sampling needs a sampled study (Latin hypercube or random)";
-      const lo = num(row.min, "min");
-      const hi = num(row.max, "max");
-      if (lo !== null && hi !== null && lo > hi) errors[where] = `min ${lo} is above max ${hi}`;
-      return { min: lo ?? 0, max: hi ?? 0, ...(row.integer ? { integer: true } : {}) };
-    }
-  }
-}
-
-/**
- * The `convergence` key, or undefined when the form says what the portal does anyway
- * (stop NaN runs, nothing else): then the spec leaves it out.
- */
-function convergenceSpec(
-  c: ConvergenceForm,
-  errors: Record<string, string>,
-): ConvergencePolicy | undefined {
-  const num = (text: string, field: string) => {
-    const n = parseNumber(text);
-    if (n === null || n <= 0) errors[field] = "must be a number above 0";
-    return n ?? 0;
-  };
-  const whole = (text: string, field: string, low: number) => {
-    const n = parseNumber(text);
-    if (n === null || !Number.isInteger(n) || n < low) errors[field] = `a whole number ≥ ${low}`;
-    return n ?? low;
-  };
-  const out: ConvergencePolicy = {};
-  if (!c.nan || c.residualAboveOn || c.courantAboveOn) {
-    out.diverge = { nan: c.nan };
-    if (c.residualAboveOn)
-      out.diverge.residual_above = num(c.residualAbove, "convergence.diverge.residual_above");
-    if (c.courantAboveOn)
-      out.diverge.courant_above = num(c.courantAbove, "convergence.diverge.courant_above");
-  }
-  if (c.residualsBelowOn || c.objectiveOn) {
-    out.converge = {};
-    if (c.residualsBelowOn)
-      out.converge.residuals_below = num(c.residualsBelow, "convergence.converge.residuals_below");
-    if (c.objectiveOn) {
-      if (!c.objectiveSeries.trim())
-        errors["convergence.converge.objective.series"] = "pick a series, e.g. forceCoeffs.Cl";
-      out.converge.objective = {
-        series: c.objectiveSeries.trim(),
-        window: whole(c.window, "convergence.converge.objective.window", 2),
-        tolerance: num(c.tolerance, "convergence.converge.objective.tolerance"),
-      };
-    }
-  }
-  if (c.minIterations.trim())
-    out.min_iterations = whole(c.minIterations, "convergence.min_iterations", 0);
-  if (c.maxWallOn)
-    out.max_wall_seconds = Math.round(num(c.maxWallMinutes, "convergence.max_wall_seconds") * 60);
-  return Object.keys(out).length ? out : undefined;
-}
-
-/** The spec the API receives, plus what is already wrong with it. */
-export function toSpec(form: WizardForm): SpecResult {
-  const errors: Record<string, string> = {};
-  const spec: StudySpec = { name: form.name.trim() };
-  if (!spec.name) errors.name = "give the study a name";
-  else if (spec.name.length > 200) errors.name = "at most 200 characters";
-  if (form.description.trim()) spec.description = form.description.trim();
-  if (form.source === "template") {
-    if (form.template) spec.template = form.template;
-    else errors.template = "pick a template, or upload a case";
-  } else {
-    if (form.upload) spec.case = form.upload.id;
-    else errors.case = "upload a case archive (.tar.gz, .tgz or .zip)";
-  }
-  if (form.solver) spec.solver = form.solver;
-  else if (form.source === "upload")
-    errors.solver = "choose the solver this case runs (its controlDict names none)";
-  if (form.backend) spec.backend = form.backend;
-  spec.resources = { processes: form.processes, nodes: form.nodes, memory_gb: form.memoryGb };
-  if (!Number.isInteger(form.processes) || form.processes < 1)
-    errors["resources.processes"] = "at least 1 process";
-  if (!Number.isInteger(form.nodes) || form.nodes < 1)
-    errors["resources.nodes"] = "at least 1 node";
-  else if (form.nodes > form.processes) errors["resources.nodes"] = "cannot exceed the processes";
-  if (!(form.memoryGb > 0)) errors["resources.memory_gb"] = "must be above 0 GB";
-
-  const parameters: Record<string, ParameterSpec> = {};
-  const seen = new Set<string>();
-  for (const row of form.parameters) {
-    const where = `parameters.${row.name}`;
-    if (!IDENT.test(row.name)) {
-      errors[`parameters.${row.name || row.key}`] = "names are identifiers: letters, digits and _";
-      continue;
-    }
-    if (seen.has(row.name)) errors[where] = "this name is used twice";
-    seen.add(row.name);
-    const p = paramSpec(row, errors, form.combine);
-    if (p !== undefined) parameters[row.name] = p;
-  }
-  spec.parameters = parameters;
-  spec.combine = form.combine;
-  if (isSampled(form.combine)) {
-    const samples = parseNumber(form.samples);
-    if (samples === null || !Number.isInteger(samples) || samples < 1)
-      errors.samples = "a whole number of samples ≥ 1";
-    else spec.samples = samples;
-    const seed = parseNumber(form.seed);
-    if (seed !== null && Number.isInteger(seed)) spec.seed = seed;
-  }
-  if (form.combine === "zip") {
-    const counts = form.parameters.filter((r) => r.mode !== "fixed").map(rowCount);
-    if (new Set(counts).size > 1)
-      errors.parameters =
-        "zip pairs values by position: give every varied parameter the same number of values";
-  }
-
-  const derived: Record<string, string> = {};
-  for (const d of form.derived) {
-    if (!d.name && !d.expr) continue;
-    if (!IDENT.test(d.name))
-      errors[`derived.${d.name || d.key}`] = "names are identifiers: letters, digits and _";
-    else if (!d.expr.trim())
-      errors[`derived.${d.name}`] = "give an expression, e.g. speed*cos(radians(aoa))";
-    else if (seen.has(d.name)) errors[`derived.${d.name}`] = "a parameter already has this name";
-    derived[d.name] = d.expr.trim();
-  }
-  if (Object.keys(derived).length) spec.derived = derived;
-
-  const objectives: Record<string, ObjectiveSpec> = {};
-  for (const o of form.objectives) {
-    const where = `objectives.${o.name || o.key}`;
-    if (!IDENT.test(o.name)) {
-      errors[`${where}.name`] = "names are identifiers: letters, digits and _";
-      continue;
-    }
-    if (o.kind === "expr") {
-      if (!o.expr.trim()) errors[where] = "give an expression over other objectives, e.g. Cl / Cd";
-      objectives[o.name] = { expr: o.expr.trim() };
-    } else {
-      if (!o.series.trim()) errors[where] = "give a series, e.g. forceCoeffs.Cl";
-      const entry: ObjectiveSpec = { series: o.series.trim(), reduce: o.reduce };
-      if (o.reduce === "mean_last") {
-        const n = parseNumber(o.n);
-        if (n === null || !Number.isInteger(n) || n < 1)
-          errors[where] = "n: a whole number of iterations ≥ 1";
-        entry.n = n ?? 20;
-      }
-      objectives[o.name] = entry;
-    }
-  }
-  spec.objectives = objectives;
-
-  const convergence = convergenceSpec(form.convergence, errors);
-  if (convergence) spec.convergence = convergence;
-  return { spec, errors };
-}
-
-/** Which wizard step holds a field (server errors jump there). */
-export function stepOfField(field: string | null | undefined): number {
-  if (!field) return 4;
-  const head = field.split(/[.[]/)[0] ?? "";
-  if (["name", "description", "template", "case", "file"].includes(head)) return 0;
-  if (["parameters", "combine", "samples", "seed", "derived"].includes(head)) return 1;
-  if (["solver", "backend", "resources", "prepare"].includes(head)) return 2;
-  if (["objectives", "convergence"].includes(head)) return 3;
-  return 4;
-}
-
-/** The error for one input: exact field, or a deeper one (`objectives.LD.expr` for LD). */
-export function errorAt(errors: Record<string, string>, field: string): string | undefined {
-  if (errors[field]) return errors[field];
-  const prefix = `${field}.`;
-  for (const [k, v] of Object.entries(errors)) if (k.startsWith(prefix)) return v;
-  return undefined;
 }
