@@ -36,6 +36,8 @@ class Job(enum.StrEnum):
     KILL_RUN = "runs.kill_run"
     RELEASE_RUN = "runs.release_run"
     DELETE_RUN_FILES = "runs.delete_run_files"
+    # runs: a completed run's flow fields, made when someone first wants them
+    MAKE_FIELDS = "runs.make_fields"
     # images: a composed image's build (a container image, or VM bakes on cloud backends)
     BUILD_IMAGE = "images.build_image"
     BAKE_VM_IMAGE = "images.bake_vm_image"

@@ -81,10 +81,17 @@ def test_airfoil_study_lift_grows_with_angle_of_attack_and_csv_matches(live):
     )
     xs = tele["series"]["forceCoeffs.Cl"]["x"]
     assert xs == sorted(xs)
-    # the solver's lines, then the post-processing steps after a completed run (fields, VTK)
+    # the solver's lines; no post-processing in the run's slot: its flow fields are made
+    # when first asked for, its VTK files with its archive
     log = live.get(f"/api/v1/runs/{run_id}/log/", params={"lines": 400}).json()["lines"]
     assert any("Time = " in line for line in log)
-    assert any(line.startswith("== foamToVTK") for line in log)
+    assert not any(line.startswith(("== foamToVTK", "== windtunnelFields")) for line in log)
+    fields = wait_for(
+        lambda: (f := live.get(f"/api/v1/runs/{run_id}/fields/").json())["available"] and f,
+        timeout=60,
+        what="the run's flow fields, made on first view",
+    )
+    assert {"p", "mag(U)"} <= {f["name"] for f in fields["fields"]}
     detail = live.get(f"/api/v1/runs/{run_id}/").json()
     # the portal reads a local run's files itself: the agent uploaded nothing, the archive
     # is made on this first download
@@ -97,6 +104,7 @@ def test_airfoil_study_lift_grows_with_angle_of_attack_and_csv_matches(live):
     assert any("postProcessing/forceCoeffs" in n for n in names) and any(
         n.endswith("log.simpleFoam") for n in names
     )
+    assert any(n.startswith("VTK/") or "/VTK/" in n for n in names), "ParaView's files"
 
     # deleting the study deletes its runs' directories and kept archives too
     from django.conf import settings

@@ -4,6 +4,7 @@ files of deleted runs."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -15,13 +16,15 @@ from typing import IO
 from django.conf import settings
 
 from core.exceptions import ApplicationError, Conflict, ErrorCode, NotFound, StaleAttempt
-from orchestration.agent.confined import ArchiveError, archive_case, case_owner
+from orchestration.agent.confined import ArchiveError, archive_case, case_owner, case_vtk
 from orchestration.agent.sandbox import SANDBOX_UID_BASE, Sandbox, SandboxError
-from studies.choices import STARTED_STATES, TERMINAL_STATES
+from orchestration.environment import step_environment
+from studies.choices import STARTED_STATES, TERMINAL_STATES, RunState
 from studies.models import Run
 
 log = logging.getLogger(__name__)
 ARCHIVE_TIMEOUT = 600.0  # seconds a download waits for a run's archive to be made
+VTK_TIMEOUT = 600.0  # seconds foamToVTK may take on one case, before its archive is made
 
 
 def run_store_archive(*, run: Run, attempt: int, stream: IO[bytes], max_bytes: int) -> int:
@@ -65,26 +68,22 @@ def run_archive_file(*, run: Run) -> Path | None:
     if run.state not in TERMINAL_STATES or not run.results_dir or run.results_at is None:
         return None  # not over, or its agent may still be writing (its final report is due)
     case = run.results_dir
-    owner = case_owner(case)
-    if owner is None:
-        return None
     target_dir = Path(settings.ARCHIVE_DIR) / str(run.pk)
     target_dir.mkdir(parents=True, exist_ok=True)
     target = target_dir / f"attempt-{run.attempt}.tar.gz"
     fd, name = tempfile.mkstemp(dir=target_dir, suffix=".part")
     try:
-        mode = "off" if settings.WINDTUNNEL["CASE_SANDBOX"] == "off" else "bwrap"
-        # a case the run's uid made (or one inherited from a reused run: its own uid)
-        uid = owner if owner >= SANDBOX_UID_BASE else None
-        sandbox = Sandbox({"mode": mode}, run_id=str(run.pk), uid=uid)
-        sandbox.attach(case=case)
-        archive_case(
-            sandbox,
-            case=case,
-            out_fd=fd,
-            max_bytes=settings.WINDTUNNEL["ARCHIVE_MAX_MB"] * 1024 * 1024,
-            timeout=ARCHIVE_TIMEOUT,
-        )
+        with tempfile.TemporaryDirectory(prefix="vtk-home-") as home:
+            os.chmod(home, 0o755)  # the run's uid reads its OpenFOAM settings there
+            sandbox = run_sandbox(run, home=home)
+            _make_vtk(run, sandbox, home=home, log_dir=target_dir)
+            archive_case(
+                sandbox,
+                case=case,
+                out_fd=fd,
+                max_bytes=settings.WINDTUNNEL["ARCHIVE_MAX_MB"] * 1024 * 1024,
+                timeout=ARCHIVE_TIMEOUT,
+            )
         os.close(fd)
         fd = -1
         os.replace(name, target)
@@ -101,6 +100,45 @@ def run_archive_file(*, run: Run) -> Path | None:
     )
     run.archive_path, run.archive_bytes = str(target), size
     return target
+
+
+def run_sandbox(run: Run, *, home: str = "") -> Sandbox:
+    """The sandbox of a finished run whose folder the portal reads, attached to its case:
+    steps run as the uid that made the case (or, for a case inherited from a reused run,
+    its own), seeing only the case (and `home`, when given)."""
+    owner = case_owner(run.results_dir)
+    if owner is None:
+        raise SandboxError(f"the run's folder {run.results_dir} is gone")
+    mode = "off" if settings.WINDTUNNEL["CASE_SANDBOX"] == "off" else "bwrap"
+    sandbox = Sandbox(
+        {"mode": mode}, run_id=str(run.pk), uid=owner if owner >= SANDBOX_UID_BASE else None
+    )
+    sandbox.attach(case=run.results_dir, home=home)
+    return sandbox
+
+
+def _make_vtk(run: Run, sandbox: Sandbox, *, home: str, log_dir: Path) -> None:
+    """foamToVTK's files for ParaView in a completed run's case, made as its archive is
+    (the run's slot was not held for them): with the run's own OpenFOAM environment (its
+    run.json, the portal's file beside the case), system operations off. Best effort: an
+    archive without them is still an archive (the log says why)."""
+    if run.state != RunState.COMPLETED:
+        return
+    try:
+        spec = json.loads((Path(run.results_dir).parent / "run.json").read_text())
+        extra = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+    except (OSError, ValueError, AttributeError):
+        extra = {}
+    env = step_environment(os.environ, extra, home=home)
+    if sandbox.confines_files:
+        env["HOME"] = sandbox.home_dir(home)
+    with open(log_dir / f"attempt-{run.attempt}.foamToVTK.log", "wb") as out:
+        try:
+            case_vtk(
+                sandbox, case=run.results_dir, env=env, log_fd=out.fileno(), timeout=VTK_TIMEOUT
+            )
+        except ArchiveError as exc:
+            log.warning("no VTK files for run %s: %s", run.pk, exc)
 
 
 def run_case_archive(*, run: Run, attempt: int) -> Path:

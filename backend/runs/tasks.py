@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from runs import archives, services
+from runs import archives, flow_fields, services
 
 
 @shared_task(name="runs.kill_run", ignore_result=True)
@@ -18,3 +18,8 @@ def release_run(run_id: str, attempt: int, handle: str) -> None:
 @shared_task(name="runs.delete_run_files", ignore_result=True)
 def delete_run_files(run_ids: list[str]) -> None:
     archives.run_files_delete(run_ids=run_ids)
+
+
+@shared_task(name="runs.make_fields", ignore_result=True)
+def make_fields(run_id: str, attempt: int) -> None:
+    flow_fields.run_make_fields(run_id=run_id, attempt=attempt)

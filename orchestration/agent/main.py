@@ -188,14 +188,10 @@ def _finish(
     deadline = time.monotonic() + timeout
     # (a case whose sandbox never started ran no step: it has nothing worth uploading)
     upload = supervisor.case_fd >= 0 and spec.archive == "upload"
-    if outcome.state == "completed" and spec.post_process and not terminate.is_set():
-        note = supervisor.post_process()
-        if note:
-            outcome = outcome._replace(message=f"{outcome.message}\n{note}".strip())
     if upload:
         # the steps are over: the portal may give the run's cores to the next run while this
-        # one sends its last points and uploads its results (without an upload, the final
-        # report follows at once and gives them back first thing)
+        # one post-processes, sends its last points and uploads its results (without an
+        # upload, the final report follows at once and gives them back first thing)
         try:
             client.post("heartbeat/", {"phase": "archiving", "resources": dict(reporter.resources)})
         except (TransientError, PortalError):
@@ -203,6 +199,13 @@ def _finish(
         except StaleAttempt:
             log("attempt superseded (409) while reporting the end: exiting")
             return EXIT_STALE
+        # the flow fields and VTK go into the archive; where the portal reads the run's
+        # folder itself, it makes them when someone wants them (runs/flow_fields.py), and
+        # the run's slot is not held for them
+        if outcome.state == "completed" and spec.post_process and not terminate.is_set():
+            note = supervisor.post_process()
+            if note:
+                outcome = outcome._replace(message=f"{outcome.message}\n{note}".strip())
     supervisor.poll_dat()
     disk_bytes = supervisor.measure_disk()
     provenance = provenance_record(spec, supervisor)

@@ -160,10 +160,19 @@ class RunViewSet(viewsets.GenericViewSet):
     @action(detail=True, methods=["get"], url_path="fields")
     def flow_fields(self, request, pk=None):
         """The run's flow fields (a completed run's final fields on a plane, and Cp along
-        its force patches): what there is, on which grids; `available` false when none."""
+        its force patches): what there is, on which grids; `available` false when none,
+        `preparing` true while they are being made (a completed run's first view asks for
+        them: ask again in a second)."""
         run = self.get_object()
-        artifact = run_fields(run=selectors.run_results_source(run=run))
-        return Response(fields_index(run_id=str(run.id), artifact=artifact))
+        found = run_fields(run=selectors.run_results_source(run=run))
+        return Response(
+            fields_index(
+                run_id=str(run.id),
+                artifact=found.artifact,
+                preparing=found.preparing,
+                notes=[found.problem] if found.problem else [],
+            )
+        )
 
     @extend_schema(
         parameters=[
@@ -183,9 +192,12 @@ class RunViewSet(viewsets.GenericViewSet):
         """One field's values on one region's grid (row by row, null outside the mesh),
         with the outline of the walls to draw over them."""
         run = self.get_object()
-        artifact = run_fields(run=selectors.run_results_source(run=run))
+        artifact = run_fields(run=selectors.run_results_source(run=run), make=False).artifact
         if artifact is None:
-            raise NotFound("This run has no flow fields: they are written when a run completes.")
+            raise NotFound(
+                "This run has no flow fields (yet): a completed run's are made when its fields/"
+                " are first asked for."
+            )
         names = list(artifact["fields"])
         regions = [r["name"] for r in artifact["regions"]]
         field = request.query_params.get("field", "")

@@ -1,5 +1,6 @@
-"""The flow-field endpoints: a completed run's final fields and Cp, as its agent wrote them,
-from the run's directory or its uploaded archive; checked parameters; tenants apart."""
+"""The flow-field endpoints: a completed run's final fields and Cp, made by the portal when
+first asked for (runs whose folder it reads) or as its agent wrote them into its uploaded
+archive; checked parameters; tenants apart."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from rest_framework.test import APIClient
 from orchestration.agent.archive import build_archive
 from orchestration.results.fields import ARTIFACT
 from orchestration.results.fields.artifact import build
+from runs.flow_fields import run_make_fields
 from studies.models import Run
 from studies.services import study_create
 
@@ -56,10 +58,22 @@ def _run(api, case: Path | None, *, state: str = "completed") -> Run:
     return run
 
 
-def test_a_completed_runs_fields_are_listed_and_served_on_their_grid(api, solved_cavity):
+def _made(api, run: Run) -> dict:
+    """The first look asks for the fields; the job it enqueues, run here; the index then."""
+    first = api.get(f"/api/v1/runs/{run.pk}/fields/").json()
+    assert first["available"] is False and first["preparing"] is True
+    run_make_fields(run_id=str(run.pk), attempt=run.attempt)
+    return api.get(f"/api/v1/runs/{run.pk}/fields/").json()
+
+
+def test_a_completed_runs_fields_are_made_when_first_asked_for_and_served_on_their_grid(
+    api, solved_cavity
+):
     run = _run(api, solved_cavity)
-    index = api.get(f"/api/v1/runs/{run.pk}/fields/").json()
-    assert index["available"] is True and index["kind"] == "2d" and index["time"] == "0.5"
+    assert api.get(f"/api/v1/runs/{run.pk}/fields/data/", {"field": "p"}).status_code == 404
+    index = _made(api, run)
+    assert index["available"] is True and index["preparing"] is False
+    assert index["kind"] == "2d" and index["time"] == "0.5"
     assert [f["name"] for f in index["fields"]] == ["p", "mag(U)"]
     (domain,) = index["regions"]
     assert domain["name"] == "domain" and domain["nx"] * domain["ny"] <= 20_000
@@ -77,6 +91,7 @@ def test_a_completed_runs_fields_are_listed_and_served_on_their_grid(api, solved
 
 def test_field_parameters_are_checked(api, solved_cavity):
     run = _run(api, solved_cavity)
+    _made(api, run)
     url = f"/api/v1/runs/{run.pk}/fields/data/"
     for params, field, words in [
         ({}, "field", "required"),
@@ -110,15 +125,38 @@ def test_fields_come_from_the_start_of_an_uploaded_archive(api, solved_cavity, t
     assert r.status_code == 200 and len(r.json()["values"]) > 100
 
 
-def test_a_running_run_or_a_forged_artifact_has_no_fields(api, solved_cavity, tmp_path):
+def test_a_running_run_has_no_fields_and_asks_for_none(api, solved_cavity):
     running = _run(api, solved_cavity, state="running")
-    assert api.get(f"/api/v1/runs/{running.pk}/fields/").json()["available"] is False
+    index = api.get(f"/api/v1/runs/{running.pk}/fields/").json()
+    assert index["available"] is False and index["preparing"] is False
     assert api.get(f"/api/v1/runs/{running.pk}/fields/data/", {"field": "p"}).status_code == 404
+
+
+def test_an_artifact_the_case_left_is_not_what_is_served(api, solved_cavity, tmp_path):
+    """A case's own windtunnel/fields.json (a tenant could write anything there) is ignored:
+    the portal makes the run's artifact itself, from the case's mesh and fields."""
     forged = tmp_path / "case"
-    (forged / "windtunnel").mkdir(parents=True)
-    artifact = json.loads((solved_cavity / ARTIFACT).read_text())
+    shutil.copytree(solved_cavity, forged)
+    artifact = json.loads((forged / ARTIFACT).read_text())
     artifact["fields"]["p"]["values"]["domain"] = ["rm -rf /", 1e308]  # wrong length and type
+    artifact["fields"]["forged"] = artifact["fields"].pop("mag(U)")
     (forged / ARTIFACT).write_text(json.dumps(artifact))
     run = _run(api, forged)
-    assert api.get(f"/api/v1/runs/{run.pk}/fields/").json()["available"] is False
-    assert api.get(f"/api/v1/runs/{run.pk}/fields/data/", {"field": "p"}).status_code == 404
+    index = _made(api, run)
+    assert [f["name"] for f in index["fields"]] == ["p", "mag(U)"]
+    r = api.get(f"/api/v1/runs/{run.pk}/fields/data/", {"field": "p"})
+    assert r.status_code == 200 and all(
+        v is None or isinstance(v, float) for v in r.json()["values"]
+    )
+
+
+def test_a_case_the_converter_cannot_read_says_why_it_has_no_fields(api, tmp_path):
+    case = tmp_path / "case"
+    (case / "system").mkdir(parents=True)
+    (case / "system" / "controlDict").write_text("application icoFoam;\n")
+    run = _run(api, case)
+    index = _made(api, run)
+    assert index["available"] is False and index["preparing"] is False
+    assert any("not made" in n for n in index["notes"]), index["notes"]
+    # the reason is kept: a second look does not make the run's fields again
+    assert api.get(f"/api/v1/runs/{run.pk}/fields/").json()["notes"] == index["notes"]

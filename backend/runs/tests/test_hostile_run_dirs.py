@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 
 from orchestration.agent.sandbox import Sandbox
-from orchestration.results.fields import ARTIFACT
+from runs.flow_fields import run_make_fields
 from studies.models import Run
 from studies.services import study_create
 
@@ -77,9 +77,10 @@ def test_the_archive_made_on_download_holds_no_host_file_the_case_linked_to(api,
     assert token.encode() not in data
 
 
-def test_flow_fields_that_are_links_read_as_none(api, tmp_path):
-    """The artifact the portal serves from a run's directory: a link to a host file (here a
-    well-formed artifact the tenant could not have written) is not read."""
+def test_flow_fields_are_made_by_the_runs_uid_and_never_from_what_the_case_links_to(api, tmp_path):
+    """The portal makes a run's flow fields itself, by the run's uid in its sandbox: an
+    artifact the case left (here a link to a well-formed one in a root-only host folder) is
+    not served, and a mesh that is a link to the host is not read (no fields, and why)."""
     host = tmp_path / "host"
     host.mkdir(mode=0o700)
     artifact = {
@@ -88,16 +89,20 @@ def test_flow_fields_that_are_links_read_as_none(api, tmp_path):
         "fields": {"p": {"values": {"domain": [1, 2, 3, 4]}}},
     }
     (host / "fields.json").write_text(json.dumps(artifact))
+    (host / "polyMesh").mkdir()
     case = tmp_path / "attempt-1" / "case"
-    case.mkdir(parents=True)
+    (case / "system").mkdir(parents=True)
+    (case / "system/controlDict").write_text("application icoFoam;\n")
+    (case / "constant").mkdir()
+    (case / "1").mkdir()
     run = _finished_run(api, case)
     _as_the_runs_uid(run, case)
     (case / "windtunnel").symlink_to(host)  # the artifact's folder is a link
-    assert api.get(f"/api/v1/runs/{run.pk}/fields/").json()["available"] is False
-    (case / "windtunnel").unlink()
-    (case / "windtunnel").mkdir()
-    (case / ARTIFACT).symlink_to(host / "fields.json")  # the artifact itself is a link
-    assert api.get(f"/api/v1/runs/{run.pk}/fields/").json()["available"] is False
-    (case / ARTIFACT).unlink()
-    (case / ARTIFACT).write_text(json.dumps(artifact))  # the run's own: served
-    assert api.get(f"/api/v1/runs/{run.pk}/fields/").json()["available"] is True
+    (case / "constant/polyMesh").symlink_to(host / "polyMesh")
+    first = api.get(f"/api/v1/runs/{run.pk}/fields/").json()
+    assert first["available"] is False and first["preparing"] is True
+    run_make_fields(run_id=str(run.pk), attempt=run.attempt)
+    index = api.get(f"/api/v1/runs/{run.pk}/fields/").json()
+    assert index["available"] is False and index["preparing"] is False
+    assert any("not made" in note for note in index["notes"]), index["notes"]
+    assert api.get(f"/api/v1/runs/{run.pk}/fields/data/", {"field": "p"}).status_code == 404

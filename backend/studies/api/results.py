@@ -104,6 +104,10 @@ class SurfaceCpSerializer(serializers.Serializer):
 class RunFieldsSerializer(serializers.Serializer):
     run = serializers.UUIDField()
     available = serializers.BooleanField()
+    preparing = serializers.BooleanField(
+        help_text="the fields of a completed run are being made (its page asked for them "
+        "first): ask again in a second"
+    )
     time = serializers.CharField(required=False)
     kind = serializers.ChoiceField(choices=["2d", "plane"], required=False)
     plane = FieldPlaneSerializer(required=False)

@@ -798,7 +798,9 @@ export interface paths {
         };
         /**
          * @description The run's flow fields (a completed run's final fields on a plane, and Cp along
-         *     its force patches): what there is, on which grids; `available` false when none.
+         *     its force patches): what there is, on which grids; `available` false when none,
+         *     `preparing` true while they are being made (a completed run's first view asks for
+         *     them: ask again in a second).
          */
         get: operations["v1_runs_fields_retrieve"];
         put?: never;
@@ -3192,6 +3194,8 @@ export interface components {
             kind?: components["schemas"]["RunFieldsKindEnum"];
             notes: string[];
             plane?: components["schemas"]["FieldPlane"];
+            /** @description the fields of a completed run are being made (its page asked for them first): ask again in a second */
+            preparing: boolean;
             regions: components["schemas"]["FieldGrid"][];
             /** Format: uuid */
             run: string;

@@ -33,15 +33,17 @@ VERSION = 1
 ARTIFACT = "windtunnel/fields.json"  # relative to the case
 
 
-def fields_argv(python: str, package_root: str, extra_fields: tuple[str, ...] = ()) -> list[str]:
-    """The command that writes the artifact of the case in the current folder (run in the
-    sandbox, from the case: `package_root` is where the sandbox shows the folder holding
-    `orchestration/`)."""
+def fields_argv(
+    python: str, package_root: str, extra_fields: tuple[str, ...] = (), *, out: str = ARTIFACT
+) -> list[str]:
+    """The command that writes the artifact of the case in the current folder to `out` (a
+    path in the case, or "-": standard output) (run in the sandbox, from the case:
+    `package_root` is where the sandbox shows the folder holding `orchestration/`)."""
     program = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
         "from orchestration.results.fields.artifact import main; sys.exit(main(sys.argv[2:]))"
     )
-    argv = [python, "-I", "-B", "-c", program, package_root, "--out", ARTIFACT]
+    argv = [python, "-I", "-B", "-c", program, package_root, "--out", out]
     if extra_fields:
         argv += ["--fields", ",".join(extra_fields)]
     return argv

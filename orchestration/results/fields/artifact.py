@@ -156,15 +156,22 @@ def main(argv: list[str]) -> int:
     except (FieldsError, OSError, ValueError, IndexError) as exc:
         print(f"fields: cannot post-process this case: {exc}", file=sys.stderr)
         return 1
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    with open(out, "w", encoding="utf-8") as fh:
-        json.dump(artifact, fh, separators=(",", ":"), allow_nan=False)
+    if out == "-":  # to standard output (the portal's file), what it says to standard error
+        json.dump(artifact, sys.stdout, separators=(",", ":"), allow_nan=False)
+        sys.stdout.flush()
+        say = sys.stderr
+    else:
+        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+        with open(out, "w", encoding="utf-8") as fh:
+            json.dump(artifact, fh, separators=(",", ":"), allow_nan=False)
+        say = sys.stdout
     fields = artifact["fields"]
     notes = artifact["notes"]
     sizes = ", ".join(str(k) for k in fields) if isinstance(fields, dict) else ""
-    print(f"fields: wrote {out} ({artifact['kind']}, time {artifact['time']}: {sizes})")
+    where = "standard output" if out == "-" else out
+    print(f"fields: wrote {where} ({artifact['kind']}, time {artifact['time']}: {sizes})", file=say)
     for note in notes if isinstance(notes, list) else []:
-        print(f"fields: note: {note}")
+        print(f"fields: note: {note}", file=say)
     return 0
 
 

@@ -1,21 +1,17 @@
-"""The flow-field artifact as the portal reads it: found in a run's folder or at the start of
-its result archive, checked before anything of it is served (it comes from inside a
+"""The flow-field artifact as the portal reads it: extracted from the start of a run's result
+archive, or made by the portal itself (backend/runs/flow_fields.py), checked before anything of it is served (it comes from inside a
 tenant's case: a malformed one reads as "no flow fields", never as an error), and trimmed to
 what the run page shows. Plain Python, no Django."""
 
 from __future__ import annotations
 
-import collections
 import functools
 import json
 import math
-import os
 import tarfile
-import threading
 from pathlib import Path
 from typing import Any
 
-from orchestration import nofollow
 from orchestration.results.fields import ARTIFACT
 
 MAX_ARTIFACT_BYTES = 32 * 1024 * 1024
@@ -116,61 +112,34 @@ def is_valid(data: Any) -> bool:
     return True
 
 
-_CACHE_LOCK = threading.Lock()
-_FROM_RUN_DIRS: collections.OrderedDict[tuple[str, float, int, int], dict[str, Any] | None] = (
-    collections.OrderedDict()
-)
-
-
-def artifact_in_case(case: str) -> dict[str, Any] | None:
-    """The artifact in a run's directory, the tenant's: read through a descriptor opened
-    without following links (a link there, to a host file, reads as "no flow fields")."""
-    try:
-        case_fd = nofollow.open_dir(case)
-    except OSError:
-        return None
-    try:
-        fd = nofollow.open_file(case_fd, ARTIFACT)
-    except OSError:
-        return None
-    finally:
-        os.close(case_fd)
-    try:
-        st = os.fstat(fd)
-        key = (case, st.st_mtime, st.st_size, st.st_ino)
-        with _CACHE_LOCK:
-            if key in _FROM_RUN_DIRS:
-                _FROM_RUN_DIRS.move_to_end(key)
-                return _FROM_RUN_DIRS[key]
-        if st.st_size > MAX_ARTIFACT_BYTES:
-            return None
-        try:
-            data = json.loads(os.pread(fd, MAX_ARTIFACT_BYTES + 1, 0))
-        except (OSError, ValueError):
-            data = None
-    finally:
-        os.close(fd)
-    checked = data if is_valid(data) else None
-    with _CACHE_LOCK:
-        _FROM_RUN_DIRS[key] = checked
-        while len(_FROM_RUN_DIRS) > 16:
-            _FROM_RUN_DIRS.popitem(last=False)
-    return checked
-
-
 def _text(value: Any, limit: int = 200) -> str:
     return str(value)[:limit] if isinstance(value, str | int | float) else ""
 
 
-def fields_index(*, run_id: str, artifact: dict[str, Any] | None) -> dict[str, Any]:
-    """What the run page lists: fields, regions, the plane, Cp (small), notes."""
+def fields_index(
+    *,
+    run_id: str,
+    artifact: dict[str, Any] | None,
+    preparing: bool = False,
+    notes: list[str] | None = None,
+) -> dict[str, Any]:
+    """What the run page lists: fields, regions, the plane, Cp (small), notes; without an
+    artifact, whether it is being made (`preparing`) and why there is none (`notes`)."""
     if artifact is None:
-        return {"run": run_id, "available": False, "fields": [], "regions": [], "notes": []}
+        return {
+            "run": run_id,
+            "available": False,
+            "preparing": preparing,
+            "fields": [],
+            "regions": [],
+            "notes": [_text(n, 2000) for n in notes or []],
+        }
     raw_plane = artifact.get("plane")
     plane: dict[str, Any] = raw_plane if isinstance(raw_plane, dict) else {}
     return {
         "run": run_id,
         "available": True,
+        "preparing": False,
         "time": _text(artifact.get("time")),
         "kind": "2d" if artifact.get("kind") == "2d" else "plane",
         "plane": {

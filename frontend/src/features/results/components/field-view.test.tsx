@@ -9,6 +9,7 @@ const grid = (name: string) => ({ name, x0: 0, y0: 0, dx: 0.5, dy: 0.5, nx: 3, n
 const index = (run: string, fields = ["p", "mag(U)"]) => ({
   run,
   available: true,
+  preparing: false,
   time: "500",
   kind: "2d",
   plane: { normal: "z", at: 0.025, axes: ["x", "y"] },
@@ -74,6 +75,7 @@ describe("FlowFields", () => {
       "GET /api/v1/runs/r2/fields/": () => ({
         run: "r2",
         available: false,
+        preparing: false,
         fields: [],
         regions: [],
         notes: [],
@@ -88,6 +90,23 @@ describe("FlowFields", () => {
       "no flow fields",
     );
   });
+
+  it("says the fields are being prepared, asks again, and shows them once made", async () => {
+    let asked = 0;
+    mockApi({
+      "GET /api/v1/runs/r3/fields/": () => {
+        asked += 1;
+        return asked < 2
+          ? { run: "r3", available: false, preparing: true, fields: [], regions: [], notes: [] }
+          : index("r3");
+      },
+      "GET /api/v1/runs/r3/fields/data/": data("r3", [1, 2, null, 4, 5, 6]),
+    });
+    renderWithApp(<FlowFields runId="r3" ended />);
+    expect(await screen.findByTestId("fields-preparing")).toHaveTextContent("Preparing");
+    expect(await screen.findByTestId("flow-fields", {}, { timeout: 5_000 })).toBeInTheDocument();
+    expect(asked).toBe(2);
+  });
 });
 
 describe("FieldCompare", () => {
@@ -98,6 +117,7 @@ describe("FieldCompare", () => {
       "GET /api/v1/runs/c/fields/": () => ({
         run: "c",
         available: false,
+        preparing: false,
         fields: [],
         regions: [],
         notes: [],

@@ -1,4 +1,4 @@
-import { Alert, Group, SegmentedControl, Select, Stack, Text } from "@mantine/core";
+import { Alert, Group, Loader, SegmentedControl, Select, Stack, Text } from "@mantine/core";
 import { useMemo, useState } from "react";
 import { Plot } from "@/components/plot";
 import { LoadingState } from "@/components/states";
@@ -50,12 +50,28 @@ export function FlowFields({ runId, ended }: { runId: string; ended: boolean }) 
   if (index.isError)
     return <Alert color="red">Could not load the flow fields: {errorMessage(index.error)}</Alert>;
   const fields = index.data;
+  if (!fields.available && fields.preparing)
+    return (
+      <Group gap="xs" data-testid="fields-preparing">
+        <Loader size="xs" />
+        <Text size="sm" c="dimmed">
+          Preparing the flow fields from the run&apos;s final time…
+        </Text>
+      </Group>
+    );
   if (!fields.available)
     return (
-      <Text size="sm" c="dimmed" data-testid="fields-none">
-        This run has no flow fields. They are written after a run completes (from its final time, in
-        ASCII format); runs that failed or were stopped have none.
-      </Text>
+      <Stack gap={4} data-testid="fields-none">
+        <Text size="sm" c="dimmed">
+          This run has no flow fields. They are made from a completed run&apos;s final time (in
+          ASCII format); runs that failed or were stopped have none.
+        </Text>
+        {fields.notes.map((note) => (
+          <Text key={note} size="xs" c="dimmed">
+            {note}
+          </Text>
+        ))}
+      </Stack>
     );
   return (
     <Stack gap="sm" data-testid="flow-fields">

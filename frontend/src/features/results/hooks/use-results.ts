@@ -1,5 +1,11 @@
 import { useQueries, useQuery } from "@tanstack/react-query";
-import { fetchCompletedRuns, fetchFieldData, fetchRunById, fetchRunFields } from "../api/results";
+import {
+  fetchCompletedRuns,
+  fetchFieldData,
+  fetchRunById,
+  fetchRunFields,
+  type RunFields,
+} from "../api/results";
 
 export const resultKeys = {
   fields: (id: string) => ["runs", "detail", id, "fields"] as const,
@@ -9,6 +15,14 @@ export const resultKeys = {
   run: (id: string) => ["runs", "detail", id, "compare"] as const,
 };
 
+/** Ask again each second while a completed run's fields are being made (its first view
+ * asked for them), then no more. */
+function whilePreparing(query: { state: { data?: RunFields } }): number | false {
+  return query.state.data?.preparing ? PREPARING_POLL_MS : false;
+}
+
+export const PREPARING_POLL_MS = 1000;
+
 /** The run's flow-field index; only asked once the run has ended (nothing before). */
 export function useRunFields(id: string, { enabled = true }: { enabled?: boolean } = {}) {
   return useQuery({
@@ -16,6 +30,7 @@ export function useRunFields(id: string, { enabled = true }: { enabled?: boolean
     queryFn: () => fetchRunFields(id),
     enabled: enabled && !!id,
     staleTime: 60_000,
+    refetchInterval: whilePreparing,
   });
 }
 
@@ -35,6 +50,7 @@ export function useRunsFields(ids: string[]) {
       queryKey: resultKeys.fields(id),
       queryFn: () => fetchRunFields(id),
       staleTime: 60_000,
+      refetchInterval: whilePreparing,
     })),
   });
 }
