@@ -400,7 +400,7 @@ def test_watch_yields_a_snapshot_then_changes_in_order_until_the_end(live, live_
     client = Client(live.stack.url, token_of(live))
     # runs of a few seconds: the stream is open long before they end
     spec = {**CAVITY, "name": f"watched {live_stream}"}
-    study = client.submit({**spec, "parameters": {**CAVITY["parameters"], "end_time": 1}})
+    study = client.submit({**spec, "parameters": {**CAVITY["parameters"], "end_time": 10}})
     with StudyStream(client, study.id, live=live_stream) as stream:
         assert stream.mode == ("websocket" if live_stream else "polling")
     events = list(study.watch(live=live_stream, poll=0.5))

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import uuid
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,6 +31,10 @@ TUTORIALS = Path("/usr/share/doc/openfoam-examples/examples")
 CAVITY = TUTORIALS / "incompressible/icoFoam/cavity/cavity"
 OPENFOAM_ENV = {"WM_PROJECT_DIR": "/usr/share/openfoam"}
 TOKEN = "test-token"
+# the run id of make_spec's runs: one per test process, so that runs of tests on parallel
+# workers have sandbox uids and cgroups of their own (the agent kills whatever its run's uid
+# left running when the run ends)
+RUN_ID = str(uuid.uuid4())
 # the portal's own schema of what an agent sends (the fake portal holds agents to it)
 AGENT_MESSAGES = json.loads(
     (Path(__file__).parents[2] / "backend/ingest/schemas/agent-messages.json").read_text()
@@ -275,7 +280,7 @@ def make_spec(
     **extra: Any,
 ) -> RunSpec:
     fields: dict[str, Any] = {
-        "run_id": "00000000-0000-4000-8000-000000000001",
+        "run_id": RUN_ID,
         "attempt": attempt,
         "portal_url": portal.url,
         "token": TOKEN,

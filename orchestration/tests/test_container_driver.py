@@ -16,6 +16,7 @@ from orchestration.drivers.base import Driver, DriverError, RunPhase, Step
 from orchestration.drivers.container import CASE_MOUNT, WORK_MOUNT, ContainerDriver, container_argv
 from orchestration.drivers.local import LocalDriver
 from orchestration.tests.conftest import (
+    RUN_ID,
     FakePortal,
     make_cavity,
     make_spec,
@@ -230,5 +231,5 @@ def test_scratch_is_mounted_the_case_is_read_only_and_limits_apply(
     log = "\n".join(portal.log_lines())
     assert "case=ro" in log
     assert f"mem={512 * 1024**2}" in log
-    run_id = "00000000-0000-4000-8000-000000000001"
+    run_id = RUN_ID
     assert (scratch / run_id / "attempt-1" / "probe").is_file()

@@ -21,6 +21,7 @@ from orchestration.agent.sandbox import SANDBOX_UID_BASE, Sandbox
 from orchestration.drivers.base import RunPhase, Step
 from orchestration.drivers.local import LocalDriver
 from orchestration.tests.conftest import (
+    RUN_ID,
     FakePortal,
     make_spec,
     needs_openfoam,
@@ -29,8 +30,6 @@ from orchestration.tests.conftest import (
 )
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the agent's rights are root's")
-
-RUN_ID = "00000000-0000-4000-8000-000000000001"
 
 
 _run = run_locally

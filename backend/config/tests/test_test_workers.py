@@ -126,3 +126,41 @@ def test_this_test_runs_on_its_own_workers_database_and_queue():
     suffix = f"_{worker}" if worker else ""
     assert settings.DATABASES["default"]["NAME"].endswith(suffix)
     assert settings.CELERY_TASK_DEFAULT_QUEUE.endswith(suffix.replace("_", "-"))
+
+
+def test_the_tests_of_one_xdist_group_run_on_one_worker(tmp_path: Path) -> None:
+    """The tests sharing the run's one Slurm cluster are an xdist_group: with the suite's
+    options (pyproject's addopts, --dist loadgroup) all of a group go to one worker, one
+    after another, whatever module they are in; the other tests go to whichever is free."""
+    for name in ("a", "b"):
+        (tmp_path / f"test_{name}.py").write_text(
+            "import pytest, time\n"
+            'pytestmark = pytest.mark.xdist_group("cluster")\n'
+            + "".join(f"def test_{name}{i}():\n    time.sleep(0.2)\n" for i in range(3))
+        )
+    (tmp_path / "test_free.py").write_text(
+        "import time\n" + "".join(f"def test_f{i}():\n    time.sleep(0.2)\n" for i in range(6))
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},
+    ).stdout
+    workers = {
+        line.split()[0] for line in out.splitlines() if "PASSED" in line and "@cluster" in line
+    }
+    assert out.count("PASSED") == 12, out
+    assert len(workers) == 1, out

@@ -321,7 +321,7 @@ class RunSerializer(serializers.ModelSerializer):
         data = super().to_representation(instance)
         if instance.state == RunState.PENDING and instance.study.state == StudyState.CANCELLED:
             # a cancelled study's queued run, not yet ended by the cancel's background half
-            # (services.study_cancel_queued): it never starts, so it is cancelled already
+            # (state.study_cancel_queued): it never starts, so it is cancelled already
             data.update(
                 state=RunState.CANCELLED.value,
                 wait_reason="",

@@ -17,6 +17,7 @@ from studies import transitions
 from studies.models import Run
 from studies.services import study_create
 from studies.tasks import publish_runs
+from studies.transitions import effects
 
 
 @pytest.fixture
@@ -229,8 +230,8 @@ def test_a_large_cancel_answers_with_the_studys_counts_and_leaves_each_runs_even
 ) -> None:
     # "large" at a tenth of the real thresholds (500 runs inline, chunks of 2,000): the same
     # paths, past the inline limit and over several chunks, with 250 runs instead of 2,500
-    monkeypatch.setattr(transitions, "PUBLISH_INLINE", 50)
-    monkeypatch.setattr(transitions, "PUBLISH_CHUNK", 100)
+    monkeypatch.setattr(effects, "PUBLISH_INLINE", 50)
+    monkeypatch.setattr(effects, "PUBLISH_CHUNK", 100)
     Quota.objects.filter(tenant=api.tenant).update(max_queued_runs=5000)
     big = study_create(
         tenant=api.tenant,
