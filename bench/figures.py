@@ -65,7 +65,7 @@ FIGURES: dict[str, Figure] = {
     "downsample_speedup": Figure(bench="downsample"),
     "ingest_ratio": Figure(bench="ingest", target=at_least(0.25)),
     "live_latency_p95_ms": Figure(bench="live_latency", target=at_most(100)),
-    "overhead_ratio": Figure(bench="overhead", target=at_most(1.05), settings="WT_BENCH_REPEATS=9"),
+    "overhead_ratio": Figure(bench="overhead", target=at_most(1.05)),
     "portal_cpu_share": Figure(bench="portal_cpu"),
     "request_cpu_ms_per_run": Figure(bench="request_cpu"),
     "slurm_overhead_ratio": Figure(
