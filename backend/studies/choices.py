@@ -69,6 +69,17 @@ class EndReason(models.TextChoices):
     DISK_BUDGET = "disk_budget", "Stopped: over its disk budget"
 
 
+# the ends after which a run's objectives are results: it ran to its end, or a convergence
+# rule stopped it as converged. Every other end (cancelled, failed, stopped at its wall-time
+# limit, over its memory or disk) left a partial series: its values are `partial_objectives`
+COMPLETE_END_REASONS = (EndReason.SUCCESS, EndReason.CONVERGED)
+
+
+def run_is_complete(*, state: str, end_reason: str) -> bool:
+    """Whether a run that ended has results: it completed, to its end or converged early."""
+    return state == RunState.COMPLETED and end_reason in COMPLETE_END_REASONS
+
+
 class Reduce(models.TextChoices):
     LAST = "last", "Last value"
     MEAN_LAST = "mean_last", "Mean of the last n values"
@@ -102,3 +113,4 @@ class Trust(models.TextChoices):
     NOT_CONVERGED = "not_converged", "Not converged"
     ITERATION_LIMIT = "iteration_limit", "Iteration limit"
     DIVERGED = "diverged", "Diverged"
+    UNSTEADY = "unsteady", "Unsteady (oscillating)"

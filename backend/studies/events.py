@@ -30,6 +30,7 @@ RUN_FIELDS = (
     "message",
     "trust",
     "objectives",
+    "partial_objectives",
     "wait_reason",
     "wait_detail",
     "iterations",

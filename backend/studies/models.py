@@ -182,7 +182,18 @@ class Run(PublicIdModel):
         max_length=20, choices=EndReason.choices, default=EndReason.NONE, blank=True
     )
     message = models.TextField(blank=True)
-    objectives = models.JSONField(default=dict, blank=True)
+    objectives = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="its objectives' values, results of a run that completed (null for each "
+        "objective of a run that did not: it has no result)",
+    )
+    partial_objectives = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="a run that did not complete (cancelled, failed, stopped at a limit): the "
+        "values its objectives would read from the partial series it left; never results",
+    )
     iterations = models.IntegerField(null=True, blank=True)
     last_time = models.FloatField(null=True, blank=True)
     cpu_percent = models.FloatField(null=True, blank=True)

@@ -17,6 +17,10 @@ from telemetry.batches import gapless
 TRUST_RESIDUAL = 1e-3  # final initial residuals below this count as converged
 TRUST_DRIFT = 1e-3  # relative objective drift over the trust window
 TRUST_WINDOW = 20
+# a mean_last objective whose window swings by more than this share of its mean (half its
+# peak-to-peak over max(|mean|, floor)) is unsteady: its mean is not a steady answer
+TRUST_OSCILLATION = 0.02
+TRUST_OSCILLATION_FLOOR = 1e-3  # in the objective's units: means nearer 0 are measured by it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +37,41 @@ def relative_change(values: Sequence[float]) -> float:
     mean = sum(vals) / len(vals)
     spread = max(vals) - min(vals)
     return spread / abs(mean) if mean else (0.0 if spread == 0 else math.inf)
+
+
+@dataclasses.dataclass(frozen=True)
+class Oscillation:
+    """How a window of an objective's series swings about its mean."""
+
+    mean: float
+    amplitude: float  # half the peak-to-peak
+    relative: float  # amplitude / max(|mean|, floor)
+    reversals: int  # how often the series turned (up to down or back)
+    window: int  # points measured
+
+    def oscillates(self, tolerance: float) -> bool:
+        """It swings beyond `tolerance` and turns back and forth (not a steady drift)."""
+        return self.reversals >= 2 and self.relative > tolerance
+
+
+def oscillation_of(values: Sequence[float | None], *, floor: float) -> Oscillation | None:
+    """The swing of a window of values (gaps and non-finite values left out); None with
+    fewer than 4 values, too few to tell a swing from a step."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if len(vals) < 4:
+        return None
+    mean = sum(vals) / len(vals)
+    amplitude = (max(vals) - min(vals)) / 2
+    steps = [b - a for a, b in zip(vals, vals[1:], strict=False) if b != a]
+    reversals = sum(1 for a, b in zip(steps, steps[1:], strict=False) if (a > 0) != (b > 0))
+    scale = max(abs(mean), floor)
+    return Oscillation(
+        mean=mean,
+        amplitude=amplitude,
+        relative=amplitude / scale if scale > 0 else (0.0 if amplitude == 0 else math.inf),
+        reversals=reversals,
+        window=len(vals),
+    )
 
 
 def _has_non_finite(ys: Sequence[float | None]) -> bool:
@@ -138,7 +177,8 @@ def trust_of(
       below its `residuals_below`;
     - converged, basis "trust_rule": the study's trust rules (`trust_rules`, its spec's
       `trust`: residuals_below, drift_below; editable after the runs) are met by the final
-      residuals and the objectives' drift; not_converged when they are not;
+      residuals and the objectives' drift; not_converged when they are not (rules that set
+      neither, e.g. only the oscillation tolerance, leave this judgement as it was);
     - not_converged, basis "wall_time_limit": stopped at the study's wall-time limit;
     - iteration_limit: the run ran to its last iteration (endTime) and nothing above said
       it converged; its final residuals and objective drift are in the detail;
@@ -180,7 +220,7 @@ def trust_of(
         detail["basis"] = "wall_time_limit"
         detail["why"] = "stopped at the study's wall-time limit before anything said it converged"
         return "not_converged", detail
-    if trust_rules:
+    if trust_rules and ("residuals_below" in trust_rules or "drift_below" in trust_rules):
         residuals_below = float(trust_rules.get("residuals_below", TRUST_RESIDUAL))
         drift_below = float(trust_rules.get("drift_below", TRUST_DRIFT))
         residuals_ok = bool(final_residuals) and all(

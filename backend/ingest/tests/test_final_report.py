@@ -319,7 +319,9 @@ def test_a_run_that_failed_early_has_no_trust_flag_and_says_which_series_it_lack
     assert run.state == "failed" and run.trust == ""
     # a run this short reports its CPU and memory in its final batch only: they are kept
     assert (run.cpu_percent, run.rss_bytes) == (88.5, 123_456_789)
-    assert run.objectives == {"p_res": None, "speed": 0.5}
+    # a failed run has no result: what its series gave is partial, apart
+    assert run.objectives == {"p_res": None, "speed": None}
+    assert run.partial_objectives == {"speed": 0.5}
     assert run.trust_detail["objective_errors"] == {
         "p_res": "no series named residual.p: the run sent no residuals"
     }

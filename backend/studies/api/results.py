@@ -13,7 +13,18 @@ class ResultRowSerializer(serializers.Serializer):
     index = serializers.IntegerField()
     parameters = SchemaField(SCALARS)
     state = serializers.CharField()
-    objectives = SchemaField(OBJECTIVE_VALUES)
+    objectives = SchemaField(
+        OBJECTIVE_VALUES,
+        help_text="results; null for each objective of a run that did not complete",
+    )
+    partial_objectives = SchemaField(
+        OBJECTIVE_VALUES,
+        help_text="a run that did not complete: what its partial series give; not results",
+    )
+    amplitudes = SchemaField(
+        OBJECTIVE_VALUES,
+        help_text="an unsteady run: the swing (±) of each oscillating mean_last objective",
+    )
     iterations = serializers.IntegerField(allow_null=True)
     wall_seconds = serializers.FloatField(allow_null=True)
     end_reason = serializers.CharField()

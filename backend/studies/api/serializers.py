@@ -126,6 +126,20 @@ class EffectiveResourcesSerializer(serializers.Serializer):
     memory_gb = serializers.FloatField()
 
 
+class OscillationSerializer(serializers.Serializer):
+    """How a mean_last objective's averaged window swings (telemetry.convergence)."""
+
+    mean = serializers.FloatField(help_text="the window's mean (the objective's value)")
+    amplitude = serializers.FloatField(help_text="half the window's peak-to-peak")
+    relative = serializers.FloatField(
+        help_text="amplitude / max(|mean|, the trust rules' oscillation_floor)"
+    )
+    window = serializers.IntegerField(help_text="points measured")
+    oscillating = serializers.BooleanField(
+        help_text="it swings back and forth beyond the trust rules' oscillation_below"
+    )
+
+
 class TrustDetailSerializer(serializers.Serializer):
     """The evidence behind a run's trust flag (telemetry.convergence.trust_of); {} until
     the run ended."""
@@ -139,6 +153,7 @@ class TrustDetailSerializer(serializers.Serializer):
             "trust_rule",
             "wall_time_limit",
             "iteration_limit",
+            "oscillation",
         ],
         required=False,
         help_text="who said so: the solver's tolerance, the study's rules, …",
@@ -156,6 +171,15 @@ class TrustDetailSerializer(serializers.Serializer):
         child=serializers.CharField(),
         required=False,
         help_text="objectives that could not be computed, and why",
+    )
+    oscillation = serializers.DictField(
+        child=OscillationSerializer(),
+        required=False,
+        help_text="each mean_last objective's swing over its averaged window",
+    )
+    steady_trust = serializers.CharField(
+        required=False,
+        help_text="an unsteady run: the flag it would have had, its swing aside",
     )
 
 
@@ -246,7 +270,17 @@ class RunSerializer(serializers.ModelSerializer):
         SCALARS, read_only=True, help_text="the values of the study's parameters for this run"
     )
     objectives = SchemaField(
-        OBJECTIVE_VALUES, read_only=True, help_text="its objectives' values; null: not computed"
+        OBJECTIVE_VALUES,
+        read_only=True,
+        help_text="its objectives' values, results of a run that completed; null: not "
+        "computed, or the run did not complete (it has no result)",
+    )
+    partial_objectives = SchemaField(
+        OBJECTIVE_VALUES,
+        read_only=True,
+        help_text="a run that did not complete (cancelled, failed, stopped at a limit): what "
+        "its objectives read from the partial series it left; not results ({} for a run "
+        "that completed)",
     )
     trust_detail = SchemaField(TrustDetailSerializer, read_only=True)
     queue_position = serializers.SerializerMethodField()
@@ -300,6 +334,7 @@ class RunSerializer(serializers.ModelSerializer):
             "end_reason",
             "message",
             "objectives",
+            "partial_objectives",
             "iterations",
             "last_time",
             "cpu_percent",

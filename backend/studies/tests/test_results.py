@@ -61,6 +61,7 @@ def test_results_csv_is_streamed_in_pages_with_every_run_once_in_index_order(api
     objectives = study["objectives"]
     assert lines[0] == ",".join(
         ["run", "index", "lid_velocity", "=evil", "state", "trust", *objectives]
+        + [f"partial.{o}" for o in objectives]
         + ["iterations", "wall_seconds", "end_reason", "reused_from"]
     )
     assert [line.split(",")[1] for line in lines[1:]] == [str(i) for i in range(7)]
@@ -72,11 +73,12 @@ def test_results_csv_is_streamed_in_pages_with_every_run_once_in_index_order(api
     ]
     assert lines[1] == ",".join(
         [ids[0], "0", "1", "", "completed", "converged", *["0.25"] * len(objectives)]
+        + [""] * len(objectives)  # no partial values: it completed
         + ["120", "1.500", "success", ""]
     )
     # the unnamed parameter is a column of its own, its formula-like value quoted
     assert lines[4] == ",".join(
-        [ids[3], "3", "4", "'=1+2", "pending", "", *[""] * len(objectives), "", "", "", ""]
+        [ids[3], "3", "4", "'=1+2", "pending", "", *[""] * 2 * len(objectives), "", "", "", ""]
     )
 
 

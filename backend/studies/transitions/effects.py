@@ -22,6 +22,7 @@ MESSAGE_MAX = 5000
 
 RESULT_FIELDS = (  # what results_compute and an agent's final report set
     "objectives",
+    "partial_objectives",
     "iterations",
     "last_time",
     "trust",

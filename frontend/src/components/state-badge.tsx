@@ -57,6 +57,11 @@ const TRUST: Record<Exclude<Trust, "">, { label: string; color: string; tip: str
     tip: "ended without converging; treat its objectives with care",
   },
   diverged: { label: "Diverged", color: "red", tip: "residuals blew up or became NaN" },
+  unsteady: {
+    label: "Unsteady",
+    color: "orange",
+    tip: "an averaged objective oscillates beyond the study's tolerance: its mean is shown with its swing (±)",
+  },
 };
 
 /** Who said a run converged (trust_detail.basis), in a word for the badge's label. */

@@ -1518,9 +1518,10 @@ export interface components {
          *     * `trust_rule` - trust_rule
          *     * `wall_time_limit` - wall_time_limit
          *     * `iteration_limit` - iteration_limit
+         *     * `oscillation` - oscillation
          * @enum {string}
          */
-        BasisEnum: "diverged" | "ended" | "solver" | "study_rule" | "trust_rule" | "wall_time_limit" | "iteration_limit";
+        BasisEnum: "diverged" | "ended" | "solver" | "study_rule" | "trust_rule" | "wall_time_limit" | "iteration_limit" | "oscillation";
         /** @description The batch's number in its attempt: 1, 2, … as the agent takes batches. A batch sent again keeps its number, and the final report carrying the last batch carries that batch's; the portal stores a batch only when the attempt has no batch of that number or a later one stored, and answers duplicate: true otherwise. Without it (agents before 1.2) every batch is stored as it comes. */
         BatchSeq: number;
         /** @enum {unknown} */
@@ -2005,18 +2006,23 @@ export interface components {
             index: number;
             iterations?: number | null;
             message?: string;
+            /** @description Results: null for each objective of a run that did not complete. */
             objectives?: {
                 [key: string]: number | null;
             };
             parameters?: {
                 [key: string]: number | string | boolean;
             };
+            /** @description A run that did not complete: what its partial series give; not results. */
+            partial_objectives?: {
+                [key: string]: number | null;
+            };
             phase?: string;
             started_at?: string | null;
             /** @enum {string} */
             state: "pending" | "admitted" | "provisioning" | "running" | "completed" | "failed" | "cancelled";
             /** @enum {string} */
-            trust?: "" | "converged" | "not_converged" | "iteration_limit" | "diverged";
+            trust?: "" | "converged" | "not_converged" | "iteration_limit" | "diverged" | "unsteady";
             wait_detail?: string;
             /** @enum {string} */
             wait_reason?: "" | "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker" | "storage";
@@ -2184,6 +2190,28 @@ export interface components {
         OpenFOAMBuild: {
             build?: string;
             version?: string;
+        };
+        /** @description How a mean_last objective's averaged window swings (telemetry.convergence). */
+        Oscillation: {
+            /**
+             * Format: double
+             * @description half the window's peak-to-peak
+             */
+            amplitude: number;
+            /**
+             * Format: double
+             * @description the window's mean (the objective's value)
+             */
+            mean: number;
+            /** @description it swings back and forth beyond the trust rules' oscillation_below */
+            oscillating: boolean;
+            /**
+             * Format: double
+             * @description amplitude / max(|mean|, the trust rules' oscillation_floor)
+             */
+            relative: number;
+            /** @description points measured */
+            window: number;
         };
         /** @description A solver package, typed by its manifest's schema (packages/package.schema.json). */
         Package: {
@@ -2978,15 +3006,24 @@ export interface components {
             rss_bytes?: number;
         };
         ResultRow: {
+            /** @description an unsteady run: the swing (±) of each oscillating mean_last objective */
+            amplitudes: {
+                [key: string]: number | null;
+            };
             attempts: number;
             end_reason: string;
             index: number;
             iterations: number | null;
+            /** @description results; null for each objective of a run that did not complete */
             objectives: {
                 [key: string]: number | null;
             };
             parameters: {
                 [key: string]: components["schemas"]["Scalar"];
+            };
+            /** @description a run that did not complete: what its partial series give; not results */
+            partial_objectives: {
+                [key: string]: number | null;
             };
             /**
              * Format: uuid
@@ -3052,13 +3089,17 @@ export interface components {
             memory_gb?: number;
             message?: string;
             nodes?: number;
-            /** @description its objectives' values; null: not computed */
+            /** @description its objectives' values, results of a run that completed; null: not computed, or the run did not complete (it has no result) */
             readonly objectives: {
                 [key: string]: number | null;
             };
             /** @description the values of the study's parameters for this run */
             readonly parameters: {
                 [key: string]: components["schemas"]["Scalar"];
+            };
+            /** @description a run that did not complete (cancelled, failed, stopped at a limit): what its objectives read from the partial series it left; not results ({} for a run that completed) */
+            readonly partial_objectives: {
+                [key: string]: number | null;
             };
             phase?: string;
             processes?: number;
@@ -3130,13 +3171,17 @@ export interface components {
             memory_gb?: number;
             message?: string;
             nodes?: number;
-            /** @description its objectives' values; null: not computed */
+            /** @description its objectives' values, results of a run that completed; null: not computed, or the run did not complete (it has no result) */
             readonly objectives: {
                 [key: string]: number | null;
             };
             /** @description the values of the study's parameters for this run */
             readonly parameters: {
                 [key: string]: components["schemas"]["Scalar"];
+            };
+            /** @description a run that did not complete (cancelled, failed, stopped at a limit): what its objectives read from the partial series it left; not results ({} for a run that completed) */
+            readonly partial_objectives: {
+                [key: string]: number | null;
             };
             phase?: string;
             processes?: number;
@@ -3752,6 +3797,7 @@ export interface components {
              *     * `trust_rule` - trust_rule
              *     * `wall_time_limit` - wall_time_limit
              *     * `iteration_limit` - iteration_limit
+             *     * `oscillation` - oscillation
              */
             basis?: components["schemas"]["BasisEnum"];
             final_residuals?: {
@@ -3766,7 +3812,13 @@ export interface components {
             objective_errors?: {
                 [key: string]: string;
             };
+            /** @description each mean_last objective's swing over its averaged window */
+            oscillation?: {
+                [key: string]: components["schemas"]["Oscillation"];
+            };
             solver_converged?: boolean;
+            /** @description an unsteady run: the flag it would have had, its swing aside */
+            steady_trust?: string;
             /** @description in words */
             why?: string;
         };
@@ -3776,16 +3828,27 @@ export interface components {
          *     * `not_converged` - Not converged
          *     * `iteration_limit` - Iteration limit
          *     * `diverged` - Diverged
+         *     * `unsteady` - Unsteady (oscillating)
          * @enum {string}
          */
-        TrustEnum: "converged" | "not_converged" | "iteration_limit" | "diverged";
-        /** @description When a completed run that neither the solver nor the policy called converged counts as converged (its trust flag); editable after the runs (PUT /api/v1/studies/{id}/objectives/). */
+        TrustEnum: "converged" | "not_converged" | "iteration_limit" | "diverged" | "unsteady";
+        /** @description When a completed run that neither the solver nor the policy called converged counts as converged (residuals_below, drift_below), and when its averaged objectives oscillate (oscillation_below, oscillation_floor): its trust flag; editable after the runs (PUT /api/v1/studies/{id}/objectives/). */
         TrustRules: {
             /**
              * @description Every series objective's relative change over its last window points below this.
              * @default 0.001
              */
             drift_below?: number;
+            /**
+             * @description A mean_last objective whose averaged window swings back and forth by more than this share of its mean (half its peak-to-peak over max(|mean|, oscillation_floor)) makes the run unsteady: its mean is shown with the swing (Cl 1.21 ± 0.18).
+             * @default 0.02
+             */
+            oscillation_below?: number;
+            /**
+             * @description In the objective's units: a mean nearer 0 than this is measured against this instead, so that a swing about 0 is not judged against a vanishing mean.
+             * @default 0.001
+             */
+            oscillation_floor?: number;
             /**
              * @description Every final initial residual below this.
              * @default 0.001
@@ -5310,7 +5373,7 @@ export interface operations {
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
                 /** @description one study's runs */
                 study?: string;
-                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged" | "unsteady")[];
             };
             header?: never;
             path?: never;
@@ -5763,7 +5826,7 @@ export interface operations {
                 /** @description a parameter's range `NAME:LOW..HIGH` (either bound may be left out) or value `NAME:VALUE`; repeat for several */
                 param?: string[];
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
-                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged" | "unsteady")[];
                 /** @description param.NAME or objective.NAME (required) */
                 x?: string;
                 /** @description param.NAME or objective.NAME (required) */
@@ -5889,7 +5952,7 @@ export interface operations {
                 search?: string;
                 state?: ("admitted" | "cancelled" | "completed" | "failed" | "pending" | "provisioning" | "running")[];
                 template?: string;
-                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged")[];
+                trust?: ("converged" | "diverged" | "iteration_limit" | "not_converged" | "unsteady")[];
             };
             header?: never;
             path: {

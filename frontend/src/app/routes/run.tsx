@@ -8,7 +8,6 @@ import {
   SimpleGrid,
   Skeleton,
   Stack,
-  Text,
   Title,
 } from "@mantine/core";
 import { useDisclosure } from "@mantine/hooks";
@@ -23,7 +22,14 @@ import { PageHeader } from "@/components/page-header";
 import { RunStateBadge, TrustBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
 import { ReusedBadge } from "@/components/reused-badge";
-import { LogTail, ProvenancePanel, useCancelRun, useRun, WaitReason } from "@/features/runs";
+import {
+  LogTail,
+  ProvenancePanel,
+  RunObjectives,
+  useCancelRun,
+  useRun,
+  WaitReason,
+} from "@/features/runs";
 import { FlowFields } from "@/features/results";
 import { useStudy } from "@/features/studies";
 import { ForcesPlot, ResidualPlot, ResourcePlot } from "@/features/telemetry";
@@ -94,8 +100,6 @@ export function RunPage() {
     );
 
   const started = r.state !== "pending" && r.state !== "admitted";
-  // why an objective has no value (a series the run never sent, a division by zero, …)
-  const objectiveErrors = r.trust_detail?.objective_errors ?? {};
   const objectiveSeries = Object.values(study.data?.objectives ?? {})
     .map((o) => ("series" in o ? o.series : null))
     .filter((s): s is string => !!s);
@@ -207,35 +211,7 @@ export function RunPage() {
               </span>
             </Fact>
           </SimpleGrid>
-          {Object.keys(r.objectives ?? {}).length > 0 && (
-            <Group
-              gap="xl"
-              mt="md"
-              pt="md"
-              style={{ borderTop: "1px solid var(--mantine-color-default-border)" }}
-            >
-              {Object.entries(r.objectives).map(([k, v]) => (
-                <Stack gap={0} key={k} maw={320}>
-                  <Text size="xs" c="dimmed">
-                    {k}
-                  </Text>
-                  <Text fw={700} size="lg" ff="monospace" data-testid={`objective-${k}`}>
-                    {formatNumber(v, 5)}
-                  </Text>
-                  {v == null && objectiveErrors[k] && (
-                    <Text
-                      size="xs"
-                      c="var(--mantine-color-orange-light-color)"
-                      lineClamp={3}
-                      title={objectiveErrors[k]}
-                    >
-                      {objectiveErrors[k]}
-                    </Text>
-                  )}
-                </Stack>
-              ))}
-            </Group>
-          )}
+          <RunObjectives run={r} names={Object.keys(study.data?.objectives ?? {})} />
         </Card>
 
         <Grid gutter="lg">

@@ -1,4 +1,5 @@
 export { LogTail } from "./components/log-tail";
+export { RunObjectives } from "./components/run-objectives";
 export { ProvenancePanel } from "./components/provenance-panel";
 export { WaitReason } from "./components/wait-reason";
 export { runKeys, useCancelRun, useRun } from "./hooks/use-run";

@@ -1,12 +1,56 @@
-import { Alert, Button, Group, Modal, Stack, Text, TextInput } from "@mantine/core";
+import { Alert, Badge, Button, Group, List, Modal, Stack, Text, TextInput } from "@mantine/core";
 import { useState } from "react";
 import { IconAlertTriangle } from "@/components/icons";
 import { ObjectivesTable } from "@/components/objectives-table";
 import { ApiError, errorMessage } from "@/lib/api-client";
 import { objectiveRows, objectivesSpec, type ObjectiveRow } from "@/lib/objectives";
-import type { Study } from "@/lib/types";
+import type { ObjectiveSpec, Study } from "@/lib/types";
 import type { TrustRules } from "../api/studies";
 import { useStudyInspection, useUpdateObjectives } from "../hooks/use-studies";
+import {
+  type Change,
+  objectivesDiff,
+  objectivesToSave,
+  TRUST_RULES,
+  trustAfter,
+  trustDiff,
+} from "../lib/objectives-diff";
+
+const KIND_COLOR = { added: "teal", removed: "red", changed: "blue" } as const;
+
+/** What a save will change, before → after; nothing else is written. */
+export function ChangesList({ changes }: { changes: Change[] }) {
+  if (changes.length === 0)
+    return (
+      <Text size="sm" c="dimmed" data-testid="objectives-diff">
+        No change yet: a save writes only what you change here.
+      </Text>
+    );
+  return (
+    <Stack gap={4} data-testid="objectives-diff">
+      <Text size="sm" fw={600}>
+        Saving changes only this:
+      </Text>
+      <List size="sm" spacing={2} listStyleType="none">
+        {changes.map((c) => (
+          <List.Item key={c.what} data-testid="objectives-change">
+            <Badge color={KIND_COLOR[c.kind]} variant="light" size="xs" radius="sm" mr={6}>
+              {c.kind}
+            </Badge>
+            {c.what}:{" "}
+            <Text span ff="monospace" size="sm">
+              {c.kind === "added"
+                ? c.after
+                : c.kind === "removed"
+                  ? c.before
+                  : `${c.before} → ${c.after}`}
+            </Text>
+          </List.Item>
+        ))}
+      </List>
+    </Stack>
+  );
+}
 
 /**
  * Edit or add a study's objectives after its runs: the portal recomputes every finished run's
@@ -25,8 +69,14 @@ export function ObjectivesDialog({
   // what is wrong shows once a save was tried, not while a new row is still blank
   const [tried, setTried] = useState(false);
   const rules = ((study.spec as { trust?: TrustRules }).trust ?? {}) as TrustRules;
-  const [residualsBelow, setResidualsBelow] = useState(String(rules.residuals_below ?? 0.001));
-  const [driftBelow, setDriftBelow] = useState(String(rules.drift_below ?? 0.001));
+  // a rule the spec does not set stays unset (its default applies) unless typed
+  const [typed, setTyped] = useState<Record<string, string>>(() =>
+    Object.fromEntries(
+      TRUST_RULES.map((r) => [r.key, (rules as Record<string, number | undefined>)[r.key]])
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => [k, String(v)]),
+    ),
+  );
   const inspection = useStudyInspection(study, opened);
   const save = useUpdateObjectives();
   const error = save.error;
@@ -36,6 +86,17 @@ export function ObjectivesDialog({
     ...(tried ? spec.errors : {}),
     ...(field && error ? { [field]: errorMessage(error) } : {}),
   };
+  const before = ((study.spec as { objectives?: Record<string, ObjectiveSpec> }).objectives ??
+    study.objectives ??
+    {}) as Record<string, ObjectiveSpec>;
+  const objectives = objectivesToSave(before, spec.objectives);
+  const badRules = TRUST_RULES.filter((r) => {
+    const text = (typed[r.key] ?? "").trim();
+    return text !== "" && !(Number(text) > 0);
+  }).map((r) => r.key);
+  const trust = trustAfter(rules, typed);
+  const trustChanges = badRules.length ? [] : trustDiff(rules, trust);
+  const changes = [...objectivesDiff(before, spec.objectives), ...trustChanges];
 
   return (
     <Modal opened={opened} onClose={onClose} title="Edit objectives" size="xl" centered>
@@ -53,24 +114,30 @@ export function ObjectivesDialog({
           hints={inspection.data?.series ?? []}
         />
         <Group gap="sm" align="flex-end">
-          <Text size="sm">A completed run is trusted as converged when</Text>
-          <TextInput
-            size="xs"
-            w={110}
-            label="residuals below"
-            value={residualsBelow}
-            onChange={(e) => setResidualsBelow(e.currentTarget.value)}
-            error={field === "trust.residuals_below" ? true : undefined}
-          />
-          <TextInput
-            size="xs"
-            w={110}
-            label="objectives drift below"
-            value={driftBelow}
-            onChange={(e) => setDriftBelow(e.currentTarget.value)}
-            error={field === "trust.drift_below" ? true : undefined}
-          />
+          <Text size="sm">Trust rules (left empty: the default, shown greyed)</Text>
+          {TRUST_RULES.map((r) => (
+            <TextInput
+              key={r.key}
+              size="xs"
+              w={130}
+              label={r.label}
+              placeholder={String(r.fallback)}
+              value={typed[r.key] ?? ""}
+              onChange={(e) => {
+                const value = e.currentTarget.value;
+                setTyped((t) => ({ ...t, [r.key]: value }));
+              }}
+              error={
+                badRules.includes(r.key)
+                  ? "a number above 0"
+                  : field === `trust.${r.key}`
+                    ? true
+                    : undefined
+              }
+            />
+          ))}
         </Group>
+        <ChangesList changes={changes} />
         {error && (
           <Alert
             color="red"
@@ -88,20 +155,14 @@ export function ObjectivesDialog({
           </Button>
           <Button
             loading={save.isPending}
+            disabled={changes.length === 0 || badRules.length > 0}
             data-testid="save-objectives"
             onClick={() => {
               setTried(true);
               if (Object.keys(spec.errors).length) return;
               save.mutate(
-                {
-                  id: study.id,
-                  objectives: spec.objectives,
-                  trust: {
-                    ...rules,
-                    residuals_below: Number(residualsBelow),
-                    drift_below: Number(driftBelow),
-                  },
-                },
+                // the trust rules go only when the user changed them
+                { id: study.id, objectives, ...(trustChanges.length ? { trust } : {}) },
                 { onSuccess: onClose },
               );
             }}

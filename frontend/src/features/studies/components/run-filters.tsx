@@ -20,6 +20,7 @@ const TRUSTS: { value: Exclude<Trust, "">; label: string }[] = [
   { value: "iteration_limit", label: "Iteration limit" },
   { value: "not_converged", label: "Not converged" },
   { value: "diverged", label: "Diverged" },
+  { value: "unsteady", label: "Unsteady" },
 ];
 
 function rangeLabel(r: RangeFilter): string {

@@ -16,6 +16,7 @@ import { ReusedBadge } from "@/components/reused-badge";
 import { RunStateBadge, TrustBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
 import { formatDuration, formatInt, formatNumber, formatRelative, wallSeconds } from "@/lib/format";
+import { formatObjective, objectiveSwing } from "@/lib/run-values";
 import type { Run } from "@/lib/types";
 import type { Page } from "../api/studies";
 import { RUNS_PAGE_SIZE, type RunQuery } from "../lib/run-query";
@@ -150,7 +151,15 @@ function columnsFor(
       min: 96,
       sort: `objective.${o}`,
       align: "right",
-      cell: (r) => formatNumber(r.objectives?.[o]),
+      // a result only: "—" for a run that did not complete, its swing when it oscillates
+      cell: (r) =>
+        objectiveSwing(r, o) == null ? (
+          formatObjective(r, o)
+        ) : (
+          <span title="oscillating: the mean of its averaged window ± half its swing">
+            {formatObjective(r, o)}
+          </span>
+        ),
     });
   if (acrossStudies) {
     cols.push({

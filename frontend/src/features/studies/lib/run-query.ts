@@ -31,7 +31,7 @@ const STATES: readonly RunState[] = [
   "failed",
   "cancelled",
 ];
-const TRUSTS = ["converged", "iteration_limit", "not_converged", "diverged"] as const;
+const TRUSTS = ["converged", "iteration_limit", "not_converged", "diverged", "unsteady"] as const;
 
 function list<T extends string>(raw: string | null, allowed: readonly T[]): T[] {
   return (raw ?? "").split(",").filter((v): v is T => (allowed as readonly string[]).includes(v));
