@@ -58,7 +58,8 @@ test("a run stopped mid-solve shows no objective anywhere, only labelled partial
   await expect(partial).toBeVisible({ timeout: 60_000 });
   await expect(partial).toContainText("Partial (run did not complete)");
   await expect(page.getByTestId("partial-mean_speed")).toHaveText(/\d/);
-  for (const name of OBJECTIVES) await expect(page.getByTestId(`objective-${name}`)).toHaveText("—");
+  for (const name of OBJECTIVES)
+    await expect(page.getByTestId(`objective-${name}`)).toHaveText("—");
 
   // the runs table: "—" under every objective
   await page.goto(`/studies/${study.id}`);
