@@ -72,9 +72,9 @@ test("an adaptive study made in the wizard runs its batches and maps its objecti
   await page.getByTestId("submit-study").click();
 
   await expect(page).toHaveURL(/\/studies\/[0-9a-f-]{36}$/);
-  await expect(page.getByRole("heading", { name: STUDY })).toBeVisible();
+  await expect(page.getByRole("heading", { name: STUDY })).toBeVisible({ timeout: 90_000 });
   const view = page.getByTestId("surrogate-view");
-  await expect(view).toHaveAttribute("data-dimensions", "1");
+  await expect(view).toHaveAttribute("data-dimensions", "1", { timeout: 90_000 });
   await expect(page.getByTestId("surrogate-title")).toHaveText(
     "u_min: the surrogate's mean over lid_velocity, with a ± 2 std band",
   );
