@@ -20,6 +20,7 @@ from typing import Any
 from compute.capacity import capacity_of
 from quotas.fit import GB, queue_problem, run_fit_problem, runs_at_once_limited, storage_problem
 from quotas.models import Quota
+from studies.adaptive import AdaptivePlan
 from studies.services import resolved_shape
 from studies.spec import ResolvedSpec, spec_resolve
 from studies.usage import active_run_count, storage_used_bytes, usage_for_tenant
@@ -51,6 +52,24 @@ def study_preview(*, tenant: Any, spec: dict[str, Any], rows: int = 20) -> dict[
         "steps": resolved.steps,
         "objectives": resolved.objectives,
         "quota": quota_impact(tenant=tenant, resolved=resolved),
+        "adaptive": adaptive_outline(resolved.adaptive),
+    }
+
+
+def adaptive_outline(plan: AdaptivePlan | None) -> dict[str, Any] | None:
+    """An adaptive study's plan as the preview tells it: the initial design (its runs are
+    the run count), then batches up to the budget; None for other studies."""
+    if plan is None:
+        return None
+    return {
+        "goal": plan.goal,
+        "objectives": list(plan.objectives),
+        "direction": plan.direction if plan.goal == "optimise" else None,
+        "initial": plan.initial,
+        "batch": plan.batch,
+        "budget": plan.budget,
+        "max_batches": plan.max_batches,
+        "tolerance": plan.tolerance,
     }
 
 

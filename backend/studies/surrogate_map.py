@@ -22,6 +22,7 @@ from studies.space import Space, SpaceError, parse_space
 
 GRID_SIZE = 25
 MAX_GRID_SIZE = 60
+MAP_NEEDS = 2  # completed runs with a value an objective's map is drawn from
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -32,6 +33,8 @@ class Observed:
     points: list[dict[str, Any]]  # every run's parameters (to sample no point twice)
     indexes: list[int]  # and its index
     values: dict[str, tuple[list[dict[str, Any]], list[float]]]  # per objective: points, values
+    # per objective, each run's value (None: not completed, or no finite value), as `points`
+    found: dict[str, list[float | None]]
 
 
 def study_space(study: Study) -> Space:
@@ -60,6 +63,7 @@ def study_observed(*, study: Study, objectives: tuple[str, ...]) -> Observed:
     points: list[dict[str, Any]] = []
     indexes: list[int] = []
     values: dict[str, tuple[list[dict[str, Any]], list[float]]] = {o: ([], []) for o in objectives}
+    found: dict[str, list[float | None]] = {o: [] for o in objectives}
     rows = study.runs.order_by("index").values_list("index", "parameters", "state", "objectives")
     for index, parameters, state, results in rows.iterator(chunk_size=2000):
         point = {n: parameters.get(n) for n in names}
@@ -67,14 +71,30 @@ def study_observed(*, study: Study, objectives: tuple[str, ...]) -> Observed:
             continue
         points.append(point)
         indexes.append(index)
-        if state != RunState.COMPLETED:
-            continue
         for name in objectives:
-            value: Any = (results or {}).get(name)
+            value: Any = (results or {}).get(name) if state == RunState.COMPLETED else None
             if _number(value) and math.isfinite(value):
                 values[name][0].append(point)
                 values[name][1].append(float(value))
-    return Observed(bounds=bounds, points=points, indexes=indexes, values=values)
+                found[name].append(float(value))
+            else:
+                found[name].append(None)
+    return Observed(bounds=bounds, points=points, indexes=indexes, values=values, found=found)
+
+
+def best_run(
+    observed: Observed, *, objective: str, direction: str
+) -> tuple[int, dict[str, Any], float] | None:
+    """The run with the best value of `objective` so far (highest for direction max, lowest
+    for min): its index, point and value; None before any run has a value."""
+    sign = 1.0 if direction == "max" else -1.0
+    best: tuple[int, dict[str, Any], float] | None = None
+    for index, point, value in zip(
+        observed.indexes, observed.points, observed.found.get(objective, ()), strict=False
+    ):
+        if value is not None and (best is None or sign * value > sign * best[2]):
+            best = (index, point, value)
+    return best
 
 
 def _number(value: Any) -> bool:
@@ -168,11 +188,12 @@ def surrogate_grid(
     x: str,
     y: str | None,
     size: int,
+    at: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Mean and standard deviation of each objective on a size × size grid over x and y (the
-    other parameters at mid-range), as heat-map rows z[y][x]; a 1-D line when the study
-    samples one parameter."""
-    mid = {b.name: (b.low + b.high) / 2 for b in bounds}
+    other parameters at `at`'s values, or mid-range), as heat-map rows z[y][x]; a 1-D line
+    over x when y is None."""
+    mid = {b.name: float((at or {}).get(b.name, (b.low + b.high) / 2)) for b in bounds}
     if y is None:  # one sampled parameter: a line
         (b,) = [b for b in bounds if b.name == x]
         xs = [b.low + (b.high - b.low) * i / (size - 1) for i in range(size)]
@@ -226,7 +247,8 @@ def progress(*, study: Study, plan: AdaptivePlan) -> dict[str, Any]:
     }
 
 
-GRID_KEYS = ("grid.x", "grid.y", "grid.size")  # dotted: never a parameter's name
+# dotted: never a parameter's name
+GRID_KEYS = ("grid.x", "grid.y", "grid.size", "grid.objective")
 
 
 def study_surrogate(*, study: Study, query: Mapping[str, str]) -> dict[str, Any]:
@@ -244,7 +266,10 @@ def study_surrogate(*, study: Study, query: Mapping[str, str]) -> dict[str, Any]
     models = study_models(observed=observed, plan=plan)
     bounds = observed.bounds
     out: dict[str, Any] = {"progress": progress(study=study, plan=plan)}
-    out["parameters"] = [{"name": b.name, "min": b.low, "max": b.high} for b in bounds]
+    units = parameter_units(study)
+    out["parameters"] = [
+        {"name": b.name, "min": b.low, "max": b.high, "unit": units.get(b.name, "")} for b in bounds
+    ]
     point_query = {k: v for k, v in query.items() if k not in GRID_KEYS}
     if point_query:
         point = parse_prediction_query(point_query, bounds=bounds)
@@ -262,13 +287,53 @@ def study_surrogate(*, study: Study, query: Mapping[str, str]) -> dict[str, Any]
             field="grid.y",
         )
     size = _grid_size(query.get("grid.size"))
-    out["grid"] = surrogate_grid(models, bounds=bounds, x=x, y=y, size=size) if models else None
+    objective = _grid_objective(query, plan.objectives)
+    # the map is drawn from MAP_NEEDS values on: one run says nothing of a slope
+    drawn = {n: m for n, m in models.items() if len(observed.values[n][1]) >= MAP_NEEDS}
+    # the parameters not on the map are held at the best run's values
+    direction = plan.direction if plan.goal == "optimise" else "max"
+    best = best_run(observed, objective=objective, direction=direction)
+    others = [n for n in names if n not in (x, y)]
+    if drawn:
+        grid = surrogate_grid(
+            drawn, bounds=bounds, x=x, y=y, size=size, at=best[1] if best else None
+        )
+        grid["fixed_from"] = (
+            {"index": best[0], "objective": objective, "direction": direction, "value": best[2]}
+            if best and others
+            else None
+        )
+        out["grid"] = grid
+    else:
+        out["grid"] = None
     out["samples"] = [
         {**point, "batch": plan.batch_of(i)}
         for i, point in zip(observed.indexes, observed.points, strict=True)
     ]
+    out["values"] = observed.found
     out["observed"] = {name: len(vals) for name, (_, vals) in observed.values.items()}
+    out["needs"] = MAP_NEEDS
     return out
+
+
+def parameter_units(study: Study) -> dict[str, str]:
+    """The sampled parameters' units, as the study's template gives them ("" otherwise)."""
+    template = study.template
+    if template is None:
+        return {}
+    raw = template.spec.get("parameters") or {}
+    return {name: str((d or {}).get("unit") or "") for name, d in raw.items()}
+
+
+def _grid_objective(query: Mapping[str, str], objectives: tuple[str, ...]) -> str:
+    value = query.get("grid.objective") or objectives[0]
+    if value not in objectives:
+        raise ApplicationError(
+            f"grid.objective: the surrogate learns no objective {value!r}; choose one of "
+            f"{', '.join(objectives)}",
+            field="grid.objective",
+        )
+    return value
 
 
 def _grid_axis(query: Mapping[str, str], key: str, names: list[str], *, default: str) -> str:

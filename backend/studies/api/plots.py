@@ -109,6 +109,7 @@ class SurrogateParameterSerializer(serializers.Serializer):
     name = serializers.CharField()
     min = serializers.FloatField()
     max = serializers.FloatField()
+    unit = serializers.CharField(allow_blank=True, help_text="its template's unit, e.g. m/s")
 
 
 class SurrogateValueSerializer(serializers.Serializer):
@@ -121,15 +122,35 @@ class SurrogateFieldSerializer(serializers.Serializer):
     std = SchemaField(_MAP, help_text="the standard deviation, shaped as mean")
 
 
+class SurrogateBestSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="the run's index in the study")
+    objective = serializers.CharField(
+        help_text="the objective it is the best run of (grid.objective)"
+    )
+    direction = serializers.ChoiceField(
+        choices=["max", "min"], help_text="best: highest (max) or lowest (min); optimise's own"
+    )
+    value = serializers.FloatField(help_text="its value of the objective")
+
+
 class SurrogateGridSerializer(serializers.Serializer):
     x = serializers.CharField()
     y = serializers.CharField(allow_null=True)
     xs = serializers.ListField(child=serializers.FloatField())
     ys = serializers.ListField(child=serializers.FloatField())
     fixed = serializers.DictField(
-        child=serializers.FloatField(), help_text="the other parameters, at mid-range"
+        child=serializers.FloatField(),
+        help_text="the other parameters: at the best run's values (fixed_from), else mid-range",
     )
-    objectives = serializers.DictField(child=SurrogateFieldSerializer())
+    fixed_from = SurrogateBestSerializer(
+        allow_null=True,
+        help_text="the run whose values `fixed` holds; null with no other parameter or "
+        "before any run has a value (then mid-range)",
+    )
+    objectives = serializers.DictField(
+        child=SurrogateFieldSerializer(),
+        help_text="per objective with at least `needs` completed values",
+    )
 
 
 class SurrogateSerializer(serializers.Serializer):
@@ -152,10 +173,18 @@ class SurrogateSerializer(serializers.Serializer):
         required=False,
         help_text="the runs' points with their batch (no parameter given)",
     )
+    values = serializers.DictField(
+        child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
+        required=False,
+        help_text="per objective, each sample's value (null: not completed, or no value)",
+    )
     observed = serializers.DictField(
         child=serializers.IntegerField(),
         required=False,
         help_text="completed runs with a value, per objective",
+    )
+    needs = serializers.IntegerField(
+        required=False, help_text="completed values an objective's map is drawn from"
     )
     at = serializers.DictField(
         child=serializers.FloatField(), required=False, help_text="the point predicted"

@@ -501,6 +501,23 @@ class QuotaImpactSerializer(serializers.Serializer):
     summary = serializers.CharField()
 
 
+class PreviewAdaptiveSerializer(serializers.Serializer):
+    """An adaptive study's plan: the initial design first, then batches up to the budget."""
+
+    goal = serializers.ChoiceField(choices=["map", "optimise"])
+    objectives = serializers.ListField(
+        child=serializers.CharField(), help_text="the objectives the surrogate learns"
+    )
+    direction = serializers.CharField(allow_null=True, help_text="optimise: max or min")
+    initial = serializers.IntegerField(help_text="runs of the initial design (run_count)")
+    batch = serializers.IntegerField(help_text="runs per later batch")
+    budget = serializers.IntegerField(help_text="the most runs, the initial design included")
+    max_batches = serializers.IntegerField(
+        help_text="the most batches, the initial design included"
+    )
+    tolerance = serializers.FloatField(allow_null=True)
+
+
 class PreviewSerializer(serializers.Serializer):
     run_count = serializers.IntegerField()
     checked_runs = serializers.IntegerField(
@@ -516,3 +533,6 @@ class PreviewSerializer(serializers.Serializer):
     steps = PreviewStepSerializer(many=True, help_text="the commands each run will run")
     objectives = SchemaField(OBJECTIVE_SPECS)
     quota = QuotaImpactSerializer()
+    adaptive = PreviewAdaptiveSerializer(
+        allow_null=True, help_text="combine: adaptive: the batches that follow the first runs"
+    )

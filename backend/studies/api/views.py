@@ -336,6 +336,12 @@ class StudyViewSet(viewsets.GenericViewSet):
                 "grid.y", str, description="the map's y parameter (default: the second)"
             ),
             OpenApiParameter("grid.size", int, description="cells a side, 2 to 60 (default 25)"),
+            OpenApiParameter(
+                "grid.objective",
+                str,
+                description="the objective whose best run holds the parameters off the map "
+                "(default: the first the surrogate learns)",
+            ),
         ],
         responses=SurrogateSerializer,
     )

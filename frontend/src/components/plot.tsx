@@ -2,6 +2,7 @@ import { Box, Center, Loader, Text, useComputedColorScheme, VisuallyHidden } fro
 import { useEffect, useId, useMemo, useRef, useState } from "react";
 import type { Config, Data, Layout, PlotlyHTMLElement } from "plotly.js";
 import { describeTraces } from "@/lib/plot-summary";
+import { AXIS_COLORS } from "@/lib/plot-theme";
 import { loadPlotly, type PlotlyModule } from "@/lib/plotly";
 
 const baseLayout: Partial<Layout> = {
@@ -34,8 +35,8 @@ const baseLayout: Partial<Layout> = {
 const DARK_TEMPLATE = {
   layout: {
     font: { color: "#c9c9c9" },
-    xaxis: { gridcolor: "#3a3a3a", zerolinecolor: "#5c5c5c", linecolor: "#5c5c5c" },
-    yaxis: { gridcolor: "#3a3a3a", zerolinecolor: "#5c5c5c", linecolor: "#5c5c5c" },
+    xaxis: AXIS_COLORS.dark,
+    yaxis: AXIS_COLORS.dark,
     hoverlabel: { bgcolor: "#2e2e2e", font: { color: "#e9ecef" } },
     legend: { font: { color: "#c9c9c9" } },
     coloraxis: { colorbar: { tickfont: { color: "#c9c9c9" } } },
@@ -44,8 +45,8 @@ const DARK_TEMPLATE = {
 const LIGHT_TEMPLATE = {
   layout: {
     font: { color: "#343a40" },
-    xaxis: { gridcolor: "#e9ecef", zerolinecolor: "#ced4da", linecolor: "#ced4da" },
-    yaxis: { gridcolor: "#e9ecef", zerolinecolor: "#ced4da", linecolor: "#ced4da" },
+    xaxis: AXIS_COLORS.light,
+    yaxis: AXIS_COLORS.light,
   },
 } as const;
 

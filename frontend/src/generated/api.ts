@@ -1665,6 +1665,12 @@ export interface components {
          * @enum {string}
          */
         DeliveryStateEnum: "pending" | "sending" | "delivered" | "failed";
+        /**
+         * @description * `max` - max
+         *     * `min` - min
+         * @enum {string}
+         */
+        DirectionEnum: "max" | "min";
         EffectiveBackend: {
             backend: string;
             cloud_error: string;
@@ -2742,6 +2748,8 @@ export interface components {
          */
         PrepareUtility: "blockMesh" | "snappyHexMesh" | "surfaceFeatureExtract" | "surfaceFeatures" | "extrudeMesh" | "setFields" | "topoSet" | "createPatch" | "checkMesh" | "renumberMesh" | "refineMesh" | "transformPoints" | "mirrorMesh" | "createBaffles" | "potentialFoam" | "mapFields" | "changeDictionary";
         Preview: {
+            /** @description combine: adaptive: the batches that follow the first runs */
+            adaptive: components["schemas"]["PreviewAdaptive"] | null;
             backend: string;
             /** @description how many runs' values (bounds, derived values) the preview checked: run_count unless the space is too large to check them all here (then the first ones; submission checks every run) */
             checked_runs: number;
@@ -2757,6 +2765,24 @@ export interface components {
             solver: string;
             /** @description the commands each run will run */
             steps: components["schemas"]["PreviewStep"][];
+        };
+        /** @description An adaptive study's plan: the initial design first, then batches up to the budget. */
+        PreviewAdaptive: {
+            /** @description runs per later batch */
+            batch: number;
+            /** @description the most runs, the initial design included */
+            budget: number;
+            /** @description optimise: max or min */
+            direction: string | null;
+            goal: components["schemas"]["GoalEnum"];
+            /** @description runs of the initial design (run_count) */
+            initial: number;
+            /** @description the most batches, the initial design included */
+            max_batches: number;
+            /** @description the objectives the surrogate learns */
+            objectives: string[];
+            /** Format: double */
+            tolerance: number | null;
         };
         PreviewRow: {
             /** @description parameters plus derived values */
@@ -3608,6 +3634,8 @@ export interface components {
             grid?: components["schemas"]["SurrogateGrid"] | null;
             /** @description objectives with no completed value yet (no prediction) */
             missing?: string[];
+            /** @description completed values an objective's map is drawn from */
+            needs?: number;
             /** @description completed runs with a value, per objective */
             observed?: {
                 [key: string]: number;
@@ -3624,6 +3652,28 @@ export interface components {
             } & {
                 [key: string]: number;
             })[];
+            /** @description per objective, each sample's value (null: not completed, or no value) */
+            values?: {
+                [key: string]: (number | null)[];
+            };
+        };
+        SurrogateBest: {
+            /**
+             * @description best: highest (max) or lowest (min); optimise's own
+             *
+             *     * `max` - max
+             *     * `min` - min
+             */
+            direction: components["schemas"]["DirectionEnum"];
+            /** @description the run's index in the study */
+            index: number;
+            /** @description the objective it is the best run of (grid.objective) */
+            objective: string;
+            /**
+             * Format: double
+             * @description its value of the objective
+             */
+            value: number;
         };
         SurrogateField: {
             /** @description z[y][x] (a list over x when y is null) */
@@ -3632,10 +3682,13 @@ export interface components {
             std: number[][] | number[];
         };
         SurrogateGrid: {
-            /** @description the other parameters, at mid-range */
+            /** @description the other parameters: at the best run's values (fixed_from), else mid-range */
             fixed: {
                 [key: string]: number;
             };
+            /** @description the run whose values `fixed` holds; null with no other parameter or before any run has a value (then mid-range) */
+            fixed_from: components["schemas"]["SurrogateBest"] | null;
+            /** @description per objective with at least `needs` completed values */
             objectives: {
                 [key: string]: components["schemas"]["SurrogateField"];
             };
@@ -3650,6 +3703,8 @@ export interface components {
             /** Format: double */
             min: number;
             name: string;
+            /** @description its template's unit, e.g. m/s */
+            unit: string;
         };
         SurrogateProgress: {
             /** @description batches made so far (the initial design is 1) */
@@ -5996,6 +6051,8 @@ export interface operations {
     v1_studies_surrogate_retrieve: {
         parameters: {
             query?: {
+                /** @description the objective whose best run holds the parameters off the map (default: the first the surrogate learns) */
+                "grid.objective"?: string;
                 /** @description cells a side, 2 to 60 (default 25) */
                 "grid.size"?: number;
                 /** @description the map's x parameter (default: the first) */

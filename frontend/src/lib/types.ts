@@ -63,6 +63,8 @@ export type QuotaImpact = Schemas["QuotaImpact"];
 
 export type PreviewStep = Schemas["PreviewStep"];
 export type Preview = Schemas["Preview"];
+/** An adaptive spec's batches after its first runs, as the preview tells them. */
+export type PreviewAdaptive = Schemas["PreviewAdaptive"];
 
 export type TemplateParameter = Schemas["TemplateParameter"];
 export type CaseTemplate = Schemas["Template"];

@@ -107,7 +107,19 @@ export function StudyPage() {
   const filterWords = describeRunFilter(query);
   const adaptive = study.data?.spec.combine === "adaptive" && study.data.state !== "draft";
   const surrogateAxes = { x: params.get("sx"), y: params.get("sy") };
-  const surrogate = useStudySurrogate(id, adaptive ? surrogateAxes : null, { active: live });
+  // the objectives the surrogate learns: the one shown sets the slice of a map of 3+ parameters
+  const learnt = study.data?.spec.adaptive?.objectives ?? objectives;
+  const surrogateObjective = params.get("sobj") ?? "";
+  const surrogate = useStudySurrogate(
+    id,
+    adaptive
+      ? {
+          ...surrogateAxes,
+          objective: learnt.includes(surrogateObjective) ? surrogateObjective : null,
+        }
+      : null,
+    { active: live },
+  );
 
   const overlayRuns = useMemo(
     () =>
@@ -245,7 +257,8 @@ export function StudyPage() {
                 ) : (
                   <SurrogateMap
                     surrogate={surrogate.data}
-                    objective={params.get("sobj") ?? ""}
+                    objective={surrogateObjective}
+                    objectiveSpecs={s.objectives ?? {}}
                     onObjectiveChange={(v) => setParam({ sobj: v })}
                     axes={surrogateAxes}
                     onAxesChange={(a) => setParam({ sx: a.x, sy: a.y })}

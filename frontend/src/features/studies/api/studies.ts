@@ -117,6 +117,8 @@ export interface SurrogateQuery {
   x?: string | null;
   y?: string | null;
   size?: number;
+  /** the objective whose best run holds the parameters off the map */
+  objective?: string | null;
 }
 
 /** An adaptive study's surrogate map over two parameters, its sampled points and progress. */
@@ -133,6 +135,7 @@ export async function fetchStudySurrogate(
           "grid.x": q.x || undefined,
           "grid.y": q.y || undefined,
           "grid.size": q.size,
+          "grid.objective": q.objective || undefined,
         },
       },
       signal,

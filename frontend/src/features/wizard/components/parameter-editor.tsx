@@ -27,7 +27,9 @@ import {
   type ParamRow,
   type WizardForm,
 } from "../lib/form";
-import { rowCount } from "../lib/to-spec";
+import { rowsForAdaptive } from "../lib/adaptive";
+import { isSampled, rowCount } from "../lib/to-spec";
+import { AdaptiveFields } from "./adaptive-fields";
 
 const MODES: { value: ParamMode; label: string }[] = [
   { value: "fixed", label: "Fixed" },
@@ -43,7 +45,7 @@ const COMBINE_HELP: Record<Combine, string> = {
   lhs: "a Latin hypercube sample between each sampled parameter's min and max",
   random: "uniform random samples between each sampled parameter's min and max",
   adaptive:
-    "adaptive sampling: batches placed by a surrogate within each parameter's min and max (its budget and goal are set in the spec's adaptive block)",
+    "a Latin hypercube first, then batches placed by a Gaussian-process surrogate of the objectives, between each sampled parameter's min and max",
 };
 
 export function ParameterEditor({
@@ -57,7 +59,13 @@ export function ParameterEditor({
   errors: Record<string, string>;
   templateDerived: Record<string, string>;
 }) {
-  const sampled = form.combine === "lhs" || form.combine === "random";
+  const sampled = isSampled(form.combine);
+  const setCombine = (combine: Combine) =>
+    update(
+      combine === "adaptive"
+        ? { combine, parameters: rowsForAdaptive(form.parameters) }
+        : { combine },
+    );
   const setRow = (key: string, patch: Partial<ParamRow>) =>
     update({ parameters: form.parameters.map((r) => (r.key === key ? { ...r, ...patch } : r)) });
   const editableNames = form.source === "upload";
@@ -76,17 +84,21 @@ export function ParameterEditor({
           </div>
           <SegmentedControl
             value={form.combine}
-            onChange={(v) => update({ combine: v as Combine })}
+            onChange={(v) => setCombine(v as Combine)}
             data={[
               { value: "grid", label: "Grid" },
               { value: "zip", label: "Zip" },
               { value: "lhs", label: "Latin hypercube" },
               { value: "random", label: "Random" },
+              { value: "adaptive", label: "Adaptive (Gaussian-process surrogate)" },
             ]}
             aria-label="How parameter values combine"
           />
         </Group>
-        {sampled && (
+        {form.combine === "adaptive" && (
+          <AdaptiveFields form={form} update={update} errors={errors} />
+        )}
+        {(form.combine === "lhs" || form.combine === "random") && (
           <Group gap="sm">
             <TextInput
               label="Samples"

@@ -17,6 +17,7 @@ function preview(quota: Partial<QuotaImpact>): Preview {
     resources: { processes: 1, nodes: 1, memory_gb: 1 },
     steps: [],
     objectives: {},
+    adaptive: null,
     quota: {
       per_run: { cores: 1, memory_gb: 1, nodes: 1 },
       total: { cores: 3, memory_gb: 3, nodes: 3 },

@@ -14,6 +14,7 @@ import { IconAlertTriangle, IconCircleCheck } from "@/components/icons";
 import { ApiError, errorMessage } from "@/lib/api-client";
 import { formatGb, formatInt, formatNumber, plural } from "@/lib/format";
 import type { Preview } from "@/lib/types";
+import { adaptiveOutline } from "../lib/adaptive";
 import { impactSentence } from "../lib/impact";
 
 export function PreviewPanel({
@@ -44,8 +45,16 @@ export function PreviewPanel({
         <Title order={2} ff="monospace" data-testid="run-count">
           {preview ? formatInt(preview.run_count) : "—"}
         </Title>
-        <Text c="dimmed">{preview?.run_count === 1 ? "run" : "runs"}</Text>
+        <Text c="dimmed">
+          {preview?.run_count === 1 ? "run" : "runs"}
+          {preview?.adaptive ? " first" : ""}
+        </Text>
       </Group>
+      {preview?.adaptive && (
+        <Text size="sm" mt={4} data-testid="preview-adaptive">
+          {adaptiveOutline(preview.adaptive)}
+        </Text>
+      )}
       {preview && preview.checked_runs < preview.run_count && (
         <Text size="xs" c="dimmed" data-testid="preview-checked">
           Values of the first {formatInt(preview.checked_runs)} runs checked here; submitting checks

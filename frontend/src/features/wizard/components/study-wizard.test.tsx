@@ -2,7 +2,8 @@ import { screen } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { mockApi, renderWithApp } from "@/test/render";
-import { emptyForm, type WizardForm } from "../lib/form";
+import type { CaseTemplate } from "@/lib/types";
+import { emptyForm, formFromTemplate, type WizardForm } from "../lib/form";
 import { StudyWizard } from "./study-wizard";
 
 afterEach(() => vi.restoreAllMocks());
@@ -53,5 +54,37 @@ describe("StudyWizard", () => {
     expect(screen.getByRole("textbox", { name: "L/D expression" })).not.toHaveAccessibleDescription(
       /names are identifiers/,
     );
+  });
+
+  it("offers adaptive sampling with its fields, each checked where it is typed", async () => {
+    const cavity = {
+      name: "cavity",
+      title: "Cavity",
+      description: "",
+      solver: "icoFoam",
+      solvers: ["icoFoam"],
+      resources: { processes: 1 },
+      parameters: { lid_velocity: { type: "float", default: 1, min: 0.001, max: 100 } },
+      derived: {},
+      objectives: { u_min: { series: "returnFlow.min(Ux)" } },
+      demo: { parameters: { lid_velocity: { values: [0.5, 1, 2] } }, combine: "grid" },
+      placeholders: {},
+      inspection: null,
+    } as CaseTemplate;
+    wizard(formFromTemplate(cavity, { name: "adaptive" }));
+    await userEvent.click(screen.getByTestId("step-1"));
+    expect(screen.queryByTestId("adaptive-fields")).toBeNull();
+    await userEvent.click(screen.getByText("Adaptive (Gaussian-process surrogate)"));
+    expect(screen.getByTestId("adaptive-fields")).toBeVisible();
+    // the list became bounds spanning it
+    expect(screen.getByTestId("param-lid_velocity-min")).toHaveValue("0.5");
+    expect(screen.getByTestId("param-lid_velocity-max")).toHaveValue("2");
+    const budget = screen.getByTestId("adaptive-budget");
+    await userEvent.clear(budget);
+    await userEvent.type(budget, "1");
+    expect(budget).toHaveAccessibleDescription(/no room for a surrogate: give at least 2 runs/);
+    await userEvent.click(screen.getByTestId("step-4"));
+    expect(screen.getByTestId("spec-yaml")).toHaveTextContent("combine: adaptive");
+    expect(screen.getByTestId("spec-yaml")).toHaveTextContent("budget: 1");
   });
 });

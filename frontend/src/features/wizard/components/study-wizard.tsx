@@ -301,7 +301,9 @@ export function StudyWizard({
                 >
                   Submit{" "}
                   {previewData
-                    ? `${previewData.run_count} run${previewData.run_count === 1 ? "" : "s"}`
+                    ? `${previewData.run_count} run${previewData.run_count === 1 ? "" : "s"}${
+                        previewData.adaptive ? ` of ≤ ${previewData.adaptive.budget}` : ""
+                      }`
                     : "study"}
                 </Button>
               )}

@@ -5,6 +5,7 @@
  * it names against what the case writes.
  */
 import { objectiveRows, type ObjectiveRow } from "@/lib/objectives";
+import { adaptiveForm, emptyAdaptive, type AdaptiveForm } from "./adaptive";
 import type {
   CaseTemplate,
   ConvergencePolicy,
@@ -68,6 +69,8 @@ export interface WizardForm {
   combine: Combine;
   samples: string;
   seed: string;
+  /** combine: adaptive: its budget, batches and goal */
+  adaptive: AdaptiveForm;
   derived: DerivedRow[];
   solver: string | null;
   backend: string | null;
@@ -109,6 +112,7 @@ export function emptyForm(): WizardForm {
     combine: "grid",
     samples: "20",
     seed: "1",
+    adaptive: emptyAdaptive(),
     derived: [],
     solver: null,
     backend: null,
@@ -272,6 +276,7 @@ export function formFromSpec(
     combine: spec.combine ?? "grid",
     samples: spec.samples !== undefined ? String(spec.samples) : base.samples,
     seed: spec.seed !== undefined ? String(spec.seed) : base.seed,
+    adaptive: adaptiveForm(spec.adaptive),
     derived: Object.entries(spec.derived ?? {}).map(([name, expr]) => ({
       key: newKey(),
       name,

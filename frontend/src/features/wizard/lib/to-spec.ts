@@ -12,10 +12,12 @@ import type {
   TemplateParameter,
 } from "@/lib/types";
 import { parseNumber, parseValueList } from "@/lib/values";
+import { adaptiveSpec } from "./adaptive";
 import type { Combine, ConvergenceForm, ParamRow, WizardForm } from "./form";
 
-function isSampled(c: Combine) {
-  return c === "lhs" || c === "random";
+/** The ways of combining that sample between each parameter's bounds. */
+export function isSampled(c: Combine) {
+  return c === "lhs" || c === "random" || c === "adaptive";
 }
 
 function typed(text: string, def?: TemplateParameter): Scalar {
@@ -64,6 +66,9 @@ function paramSpec(
     if (n === null) errors[where] ??= `${label} must be a number`;
     return n;
   };
+  if (combine === "adaptive" && row.mode !== "fixed" && row.mode !== "sampled")
+    errors[where] =
+      "adaptive sampling takes bounds or one value: choose Sampled (min and max) or Fixed";
   switch (row.mode) {
     case "fixed": {
       if (row.value.trim() === "") {
@@ -109,10 +114,14 @@ function paramSpec(
     }
     case "sampled": {
       if (!isSampled(combine))
-        errors[where] = "min/max sampling needs a sampled study (Latin hypercube or random)";
+        errors[where] =
+          "min/max sampling needs a sampled study (Latin hypercube, random or adaptive)";
+      if (row.def?.type === "str") errors[where] = "a text parameter takes values, not bounds";
       const lo = num(row.min, "min");
       const hi = num(row.max, "max");
       if (lo !== null && hi !== null && lo > hi) errors[where] = `min ${lo} is above max ${hi}`;
+      else if (combine === "adaptive" && lo !== null && lo === hi)
+        errors[where] = `min and max are both ${lo}: give bounds with a range, or choose Fixed`;
       return { min: lo ?? 0, max: hi ?? 0, ...(row.integer ? { integer: true } : {}) };
     }
   }
@@ -206,11 +215,13 @@ export function toSpec(form: WizardForm): SpecResult {
   }
   spec.parameters = parameters;
   spec.combine = form.combine;
-  if (isSampled(form.combine)) {
+  if (form.combine === "lhs" || form.combine === "random") {
     const samples = parseNumber(form.samples);
     if (samples === null || !Number.isInteger(samples) || samples < 1)
       errors.samples = "a whole number of samples ≥ 1";
     else spec.samples = samples;
+  }
+  if (isSampled(form.combine)) {
     const seed = parseNumber(form.seed);
     if (seed !== null && Number.isInteger(seed)) spec.seed = seed;
   }
@@ -237,6 +248,16 @@ export function toSpec(form: WizardForm): SpecResult {
   Object.assign(errors, objectives.errors);
   spec.objectives = objectives.objectives;
 
+  if (form.combine === "adaptive") {
+    const varied = form.parameters.filter((r) => r.mode === "sampled").length;
+    if (varied === 0)
+      errors.parameters =
+        "adaptive sampling needs at least one parameter with bounds: set one to Sampled (min and max)";
+    const adaptive = adaptiveSpec(form.adaptive, Object.keys(spec.objectives), varied);
+    spec.adaptive = adaptive.adaptive;
+    Object.assign(errors, adaptive.errors);
+  }
+
   const convergence = convergenceSpec(form.convergence, errors);
   if (convergence) spec.convergence = convergence;
   return { spec, errors };
@@ -247,7 +268,7 @@ export function stepOfField(field: string | null | undefined): number {
   if (!field) return 4;
   const head = field.split(/[.[]/)[0] ?? "";
   if (["name", "description", "template", "case", "file"].includes(head)) return 0;
-  if (["parameters", "combine", "samples", "seed", "derived"].includes(head)) return 1;
+  if (["parameters", "combine", "samples", "seed", "adaptive", "derived"].includes(head)) return 1;
   if (["solver", "backend", "resources", "prepare"].includes(head)) return 2;
   if (["objectives", "convergence"].includes(head)) return 3;
   return 4;
