@@ -95,6 +95,21 @@ def _apply_admission(backend: Backend, data: dict[str, Any]) -> None:
         backend.fair_share_half_life = float(data["fair_share_half_life"])
 
 
+def _apply_limits(backend: Backend, data: dict[str, Any]) -> None:
+    """The watchdog's floor and the wall-time default and cap of the backend's runs (checked
+    one by one by the serializer; null clears one): the default may not exceed the cap."""
+    for field in ("stall_seconds", "default_wall_seconds", "max_wall_seconds"):
+        if field in data:
+            setattr(backend, field, data[field])
+    default, cap = backend.default_wall_seconds, backend.max_wall_seconds
+    if default is not None and cap is not None and default > cap:
+        raise _invalid(
+            f"the default wall time ({default:g} s) is above the backend's cap "
+            f"(max_wall_seconds, {cap:g} s); lower the default or raise the cap",
+            "default_wall_seconds",
+        )
+
+
 @transaction.atomic
 def backend_create(*, data: dict[str, Any]) -> Backend:
     name, kind = data["name"], data["kind"]
@@ -109,6 +124,7 @@ def backend_create(*, data: dict[str, Any]) -> Backend:
     backend.cores, backend.memory_gb, backend.max_nodes = 1, 1.0, data.get("max_nodes", 1)
     _apply_capacity(backend, data, creating=True)
     _apply_admission(backend, data)
+    _apply_limits(backend, data)
     backend.save()
     if "tenants" in data:
         backend.tenants.set(_tenants(data["tenants"]))
@@ -136,6 +152,7 @@ def backend_update(*, backend: Backend, data: dict[str, Any]) -> Backend:
         backend.enabled = data["enabled"]
     _apply_capacity(backend, data, creating=False)
     _apply_admission(backend, data)
+    _apply_limits(backend, data)
     backend.save()
     if "tenants" in data:
         backend.tenants.set(_tenants(data["tenants"]))

@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from administration.selectors import HEALTH_WINDOW, backend_trouble_counts
 from catalog.models import Backend
 from core.metrics import METRICS_DIR, metrics_prune_dead
 from pools.choices import LIVE_WORKER_STATES
@@ -138,6 +139,15 @@ class RunsCollector:
         for key, at in oldest_admitted.items():
             admitted.add_metric(list(key), max(0.0, (now - at).total_seconds()))
         yield from (runs, queue, oldest, admitted)
+        stalled = GaugeMetricFamily(
+            "windtunnel_backend_stalled_runs",
+            "Runs stopped in the last hour for making no progress, by backend",
+            labels=["backend"],
+        )
+        trouble = backend_trouble_counts(since=now - HEALTH_WINDOW)
+        for backend_id, name in Backend.objects.values_list("id", "name"):
+            stalled.add_metric([name], trouble.get(backend_id, (0, 0))[1])
+        yield stalled
 
 
 class PoolsCollector:

@@ -24,7 +24,8 @@ from studies.choices import STARTED_STATES, EndReason, RunState
 from studies.models import Run, Study
 from tenancy.models import Membership, Tenant
 
-# A backend that failed to start or lost this many runs in the last hour is "degraded".
+# A backend that failed to start or lost this many runs in the last hour, or stopped this
+# many for making no progress, is "degraded".
 HEALTH_WINDOW = timedelta(hours=1)
 DEGRADED_AFTER = 3
 
@@ -118,38 +119,63 @@ def tenant_overview_list(*, tenant_id: int | None = None) -> list[dict[str, Any]
     return out
 
 
-def _backend_health(backend: Backend, failures: int) -> dict[str, Any]:
+def _backend_health(backend: Backend, failures: int, stalled: int = 0) -> dict[str, Any]:
+    """The backend's status with why: `stalled` counts its runs stopped in the last hour for
+    making no progress (a hung file system or node shows here first)."""
     if not backend.enabled:
-        return {"status": "disabled", "detail": "disabled by an operator; no new runs start here"}
+        return {
+            "status": "disabled",
+            "detail": "disabled by an operator; no new runs start here",
+            "stalled": stalled,
+        }
     limits = compute_backends.limits_problem(backend=backend)
     if limits:
         return {
             "status": "degraded",
             "detail": "runs are not held to their memory, cores and processes by the kernel "
             f"(no cgroup: {limits}); a run may take more than it declared",
+            "stalled": stalled,
         }
-    if failures >= DEGRADED_AFTER:
-        return {
-            "status": "degraded",
-            "detail": f"{failures} run(s) failed to start or lost their agent in the last hour",
-        }
+    problems = []
     if failures:
-        return {"status": "ok", "detail": f"{failures} start failure(s) in the last hour"}
-    return {"status": "ok", "detail": "no start failures in the last hour"}
+        problems.append(f"{failures} run(s) failed to start or lost their agent")
+    if stalled:
+        problems.append(f"{stalled} run(s) stopped for making no progress")
+    if not problems:
+        return {
+            "status": "ok",
+            "detail": "no start failures or stalled runs in the last hour",
+            "stalled": 0,
+        }
+    degraded = failures >= DEGRADED_AFTER or stalled >= DEGRADED_AFTER
+    return {
+        "status": "degraded" if degraded else "ok",
+        "detail": f"{' and '.join(problems)} in the last hour",
+        "stalled": stalled,
+    }
+
+
+def backend_trouble_counts(*, since: Any) -> dict[int, tuple[int, int]]:
+    """Per backend id: its runs that failed to start or lost their agent, and its runs
+    stopped for making no progress, that ended since `since` (one grouped query)."""
+    rows = (
+        Run.objects.filter(
+            finished_at__gte=since,
+            end_reason__in=[EndReason.DISPATCH_FAILED, EndReason.AGENT_LOST, EndReason.STALLED],
+        )
+        .values("backend_id")
+        .annotate(
+            failures=Count("id", filter=~Q(end_reason=EndReason.STALLED)),
+            stalled=Count("id", filter=Q(end_reason=EndReason.STALLED)),
+        )
+        .values_list("backend_id", "failures", "stalled")
+    )
+    return {backend_id: (failures, stalled) for backend_id, failures, stalled in rows}
 
 
 def backend_overview_list() -> list[dict[str, Any]]:
     backends = list(Backend.objects.prefetch_related("tenants").order_by("name"))
-    since = timezone.now() - HEALTH_WINDOW
-    failures = dict(
-        Run.objects.filter(
-            finished_at__gte=since,
-            end_reason__in=[EndReason.DISPATCH_FAILED, EndReason.AGENT_LOST],
-        )
-        .values("backend_id")
-        .annotate(n=Count("id"))
-        .values_list("backend_id", "n")
-    )
+    trouble = backend_trouble_counts(since=timezone.now() - HEALTH_WINDOW)
     return [
         {
             "name": b.name,
@@ -159,7 +185,7 @@ def backend_overview_list() -> list[dict[str, Any]]:
             "usage": dataclasses.asdict(quota_usage.usage_for_backend(backend_id=b.id)),
             "queued": dataclasses.asdict(quota_usage.queued_demand_for_backend(backend_id=b.id)),
             "tenants": [t.name for t in b.tenants.all()],
-            "health": _backend_health(b, failures.get(b.id, 0)),
+            "health": _backend_health(b, *trouble.get(b.id, (0, 0))),
             "admin_url": admin_url(b),
         }
         for b in backends

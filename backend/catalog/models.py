@@ -77,6 +77,24 @@ class Backend(TimeStamped):
         default=3600.0,
         help_text="fair_share: seconds over which past use counts half (0: only what is held)",
     )
+    # the watchdog of its runs (docs/live.md, "Runs that make no progress"; docs/admin.md)
+    stall_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="the least time a run here may go without progress before it is stopped "
+        "(a study's own convergence.stall_seconds wins; empty: the portal's default)",
+    )
+    default_wall_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="the wall-time limit of a run whose study sets none (empty: none)",
+    )
+    max_wall_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="the longest wall-time limit a run here may have, its study's own included "
+        "(empty: no cap)",
+    )
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"

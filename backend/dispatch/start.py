@@ -44,6 +44,7 @@ from scheduler.admission import admit, tenants_with_queued_runs
 from studies.choices import EndReason
 from studies.events import publish_runs_changed
 from studies.models import Run, Study
+from studies.policy import stall_seconds_effective, wall_seconds_effective
 from studies.provenance import provenance_seed
 from studies.transitions import run_record_superseded_handle, runs_claim, runs_record_handles
 
@@ -133,7 +134,30 @@ def run_spec(*, run: Run, study: Study, token: str) -> RunSpec:
         sandbox=case_sandbox(run),
         fields=tuple((study.spec or {}).get("fields") or ()),
         provenance=provenance_seed(run=run, study=study),
+        watchdog=run_watchdog(run=run, study=study),
     )
+
+
+def run_watchdog(*, run: Run, study: Study) -> dict[str, Any]:
+    """When the run's agent stops it for making no progress, or for running too long (docs/
+    live.md): the floor of its stall rule and its wall-time limit, from its study, its
+    backend and the portal's settings (studies.policy holds the rules)."""
+    convergence = study.convergence or {}
+    backend = run.backend
+    return {
+        "stall_seconds": stall_seconds_effective(
+            study=convergence.get("stall_seconds"),
+            backend=backend.stall_seconds,
+            portal=settings.WINDTUNNEL["STALL_SECONDS"],
+        ),
+        "stall_factor": settings.WINDTUNNEL["STALL_FACTOR"],
+        "startup_seconds": settings.WINDTUNNEL["STALL_STARTUP_SECONDS"],
+        "wall_seconds": wall_seconds_effective(
+            study=convergence.get("max_wall_seconds"),
+            default=backend.default_wall_seconds,
+            cap=backend.max_wall_seconds,
+        ),
+    }
 
 
 def case_sandbox(run: Run) -> dict[str, Any]:

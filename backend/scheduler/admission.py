@@ -43,6 +43,7 @@ from scheduler.policies import POLICIES, AdmissionPolicy, Candidate, policy_name
 from scheduler.reasons import ACTIVE_STUDY_STATES, runs_hold_for_storage, wait_reasons_write
 from studies.choices import HOLDING_STATES, RunState, WaitReason
 from studies.models import Run, Study
+from studies.policy import wall_seconds_sql
 from studies.transitions import runs_admit
 from studies.usage import node_holding_kinds, storage_used_bytes
 from tenancy.models import Tenant
@@ -286,13 +287,13 @@ def _queue(
         yield candidate
 
 
-# what holds resources, with its expected end (start + its study's max_wall_seconds; NULL:
-# no limit): read once per pass, and only when a run does not fit under a backfill policy
+# what holds resources, with its expected end (start + its wall-time limit, its study's or
+# its backend's: studies.policy; NULL: no limit): read once per pass, and only when a run does not fit under a backfill policy
 _HELD_SQL = f"""
 SELECT r.tenant_id, r.backend_id, r.processes, r.memory_gb,
        CASE WHEN b.kind = ANY(%(kinds)s) THEN r.nodes ELSE 0 END,
        COALESCE(r.started_at, r.admitted_at, now())
-         + make_interval(secs => (s.convergence->>'max_wall_seconds')::float)
+         + make_interval(secs => {wall_seconds_sql()})
 FROM {Run._meta.db_table} r
 JOIN {Study._meta.db_table} s ON s.id = r.study_id
 JOIN {Backend._meta.db_table} b ON b.id = r.backend_id

@@ -30,9 +30,11 @@ from typing import Any, NamedTuple, Protocol
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from catalog.models import Backend
 from quotas.fit import Problem
 from studies.choices import Priority, RunState, StudyState
 from studies.models import Run, Study
+from studies.policy import wall_seconds_sql
 
 
 class Candidate(NamedTuple):
@@ -73,10 +75,11 @@ class AdmissionPolicy(Protocol):
 
 _COLUMNS = (
     "r.id, r.backend_id, r.processes, r.memory_gb, r.nodes, s.image_id, r.queued_at,"
-    " r.retry_at, r.priority, (s.convergence->>'max_wall_seconds')::float, r.study_id, r.index"
+    f" r.retry_at, r.priority, {wall_seconds_sql()}, r.study_id, r.index"
 )
 _FROM = (
     f" FROM {Run._meta.db_table} r JOIN {Study._meta.db_table} s ON s.id = r.study_id"
+    f" JOIN {Backend._meta.db_table} b ON b.id = r.backend_id"
     " WHERE r.tenant_id = %s AND r.state = %s AND r.backend_id = ANY(%s)"
     # a cancelled study's queued runs are ended in the background: never admitted
     f" AND s.state <> '{StudyState.CANCELLED.value}'"

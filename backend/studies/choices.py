@@ -67,6 +67,8 @@ class EndReason(models.TextChoices):
     MAX_WALL_TIME = "max_wall_time", "Stopped: maximum wall time"
     MEMORY_LIMIT = "memory_limit", "Stopped: over its memory"
     DISK_BUDGET = "disk_budget", "Stopped: over its disk budget"
+    STALLED = "stalled", "Stopped: no progress"
+    CANCELLED_BY_ADMIN = "cancelled_by_admin", "Stopped by an administrator"
 
 
 # the ends after which a run's objectives are results: it ran to its end, or a convergence

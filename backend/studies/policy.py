@@ -7,6 +7,7 @@
                  objective: {series: forceCoeffs.Cl, window: 50, tolerance: 1.0e-4}}
       min_iterations: 20
       max_wall_seconds: 3600
+      stall_seconds: 300
 
 Its shape, types and bounds are checked by the spec's schema (studies/schemas/study-spec.json,
 `$defs/Convergence`); this fills in what was left out. The policy is applied to a run's
@@ -54,4 +55,35 @@ def policy_normalize(raw: Mapping[str, Any] | None) -> dict[str, Any]:
         out["min_iterations"] = int(raw["min_iterations"])
     if "max_wall_seconds" in raw:
         out["max_wall_seconds"] = float(raw["max_wall_seconds"])
+    if "stall_seconds" in raw:
+        out["stall_seconds"] = float(raw["stall_seconds"])
     return out
+
+
+def wall_seconds_sql(*, study: str = "s", backend: str = "b") -> str:
+    """The rule of wall_seconds_effective in SQL, over a study and its run's backend aliased
+    `study` and `backend` (PostgreSQL's LEAST ignores NULLs)."""
+    return (
+        f"LEAST(COALESCE(({study}.convergence->>'max_wall_seconds')::float,"
+        f" {backend}.default_wall_seconds), {backend}.max_wall_seconds)"
+    )
+
+
+def wall_seconds_effective(
+    *, study: float | None, default: float | None, cap: float | None
+) -> float | None:
+    """A run's wall-time limit: its study's `max_wall_seconds`, else its backend's default;
+    never above its backend's cap. None: no limit."""
+    limit = study if study is not None else default
+    if cap is not None:
+        limit = cap if limit is None else min(limit, cap)
+    return limit
+
+
+def stall_seconds_effective(*, study: float | None, backend: float | None, portal: float) -> float:
+    """The least time a run may go without progress before its agent stops it (the floor of
+    the watchdog's rule): its study's `stall_seconds`, else its backend's, else the portal's."""
+    for value in (study, backend):
+        if value is not None:
+            return value
+    return portal

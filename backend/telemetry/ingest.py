@@ -13,13 +13,14 @@ from typing import Any, NamedTuple
 from django.db import connection, transaction
 from django.utils import timezone
 
+from catalog.models import Backend
 from core.db import bound_cursor
 from core.exceptions import RunEnded, StaleAttempt
 from core.live import run_group, send
 from core.metrics import INGEST_BATCHES, INGEST_POINTS
 from studies.choices import STARTED_STATES, TERMINAL_STATES
 from studies.models import Run, Study
-from studies.policy import DEFAULT_POLICY
+from studies.policy import DEFAULT_POLICY, wall_seconds_sql
 from telemetry.batches import Columns, clean_batch, extremes, float8s
 from telemetry.convergence import Decision, check
 from telemetry.models import LogChunk, SeriesChunk
@@ -249,10 +250,14 @@ def _run_of(run_id: Any, attempt: int, row: _Stored) -> Run:
     """The run as far as the policy needs it, from what the storing statement returned."""
     run = Run(pk=run_id, attempt=attempt, study_id=row.study_id, started_at=row.started_at)
     field = Study._meta.get_field("convergence")
-    run.study = Study(
-        pk=row.study_id,
-        convergence=field.from_db_value(row.convergence, field.cached_col, connection),
+    convergence = field.from_db_value(row.convergence, field.cached_col, connection) or dict(
+        DEFAULT_POLICY
     )
+    # the wall-time limit that applies: its backend's default or cap may set it
+    convergence = {k: v for k, v in convergence.items() if k != "max_wall_seconds"}
+    if row.wall_seconds is not None:
+        convergence["max_wall_seconds"] = row.wall_seconds
+    run.study = Study(pk=row.study_id, convergence=convergence)
     return run
 
 
@@ -315,6 +320,7 @@ class _Stored(NamedTuple):
     study_id: Any
     started_at: Any
     convergence: Any
+    wall_seconds: float | None  # its study's, its backend's default, capped (studies.policy)
 
 
 def _store_batch(
@@ -344,6 +350,7 @@ def _store_batch(
     set on the run too.
     """
     run_table, study_table = Run._meta.db_table, Study._meta.db_table
+    backend_table = Backend._meta.db_table
     where = "r.id = %s AND r.attempt = %s"
     sets = "event_seq = r.event_seq + 1"
     params: list[Any] = []
@@ -370,9 +377,10 @@ def _store_batch(
         where += " AND r.batch_seq < %s"
         params.append(batch_seq)
     parts = [
-        f"s AS (UPDATE {run_table} r SET {sets} FROM {study_table} st"
-        f" WHERE {where} AND st.id = r.study_id"
-        " RETURNING r.event_seq, r.stop_requested, r.study_id, r.started_at, st.convergence)"
+        f"s AS (UPDATE {run_table} r SET {sets} FROM {study_table} st, {backend_table} b"
+        f" WHERE {where} AND st.id = r.study_id AND b.id = r.backend_id"
+        " RETURNING r.event_seq, r.stop_requested, r.study_id, r.started_at, st.convergence,"
+        f" {wall_seconds_sql(study='st', backend='b')} AS wall_seconds)"
     ]
     if clean:
         rows = []
@@ -399,7 +407,7 @@ def _store_batch(
         params += [run_id, attempt, lines]
     sql = (
         f"WITH {', '.join(parts)} SELECT event_seq, stop_requested, study_id, started_at,"
-        " convergence"
+        " convergence, wall_seconds"
         + (", set_config('synchronous_commit', 'off', true)" if async_commit else "")
         + " FROM s"
     )
@@ -413,7 +421,7 @@ def _store_batch(
     INGEST_BATCHES.inc()
     if clean:
         INGEST_POINTS.inc(sum(len(xs) for xs, _ in clean.values()))
-    return _Stored(int(row[0]), bool(row[1]), row[2], row[3], row[4])
+    return _Stored(int(row[0]), bool(row[1]), row[2], row[3], row[4], row[5])
 
 
 def policy_decision(*, run: Run, attempt: int, new: Mapping[str, Columns]) -> Decision | None:

@@ -160,17 +160,19 @@ def kill_group(
     extra_pids: list[int] | None = None,
     reap: Callable[[], object] | None = None,
 ) -> None:
-    """SIGTERM the group (and `extra_pids`, descendants that left it), SIGKILL after `grace`.
+    """SIGTERM (and SIGCONT, for a stopped process) the group and `extra_pids`, descendants
+    that left it; SIGKILL after `grace`.
 
     `reap` (e.g. ``popen.poll``) is called while waiting so our own child does not linger
     as a zombie that keeps the group "alive".
     """
     extra = list(extra_pids or [])
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    _signal_pids(extra, signal.SIGTERM)
+    for sig in (signal.SIGTERM, signal.SIGCONT):  # a stopped process takes SIGTERM once woken
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+        _signal_pids(extra, sig)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if reap is not None:

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         fields: tuple[str, ...] = ()
         post_process: bool = True
         provenance: Mapping[str, Any] | None = None
+        watchdog: Mapping[str, Any] | None = None
 
 else:
     _StepFields = collections.namedtuple("AgentStep", "name argv role", defaults=("solve",))
@@ -92,6 +93,8 @@ _SPEC_DEFAULTS = {
     "fields": (),  # extra fields (besides p and U) the flow-field artifact carries
     "post_process": True,  # after a completed run: the flow-field artifact and VTK
     "provenance": None,  # Mapping: the portal's facts of the run, for the provenance file
+    # Mapping: when a run that makes no progress or runs too long is stopped (watchdog.py)
+    "watchdog": None,
 }
 
 
@@ -236,7 +239,24 @@ def parse_spec(data: Any) -> AgentSpec:
         fields=_fields(data.get("fields")),
         post_process=data.get("post_process", True) is not False,
         provenance=_provenance(data.get("provenance")),
+        watchdog=_watchdog(data.get("watchdog")),
     )
+
+
+def _watchdog(raw: Any) -> Mapping[str, Any] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise SpecError("run.json: 'watchdog' must be an object")
+    for key, value in raw.items():
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise SpecError(f"run.json: watchdog.{key} must be a positive number or null")
+    return dict(raw)
 
 
 def _provenance(raw: Any) -> Mapping[str, Any] | None:

@@ -25,6 +25,7 @@ from orchestration.agent.procs import (
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.sandbox import Sandbox, SandboxError, find_program
 from orchestration.agent.spec import AgentSpec, AgentStep
+from orchestration.agent.watchdog import Watchdog
 from orchestration.environment import step_environment
 from orchestration.results.dat import DatFollower
 from orchestration.results.logparse import LogParser
@@ -85,8 +86,8 @@ class StepResult(
         "StepResult", "returncode interrupted fatal_error converged", defaults=("", None, False)
     )
 ):
-    """returncode: int; interrupted: "" | "stop" | "terminated" | "disk"; fatal_error: str
-    or None; converged: bool."""
+    """returncode: int; interrupted: "" | "stop" | "terminated" | "disk" | "stalled" | "wall"
+    (the last two the watchdog's); fatal_error: str or None; converged: bool."""
 
     __slots__ = ()
 
@@ -136,6 +137,8 @@ class Supervisor:
         self.clock = clock
         self.started = clock()
         self.sampler = TreeSampler()
+        # stops a step that makes no progress, or the run past its wall time (watchdog.py)
+        self.watchdog = Watchdog(spec.watchdog, clock)
         self.dat = DatFollower(spec.case_path)
         # the allowlist of the agent's environment, the run configuration's variables and a
         # HOME of the run's own (no system operations for the case: orchestration/environment)
@@ -220,6 +223,14 @@ class Supervisor:
                 messages.append(f"{step.name}: solution converged")
             if result.interrupted == "terminated":
                 return Outcome(state="cancelled", reason="terminated")
+            if result.interrupted in ("stalled", "wall"):
+                reason = "stalled" if result.interrupted == "stalled" else "max_wall_time"
+                return Outcome(
+                    state="failed",
+                    exit_code=result.returncode,
+                    reason=reason,
+                    message=self.watchdog.message,
+                )
             if result.interrupted == "disk":
                 budget = self.sandbox.disk_bytes / 1024**3
                 used = (self.disk_bytes or 0) / 1024**3
@@ -414,6 +425,7 @@ class Supervisor:
             return StepResult(returncode=127, fatal_error=f"cannot start {step.argv[0]}: {exc}")
         parser = LogParser()
         follower = LogFollower(fd, parser, self.reporter, solve=step.role == "solve")
+        self.watchdog.step_started(step.name, solve=step.role == "solve")
         interrupted = self._watch(proc, follower, interruptible=interruptible)
         proc.wait()
         if self._reap:
@@ -456,7 +468,8 @@ class Supervisor:
         self, proc: subprocess.Popen[bytes], follower: LogFollower, *, interruptible: bool
     ) -> str:
         """Wait for `proc`, following its log, sampling and measuring the run's directory as
-        it runs; stop it on stale/stop/SIGTERM, or when the directory outgrows its budget."""
+        it runs; stop it on stale/stop/SIGTERM, when the directory outgrows its budget, or
+        when the watchdog says it makes no progress or the run is past its wall time."""
         next_sample = self.clock()
         writes: LogWrites | None = None
         tried_writes = False
@@ -475,6 +488,15 @@ class Supervisor:
                 if interruptible and self.reporter.stop_requested.is_set():
                     self.kill(proc, grace=self.spec.kill_grace)
                     return "stop"
+                self.watchdog.observe(
+                    iterations=follower.parser.iterations, log_bytes=follower.offset
+                )
+                stopped = self.watchdog.check()
+                if stopped:
+                    log(f"watchdog: {self.watchdog.message}")
+                    self.reporter.add_log([f"watchdog: {self.watchdog.message}"])
+                    self.kill(proc, grace=self.spec.kill_grace)
+                    return stopped
                 if self.clock() >= next_sample:
                     next_sample = self.clock() + max(self.spec.telemetry_interval, SAMPLE_EVERY)
                     self._sample(proc.pid)

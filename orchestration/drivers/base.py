@@ -73,6 +73,10 @@ class RunSpec:
     # what the portal knows of the run (identity, image, versions): the agent adds its own
     # facts and writes both to windtunnel-provenance.json in the case (docs/provenance.md)
     provenance: Mapping[str, Any] | None = None
+    # when the agent stops a run that makes no progress or runs too long: {"stall_seconds",
+    # "stall_factor", "startup_seconds", "wall_seconds"} (orchestration/agent/watchdog.py);
+    # None: the agent's defaults
+    watchdog: Mapping[str, Any] | None = None
 
     def to_json(self, *, sandbox: str = "bwrap") -> str:
         """run.json; `sandbox`: the driver's way of confining steps, where the portal has
@@ -105,6 +109,8 @@ class RunSpec:
             data["fields"] = list(self.fields)
         if self.provenance is not None:
             data["provenance"] = dict(self.provenance)
+        if self.watchdog is not None:
+            data["watchdog"] = dict(self.watchdog)
         data["sandbox"] = dict(self.sandbox) if self.sandbox is not None else {"mode": sandbox}
         return json.dumps(data, indent=2)
 

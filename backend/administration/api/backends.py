@@ -49,6 +49,9 @@ class BackendAdminOutSerializer(serializers.ModelSerializer):
             "enabled",
             "admission_policy",
             "fair_share_half_life",
+            "stall_seconds",
+            "default_wall_seconds",
+            "max_wall_seconds",
             "tenants",
             "has_key",
             "secrets_set",
@@ -96,6 +99,29 @@ class BackendAdminInSerializer(serializers.Serializer):
         min_value=0.0,
         max_value=365 * 86400.0,
         help_text="fair_share: seconds after which past use counts half (0: only what is held)",
+    )
+    stall_seconds = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=1.0,
+        max_value=30 * 86400.0,
+        help_text="the least time a run may go without progress before its agent stops it "
+        "(a study's convergence.stall_seconds wins); null: the portal's default (docs/live.md)",
+    )
+    default_wall_seconds = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=1.0,
+        max_value=365 * 86400.0,
+        help_text="the wall-time limit of a run whose study sets none; null: none",
+    )
+    max_wall_seconds = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=1.0,
+        max_value=365 * 86400.0,
+        help_text="the longest wall-time limit a run may have, its study's own included; "
+        "null: no cap",
     )
     tenants = serializers.ListField(child=serializers.CharField(), required=False)
 

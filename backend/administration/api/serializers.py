@@ -43,6 +43,9 @@ class CapacitySerializer(serializers.Serializer):
 class HealthSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["ok", "degraded", "disabled"])
     detail = serializers.CharField()
+    stalled = serializers.IntegerField(
+        help_text="its runs stopped in the last hour for making no progress"
+    )
 
 
 class AdminBackendSerializer(serializers.Serializer):

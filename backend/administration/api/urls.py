@@ -1,5 +1,6 @@
 from django.urls import path
 
+from administration.api.operations import AdminRunStopView, AdminRunsView
 from administration.api.pools import AdminPoolDetailView, AdminPoolListView
 from administration.api.tenants import (
     AdminTenantDetailView,
@@ -27,4 +28,6 @@ urlpatterns = [
     path("overview/", AdminOverviewView.as_view(), name="admin-overview"),
     path("pools/", AdminPoolListView.as_view(), name="admin-pools"),
     path("pools/<slug:name>/", AdminPoolDetailView.as_view(), name="admin-pool"),
+    path("runs/", AdminRunsView.as_view(), name="admin-runs"),
+    path("runs/<str:run_id>/stop/", AdminRunStopView.as_view(), name="admin-run-stop"),
 ]

@@ -244,6 +244,13 @@ WINDTUNNEL = {
     # after a cancel or a policy stop, the agent ends cleanly on its next report; the backend
     # kill follows after this many seconds as a safety net
     "STOP_GRACE": env.float("WINDTUNNEL_STOP_GRACE", default=30.0),
+    # a run's agent stops a solver that makes no progress (no new time step) for
+    # max(STALL_SECONDS, STALL_FACTOR x its longest gap between time steps so far), or before
+    # its first time step for max(STALL_SECONDS, STALL_STARTUP_SECONDS); a backend's or a
+    # study's stall_seconds replaces STALL_SECONDS (orchestration/agent/watchdog.py)
+    "STALL_SECONDS": env.float("WINDTUNNEL_STALL_SECONDS", default=120.0),
+    "STALL_FACTOR": env.float("WINDTUNNEL_STALL_FACTOR", default=10.0),
+    "STALL_STARTUP_SECONDS": env.float("WINDTUNNEL_STALL_STARTUP_SECONDS", default=600.0),
     # a backend that cannot take a run (unreachable) gets it again after 5, 10, … 60 s; this
     # many times before the run fails (30: about 25 minutes)
     "DISPATCH_RETRIES": env.int("WINDTUNNEL_DISPATCH_RETRIES", default=30),

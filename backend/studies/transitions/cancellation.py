@@ -30,9 +30,12 @@ from studies.transitions.effects import (
 )
 
 
-def run_cancel(*, run: Run, by: Any = None) -> bool:
+def run_cancel(*, run: Run, by: Any = None, reason: str = "") -> bool:
     """Cancel a run: a queued one ends at once; a started one is killed on its backend (a
-    running agent sees `stop` first and ends cleanly). False when it had ended already."""
+    running agent sees `stop` first and ends cleanly). False when it had ended already.
+
+    With `reason`, an administrator stopped it (the operations page): its end reason says so
+    and its message, which its owner sees, gives the reason."""
     now = timezone.now()
     who = getattr(by, "username", None) or "the system"
     with transaction.atomic():
@@ -47,6 +50,9 @@ def run_cancel(*, run: Run, by: Any = None) -> bool:
             return False
         before = current.state
         fields = _cancel_fields(who, now)
+        if reason:
+            fields["end_reason"] = EndReason.CANCELLED_BY_ADMIN
+            fields["message"] = f"stopped by an administrator ({who}): {reason}"
         Run.objects.filter(pk=current.pk, attempt=current.attempt, state=before).update(**fields)
         fields_assign(current, fields)
         if before in STARTED_STATES and current.handle:

@@ -168,6 +168,40 @@ export interface paths {
         patch: operations["v1_admin_pools_partial_update"];
         trace?: never;
     };
+    "/api/v1/admin/runs/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Every tenant's active runs, running ones first, then those that wait. */
+        get: operations["admin_runs_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/runs/{run_id}/stop/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Stop a run of any tenant with a reason, as its owner's cancel would. */
+        post: operations["admin_runs_stop"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/tenants/": {
         parameters: {
             query?: never;
@@ -1436,6 +1470,11 @@ export interface components {
              */
             admission_policy?: components["schemas"]["AdmissionPolicyEnum"] | components["schemas"]["BlankEnum"];
             cores?: number;
+            /**
+             * Format: double
+             * @description the wall-time limit of a run whose study sets none; null: none
+             */
+            default_wall_seconds?: number | null;
             enabled?: boolean;
             /**
              * Format: double
@@ -1444,6 +1483,11 @@ export interface components {
             fair_share_half_life?: number;
             kind: components["schemas"]["BackendKindEnum"];
             max_nodes?: number;
+            /**
+             * Format: double
+             * @description the longest wall-time limit a run may have, its study's own included; null: no cap
+             */
+            max_wall_seconds?: number | null;
             /** Format: double */
             memory_gb?: number;
             name: string;
@@ -1453,6 +1497,11 @@ export interface components {
             settings?: {
                 [key: string]: unknown;
             };
+            /**
+             * Format: double
+             * @description the least time a run may go without progress before its agent stops it (a study's convergence.stall_seconds wins); null: the portal's default (docs/live.md)
+             */
+            stall_seconds?: number | null;
             tenants?: string[];
         };
         BackendAdminOut: {
@@ -1471,6 +1520,11 @@ export interface components {
             cores: number;
             /** Format: date-time */
             readonly created_at: string;
+            /**
+             * Format: double
+             * @description the wall-time limit of a run whose study sets none (empty: none)
+             */
+            default_wall_seconds?: number | null;
             enabled?: boolean;
             /**
              * Format: double
@@ -1480,12 +1534,22 @@ export interface components {
             readonly has_key: boolean;
             kind: components["schemas"]["BackendKindEnum"];
             max_nodes?: number;
+            /**
+             * Format: double
+             * @description the longest wall-time limit a run here may have, its study's own included (empty: no cap)
+             */
+            max_wall_seconds?: number | null;
             /** Format: double */
             memory_gb: number;
             name: string;
             readonly secrets_set: string[];
             /** @description its driver's settings (docs/backends.md) */
             readonly settings: Record<string, never>;
+            /**
+             * Format: double
+             * @description the least time a run here may go without progress before it is stopped (a study's own convergence.stall_seconds wins; empty: the portal's default)
+             */
+            stall_seconds?: number | null;
             readonly tenants: string[];
             /** Format: date-time */
             readonly updated_at: string;
@@ -1581,10 +1645,12 @@ export interface components {
                 /** @description An initial residual went above this. */
                 residual_above?: number;
             };
-            /** @description Stop a run that has run this long. */
+            /** @description Stop a run that has run this long (capped by its backend's max_wall_seconds; without it, the backend's default_wall_seconds applies). */
             max_wall_seconds?: number;
             /** @description No convergence stop before this many iterations. */
             min_iterations?: number;
+            /** @description Stop a run whose solver makes no progress (no new time step) for this long at least; the limit grows with the run's own pace (docs/live.md). Without it, the backend's or the portal's floor applies. */
+            stall_seconds?: number;
         };
         CoreHours: {
             /**
@@ -1765,9 +1831,11 @@ export interface components {
          *     * `max_wall_time` - Stopped: maximum wall time
          *     * `memory_limit` - Stopped: over its memory
          *     * `disk_budget` - Stopped: over its disk budget
+         *     * `stalled` - Stopped: no progress
+         *     * `cancelled_by_admin` - Stopped by an administrator
          * @enum {string}
          */
-        EndReasonEnum: "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time" | "memory_limit" | "disk_budget";
+        EndReasonEnum: "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time" | "memory_limit" | "disk_budget" | "stalled" | "cancelled_by_admin";
         FieldGrid: {
             /** Format: double */
             dx: number;
@@ -1811,6 +1879,8 @@ export interface components {
         GoalEnum: "map" | "optimise";
         Health: {
             detail: string;
+            /** @description its runs stopped in the last hour for making no progress */
+            stalled: number;
             status: components["schemas"]["HealthStatusEnum"];
         };
         /**
@@ -2197,6 +2267,45 @@ export interface components {
             build?: string;
             version?: string;
         };
+        OperationsRun: {
+            /** @description fence: the current attempt number */
+            attempt?: number;
+            readonly backend: string;
+            /** Format: double */
+            cpu_percent?: number | null;
+            end_reason?: components["schemas"]["EndReasonEnum"] | components["schemas"]["BlankEnum"];
+            /** Format: date-time */
+            heartbeat_at?: string | null;
+            /** Format: uuid */
+            readonly id: string;
+            index: number;
+            iterations?: number | null;
+            message?: string;
+            /** @description the username of the study's owner */
+            readonly owner: string;
+            phase?: string;
+            processes?: number;
+            /** Format: date-time */
+            queued_at: string;
+            /** Format: date-time */
+            started_at?: string | null;
+            state?: components["schemas"]["RunStateEnum"];
+            /** Format: uuid */
+            readonly study: string;
+            readonly study_name: string;
+            readonly tenant: string;
+            wait_detail?: string;
+            wait_reason?: components["schemas"]["WaitReasonEnum"] | components["schemas"]["BlankEnum"];
+        };
+        OperationsRunsPage: {
+            /** @description the runs that match, on every page */
+            count: number;
+            results: components["schemas"]["OperationsRun"][];
+        };
+        OperationsStopRequest: {
+            /** @description why the run is stopped: its owner sees it in the run's message */
+            reason: string;
+        };
         /** @description How a mean_last objective's averaged window swings (telemetry.convergence). */
         Oscillation: {
             /**
@@ -2398,6 +2507,11 @@ export interface components {
              */
             admission_policy?: components["schemas"]["AdmissionPolicyEnum"] | components["schemas"]["BlankEnum"];
             cores?: number;
+            /**
+             * Format: double
+             * @description the wall-time limit of a run whose study sets none; null: none
+             */
+            default_wall_seconds?: number | null;
             enabled?: boolean;
             /**
              * Format: double
@@ -2405,6 +2519,11 @@ export interface components {
              */
             fair_share_half_life?: number;
             max_nodes?: number;
+            /**
+             * Format: double
+             * @description the longest wall-time limit a run may have, its study's own included; null: no cap
+             */
+            max_wall_seconds?: number | null;
             /** Format: double */
             memory_gb?: number;
             secrets?: {
@@ -2413,6 +2532,11 @@ export interface components {
             settings?: {
                 [key: string]: unknown;
             };
+            /**
+             * Format: double
+             * @description the least time a run may go without progress before its agent stops it (a study's convergence.stall_seconds wins); null: the portal's default (docs/live.md)
+             */
+            stall_seconds?: number | null;
             tenants?: string[];
         };
         PatchedMemberPatchRequest: {
@@ -4394,6 +4518,62 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PoolOut"];
+                };
+            };
+        };
+    };
+    admin_runs_list: {
+        parameters: {
+            query?: {
+                /** @description a backend's name */
+                backend?: string;
+                /** @description 1–500 (100) */
+                limit?: number;
+                offset?: number;
+                /** @description pending, admitted, provisioning or running (repeat for several; none: all four) */
+                state?: string[];
+                /** @description a tenant's name */
+                tenant?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationsRunsPage"];
+                };
+            };
+        };
+    };
+    admin_runs_stop: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OperationsStopRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["OperationsStopRequest"];
+                "multipart/form-data": components["schemas"]["OperationsStopRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationsRun"];
                 };
             };
         };

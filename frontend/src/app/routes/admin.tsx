@@ -11,6 +11,7 @@ import {
   NewTenantButton,
   PackagesTable,
   PoolsPanel,
+  RunsPanel,
   TenantsTable,
   useAdminOverview,
   useAdminTenants,
@@ -19,7 +20,7 @@ import {
 import { useMe } from "@/features/auth";
 import { ApiError } from "@/lib/api-client";
 
-const TABS = ["tenants", "backends", "pools", "catalog"] as const;
+const TABS = ["tenants", "runs", "backends", "pools", "catalog"] as const;
 /** Other names of the tabs in links (/operations/images opens the images' tab). */
 const ALIASES: Record<string, (typeof TABS)[number]> = {
   images: "catalog",
@@ -60,7 +61,7 @@ export function AdminPage() {
     <>
       <PageHeader
         title="Admin"
-        subtitle="Every tenant's quota and usage, compute backends, packages and images: edit them here, or open any of them in the Django admin."
+        subtitle="Every tenant's quota, usage and running or queued runs, compute backends, packages and images: edit or stop them here, or open any of them in the Django admin."
       />
       <Stack gap="lg">
         <SimpleGrid cols={{ base: 2, md: 5 }}>
@@ -97,6 +98,7 @@ export function AdminPage() {
         >
           <Tabs.List>
             <Tabs.Tab value="tenants">Tenants</Tabs.Tab>
+            <Tabs.Tab value="runs">Runs</Tabs.Tab>
             <Tabs.Tab value="backends">Backends</Tabs.Tab>
             <Tabs.Tab value="pools">Warm pools</Tabs.Tab>
             <Tabs.Tab value="catalog">Packages and images</Tabs.Tab>
@@ -113,6 +115,12 @@ export function AdminPage() {
               ) : (
                 <Skeleton h={200} />
               )}
+            </Tabs.Panel>
+            <Tabs.Panel value="runs">
+              <RunsPanel
+                tenants={(tenants.data ?? []).map((t) => t.name)}
+                backends={(o?.backends ?? []).map((b) => b.name)}
+              />
             </Tabs.Panel>
             <Tabs.Panel value="backends">
               <Group justify="flex-end" mb="sm">

@@ -56,6 +56,8 @@ const END: Record<string, string> = {
   max_wall_time: "Stopped: maximum wall time",
   memory_limit: "Stopped: over its memory",
   disk_budget: "Stopped: over its disk budget",
+  stalled: "Stopped: no progress",
+  cancelled_by_admin: "Stopped by an administrator",
 };
 
 /** Seconds since a running run started (its wall time so far). */

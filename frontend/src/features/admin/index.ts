@@ -5,3 +5,4 @@ export { NewTenantButton } from "./components/tenant-forms";
 export { useAdminOverview, useAdminTenants, usePools } from "./hooks/use-admin";
 export { PoolsPanel } from "./components/pools-panel";
 export { NewPoolButton } from "./components/pool-forms";
+export { RunsPanel } from "./components/runs-panel";

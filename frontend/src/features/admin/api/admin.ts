@@ -156,3 +156,38 @@ export async function deletePool(name: string): Promise<Pool | null> {
   );
   return (pool as Pool | undefined) ?? null;
 }
+
+// --- operations: every tenant's active runs (docs/admin.md) -----------------------------------
+
+export type OperationsRun = Schemas["OperationsRun"];
+export type OperationsRunsPage = Schemas["OperationsRunsPage"];
+
+export interface OperationsFilter {
+  tenant?: string;
+  backend?: string;
+  state?: string[];
+}
+
+export function fetchOperationsRuns(filter: OperationsFilter): Promise<OperationsRunsPage> {
+  return unwrap(
+    api.GET("/api/v1/admin/runs/", {
+      params: {
+        query: {
+          ...(filter.tenant ? { tenant: filter.tenant } : {}),
+          ...(filter.backend ? { backend: filter.backend } : {}),
+          ...(filter.state?.length ? { state: filter.state } : {}),
+          limit: 200,
+        },
+      },
+    }),
+  );
+}
+
+export function stopOperationsRun(id: string, reason: string): Promise<OperationsRun> {
+  return unwrap(
+    api.POST("/api/v1/admin/runs/{run_id}/stop/", {
+      params: { path: { run_id: id } },
+      body: { reason },
+    }),
+  );
+}

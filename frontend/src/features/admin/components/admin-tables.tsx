@@ -182,6 +182,11 @@ export function BackendsTable({ backends }: { backends: AdminBackend[] }) {
                     {b.health.status}
                   </Badge>
                 </Tooltip>
+                {b.health.stalled > 0 && (
+                  <Text size="xs" c="orange" data-testid="backend-stalled">
+                    {b.health.stalled} stalled in the last hour
+                  </Text>
+                )}
               </Table.Td>
               <CoresAndMemory used={b.usage} queued={b.queued} limit={b.capacity} />
               <Table.Td ta="right" ff="monospace">

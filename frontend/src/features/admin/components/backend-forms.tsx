@@ -49,6 +49,9 @@ const FIELDS = [
   "tenants",
   "settings",
   "secrets",
+  "stall_seconds",
+  "default_wall_seconds",
+  "max_wall_seconds",
 ];
 
 interface BackendForm {
@@ -61,7 +64,16 @@ interface BackendForm {
   tenants: string;
   settings: string;
   secrets: string;
+  stall_seconds: number | string;
+  default_wall_minutes: number | string;
+  max_wall_minutes: number | string;
 }
+
+const minutesOf = (seconds?: number | null) =>
+  seconds === null || seconds === undefined ? "" : Math.round((seconds / 60) * 100) / 100;
+/** A number typed in a field, or null when it is left empty (the setting is cleared). */
+const numberOrNull = (value: number | string, scale = 1) =>
+  value === "" ? null : Math.round(Number(value) * scale);
 
 function formOf(b?: BackendAdmin): BackendForm {
   return {
@@ -74,6 +86,9 @@ function formOf(b?: BackendAdmin): BackendForm {
     tenants: (b?.tenants ?? []).join(", "),
     settings: JSON.stringify(b?.settings ?? {}, null, 2),
     secrets: "",
+    stall_seconds: b?.stall_seconds ?? "",
+    default_wall_minutes: minutesOf(b?.default_wall_seconds),
+    max_wall_minutes: minutesOf(b?.max_wall_seconds),
   };
 }
 
@@ -120,6 +135,9 @@ function BackendFormModal({ backend, onClose }: { backend?: BackendAdmin; onClos
       ...(form.cores !== "" ? { cores: Number(form.cores) } : {}),
       ...(form.memory_gb !== "" ? { memory_gb: Number(form.memory_gb) } : {}),
       ...(form.max_nodes !== "" ? { max_nodes: Number(form.max_nodes) } : {}),
+      stall_seconds: numberOrNull(form.stall_seconds),
+      default_wall_seconds: numberOrNull(form.default_wall_minutes, 60),
+      max_wall_seconds: numberOrNull(form.max_wall_minutes, 60),
     };
     const done = {
       onSuccess: (b: BackendAdmin) => {
@@ -186,6 +204,32 @@ function BackendFormModal({ backend, onClose }: { backend?: BackendAdmin; onClos
               value={form.tenants}
               onChange={(e) => set({ tenants: e.currentTarget.value })}
               error={err("tenants")}
+            />
+          </SimpleGrid>
+          <SimpleGrid cols={3}>
+            <NumberInput
+              label="Stall floor (s)"
+              description="a run without progress this long at least is stopped; empty: the portal's"
+              min={1}
+              value={form.stall_seconds}
+              onChange={(v) => set({ stall_seconds: v })}
+              error={err("stall_seconds")}
+            />
+            <NumberInput
+              label="Default wall time (min)"
+              description="for runs whose study sets none; empty: none"
+              min={0.02}
+              value={form.default_wall_minutes}
+              onChange={(v) => set({ default_wall_minutes: v })}
+              error={err("default_wall_seconds")}
+            />
+            <NumberInput
+              label="Wall-time cap (min)"
+              description="no run here runs longer; empty: no cap"
+              min={0.02}
+              value={form.max_wall_minutes}
+              onChange={(v) => set({ max_wall_minutes: v })}
+              error={err("max_wall_seconds")}
             />
           </SimpleGrid>
           <Switch

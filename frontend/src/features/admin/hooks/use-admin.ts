@@ -13,6 +13,7 @@ import {
   fetchAdminTenants,
   fetchBackend,
   fetchElastic,
+  fetchOperationsRuns,
   fetchMembers,
   fetchPools,
   fetchTenantQuota,
@@ -20,12 +21,14 @@ import {
   removeMember,
   retireImage,
   setMemberRole,
+  stopOperationsRun,
   updateBackend,
   updatePool,
   updateTenant,
   updateTenantQuota,
   type BackendCreate,
   type BackendPatch,
+  type OperationsFilter,
   type PoolCreate,
   type PoolPatch,
   type QuotaInput,
@@ -147,3 +150,18 @@ export const useUpdatePool = () =>
   useAdminMutation(({ name, body }: { name: string; body: PoolPatch }) => updatePool(name, body));
 export const useCreatePool = () => useAdminMutation((body: PoolCreate) => createPool(body));
 export const useDeletePool = () => useAdminMutation((name: string) => deletePool(name));
+
+/** Every tenant's active runs as the operations page filters them, kept fresh. */
+export function useOperationsRuns(filter: OperationsFilter) {
+  return useQuery({
+    queryKey: ["admin", "runs", filter],
+    queryFn: () => fetchOperationsRuns(filter),
+    staleTime: 2_000,
+    refetchInterval: env.pollMs * 2,
+  });
+}
+
+export const useStopOperationsRun = () =>
+  useAdminMutation(({ id, reason }: { id: string; reason: string }) =>
+    stopOperationsRun(id, reason),
+  );
