@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('studies', '0022_run_end_reasons_memory_and_disk'),
+        ('studies', '0023_run_partial_objectives_and_unsteady_trust'),
     ]
 
     operations = [
