@@ -207,6 +207,7 @@ def _finish(
             if note:
                 outcome = outcome._replace(message=f"{outcome.message}\n{note}".strip())
     supervisor.poll_dat()
+    figures = supervisor.usage_figures()  # before the archive: its CPU is not the run's
     disk_bytes = supervisor.measure_disk()
     provenance = provenance_record(spec, supervisor)
     note = _write_provenance(supervisor, provenance)  # before the archive: it is in it
@@ -227,6 +228,7 @@ def _finish(
         body["provenance"] = {k: v for k, v in provenance.items() if k != "portal"}
         if disk_bytes is not None:
             body["disk_bytes"] = disk_bytes
+        body.update(figures)
         if upload:
             reporter.flush(deadline=deadline)
             note = _upload_archive(spec, client, supervisor, deadline=deadline)
