@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
+import subprocess
+import tarfile
 import threading
 import time
 
@@ -114,3 +117,49 @@ def test_airfoil_run_reports_the_peak_memory_proc_showed_while_it_ran(live):
     assert study["core_hours"] == pytest.approx(run["core_hours"], rel=1e-3)
     quota = live.get("/api/v1/quota/").json()
     assert quota["core_hours"]["used"] == pytest.approx(run["core_hours"], abs=0.01)
+
+
+def test_a_cavity_runs_archive_reruns_by_hand_to_the_same_result(live, tmp_path):
+    spec = {
+        "name": "rerun by hand",
+        "template": "cavity",
+        "parameters": {"cells": 10, "end_time": 0.1, "lid_velocity": 2},
+    }
+    study = _finished(live, live.post("/api/v1/studies/", json=spec).json()["id"])
+    assert study["state"] == "completed", study
+    run = live.get(f"/api/v1/studies/{study['id']}/runs/").json()["results"][0]
+    detail = live.get(f"/api/v1/runs/{run['id']}/").json()
+    rerun = detail["provenance"]["rerun"]
+    assert rerun[-2:] == ["blockMesh > log.blockMesh 2>&1", "icoFoam > log.icoFoam 2>&1"], rerun
+    assert "export WM_PROJECT_DIR=/usr/share/openfoam" in rerun
+
+    archive = live.get(f"/api/v1/runs/{run['id']}/archive/")
+    assert archive.status_code == 200
+    case = tmp_path / "case"
+    with tarfile.open(fileobj=io.BytesIO(archive.content), mode="r:gz") as tar:
+        names = set(tar.getnames())
+        tar.extractall(case, filter="data")
+    # the case as it ran: its dictionaries, the initial conditions as rendered, the logs
+    assert {"system/controlDict", "constant/transportProperties", "0/U", "0/p"} <= names
+    assert {"log.blockMesh", "log.icoFoam", "windtunnel-README.txt"} <= names
+    assert "{{" not in (case / "0/U").read_text() and "2" in (case / "0/U").read_text()
+    readme = (case / "windtunnel-README.txt").read_text()
+    assert "    icoFoam > log.icoFoam 2>&1" in readme and "blockMesh" in readme
+    latest = max((p for p in case.iterdir() if _is_time(p.name)), key=lambda p: float(p.name))
+    assert float(latest.name) == pytest.approx(0.1)
+    ran = {name: (latest / name).read_bytes() for name in ("U", "p")}
+    shutil.rmtree(latest)
+
+    # by hand: the stated lines, in order, from the unpacked folder
+    subprocess.run(["bash", "-euc", "\n".join(rerun)], cwd=case, check=True, timeout=600)
+    assert "End" in (case / "log.icoFoam").read_text()
+    for name, text in ran.items():
+        assert (latest / name).read_bytes() == text, f"{latest.name}/{name} differs"
+
+
+def _is_time(name: str) -> bool:
+    try:
+        float(name)
+    except ValueError:
+        return False
+    return True
