@@ -1,4 +1,5 @@
 export { LogTail } from "./components/log-tail";
 export { ProvenancePanel } from "./components/provenance-panel";
+export { RerunBlock } from "./components/rerun-block";
 export { WaitReason } from "./components/wait-reason";
 export { runKeys, useCancelRun, useRun } from "./hooks/use-run";
