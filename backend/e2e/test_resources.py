@@ -48,7 +48,8 @@ class SolverWatch(threading.Thread):
     def __init__(self, agent_pid: int, solver: str) -> None:
         super().__init__(daemon=True)
         self.agent_pid, self.solver = agent_pid, solver
-        self.peak, self.reads, self.pids = 0, 0, set()
+        self.peak, self.reads = 0, 0
+        self.pids: set[int] = set()
 
     def run(self) -> None:
         try:

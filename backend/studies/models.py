@@ -5,7 +5,6 @@ from django.db import models
 from django.utils import timezone
 
 from core.models import PublicIdModel
-from studies.figures import core_hours_of
 from studies.choices import (
     ACTIVE_STATES,
     STARTED_STATES,
@@ -17,6 +16,7 @@ from studies.choices import (
     Trust,
     WaitReason,
 )
+from studies.figures import core_hours_of
 
 
 class Upload(PublicIdModel):

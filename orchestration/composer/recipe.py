@@ -249,7 +249,9 @@ def _unannotated(statement: ast.stmt) -> ast.stmt:
         return statement
     if statement.value is None:
         return ast.Pass()
-    return ast.copy_location(ast.Assign(targets=[statement.target], value=statement.value), statement)
+    return ast.copy_location(
+        ast.Assign(targets=[statement.target], value=statement.value), statement
+    )
 
 
 def _starts_with_docstring(body: list[ast.stmt]) -> bool:

@@ -110,7 +110,9 @@ def _case(root: Path) -> Path:
     return root
 
 
-def test_archive_holds_the_initial_and_latest_times_logs_system_and_constant(tmp_path: Path) -> None:
+def test_archive_holds_the_initial_and_latest_times_logs_system_and_constant(
+    tmp_path: Path,
+) -> None:
     case = _case(tmp_path / "case")
     assert latest_time_dir(case) == case / "100"
     notes = build_archive(case, tmp_path / "a.tar.gz", max_bytes=10 * 1024 * 1024)

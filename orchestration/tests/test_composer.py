@@ -467,7 +467,7 @@ def test_progress_follows_steps_and_apt_and_never_goes_back() -> None:
     assert max(v for v in seen if v < 1.0) <= 0.99
 
 
-def test_the_vm_payloads_python_is_the_same_program_without_comments_docstrings_or_annotations() -> None:
+def test_the_vm_payloads_python_is_the_same_program_less_comments_docs_and_annotations() -> None:
     import ast as ast_module
     from pathlib import Path
 

@@ -353,5 +353,6 @@ def test_the_final_report_keeps_the_runs_peak_memory_and_cpu_time_once(running):
     assert again.status_code == 409
     ended = Run.objects.get(pk=run.pk)
     assert (ended.peak_memory_bytes, ended.cpu_seconds) == (118_000_000, 41.5)
+    assert ended.finished_at and ended.started_at
     held = (ended.finished_at - ended.started_at).total_seconds() / 3600  # one core
     assert ended.core_hours == pytest.approx(held)
