@@ -5346,7 +5346,7 @@ export interface operations {
                 backend?: string;
                 /** @description an objective's range `NAME:LOW..HIGH` or value `NAME:VALUE` */
                 objective?: string[];
-                /** @description comma-separated sort keys, a leading `-` for descending: index, state, trust, queued_at, started_at, finished_at, iterations, cpu_percent, rss_bytes, param.NAME, objective.NAME */
+                /** @description comma-separated sort keys, a leading `-` for descending: index, state, trust, queued_at, started_at, finished_at, iterations, cpu_percent, rss_bytes, peak_memory_bytes, cpu_seconds, param.NAME, objective.NAME */
                 ordering?: string;
                 /** @description A page number within the paginated result set. */
                 page?: number;
@@ -5925,7 +5925,7 @@ export interface operations {
             query?: {
                 /** @description an objective's range `NAME:LOW..HIGH` or value `NAME:VALUE` */
                 objective?: string[];
-                /** @description comma-separated sort keys, a leading `-` for descending: index, state, trust, queued_at, started_at, finished_at, iterations, cpu_percent, rss_bytes, param.NAME, objective.NAME */
+                /** @description comma-separated sort keys, a leading `-` for descending: index, state, trust, queued_at, started_at, finished_at, iterations, cpu_percent, rss_bytes, peak_memory_bytes, cpu_seconds, param.NAME, objective.NAME */
                 ordering?: string;
                 /** @description A page number within the paginated result set. */
                 page?: number;

@@ -191,6 +191,7 @@ function columnsFor(
     label: "Peak memory",
     width: "104px",
     min: 104,
+    sort: "peak_memory_bytes",
     align: "right",
     cell: (r) => formatBytes(r.peak_memory_bytes),
   });
