@@ -110,12 +110,15 @@ def final_report(
     provenance: dict[str, Any] | None = None,
     disk_bytes: int | None = None,
     batch_seq: int | None = None,
+    peak_memory_bytes: int | None = None,
+    cpu_seconds: float | None = None,
 ) -> bool:
     """The agent's final report, checked (its body and its token) by the caller: on the
     portal's own cores, the cores are given back first (released_at); then the last batch
     it carries is stored (unless its number, `batch_seq`, is stored already: it went as a
     telemetry batch whose answer was lost) and the state it reports applied, with the
-    objectives read from all its points, and the size its directory ended at (`disk_bytes`).
+    objectives read from all its points, the size its directory ended at (`disk_bytes`) and
+    what its steps used (`peak_memory_bytes`, `cpu_seconds`).
     Whether the batch was such a duplicate.
 
     All of it in one transaction: a report refused on the way (a stale attempt, a report
@@ -145,6 +148,8 @@ def final_report(
             iterations=iterations,
             last_time=last_time,
             disk_bytes=disk_bytes,
+            peak_memory_bytes=peak_memory_bytes,
+            cpu_seconds=cpu_seconds,
         )
     return stored is not None and stored.duplicate
 

@@ -286,11 +286,20 @@ def run_report_end(
     iterations: int | None = None,
     last_time: float | None = None,
     disk_bytes: int | None = None,
+    peak_memory_bytes: int | None = None,
+    cpu_seconds: float | None = None,
 ) -> None:
     """Apply the final state the agent reports (`backend_end`: run_backend_end's answer), in
     one transaction, which may be the caller's. Once it is in, the attempt takes no more
     reports: a repeat is refused (RunEnded, 409) and changes nothing. `disk_bytes`: the size
-    the attempt's directory ended at, kept with the end (the tenant's storage counts it)."""
+    the attempt's directory ended at, kept with the end (the tenant's storage counts it);
+    `peak_memory_bytes` and `cpu_seconds`: what the attempt's steps used, kept as the run's
+    figures (a repeat of the report cannot change them)."""
+    figures = {
+        k: v
+        for k, v in (("peak_memory_bytes", peak_memory_bytes), ("cpu_seconds", cpu_seconds))
+        if v is not None
+    }
     with transaction.atomic():
         current = (
             Run.objects.select_for_update(of=("self",))
@@ -316,6 +325,9 @@ def run_report_end(
             if disk_bytes is not None:
                 current.disk_bytes = disk_bytes
                 ended.append("disk_bytes")
+            for name, value in figures.items():
+                setattr(current, name, value)
+                ended.append(name)
             current.save(update_fields=ended)
             publish_runs_changed([current.pk])
             return
@@ -356,6 +368,7 @@ def run_report_end(
             exit_code=exit_code,
             results=_results_of(current),
             disk_bytes=disk_bytes,
+            figures=figures,
         )
 
 

@@ -2,6 +2,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from core.models import PublicIdModel
 from studies.choices import (
@@ -15,6 +16,7 @@ from studies.choices import (
     Trust,
     WaitReason,
 )
+from studies.figures import core_hours_of
 
 
 class Upload(PublicIdModel):
@@ -204,6 +206,17 @@ class Run(PublicIdModel):
         help_text="what its current attempt's directory occupies on disk, as its agent last "
         "measured it (heartbeats, telemetry, the final report)",
     )
+    peak_memory_bytes = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="the highest resident memory its steps held at once, from its agent's final "
+        "report (the process tree's peak: each process's high-water mark, summed)",
+    )
+    cpu_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="the CPU time (user + system) its steps used, from its agent's final report",
+    )
     archive_path = models.CharField(max_length=500, blank=True)
     archive_bytes = models.BigIntegerField(null=True, blank=True)
     # the attempt's case directory where the portal reads it itself (local backends, a
@@ -335,6 +348,17 @@ class Run(PublicIdModel):
         """The run whose series, objectives and archive this one shows: its source when it
         was reused, else itself."""
         return self.reused_from_id or self.pk
+
+    @property
+    def core_hours(self) -> float | None:
+        """Cores held × the wall time of its steps (studies.figures; None: never started)."""
+        return core_hours_of(
+            processes=self.processes,
+            started_at=self.started_at,
+            released_at=self.released_at,
+            finished_at=self.finished_at,
+            now=timezone.now(),
+        )
 
     @property
     def wall_seconds(self) -> float | None:

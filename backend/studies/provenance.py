@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
+from orchestration.agent.rerun import rerun_lines
 from orchestration.environment import environment_allowlist
 from studies.models import Run, Study
 
@@ -89,6 +90,11 @@ def run_provenance(*, run: Run) -> dict[str, Any]:
     planned = [
         {"name": s["name"], "role": s.get("role", ""), "argv": s["argv"]} for s in study.steps
     ]
+    environment = agent.get("environment") or {
+        "allowlist": environment_allowlist(),
+        "set_by_run_configuration": study.env,
+    }
+    ran = agent.get("commands") or []
     return {
         "identity": {
             "hash": run.identity,
@@ -107,10 +113,13 @@ def run_provenance(*, run: Run) -> dict[str, Any]:
         "processes": run.processes,
         "nodes": run.nodes,
         "decompose": study.decompose,
-        "commands": agent.get("commands") or [],
+        "commands": ran,
         "planned_commands": planned,
-        "environment": agent.get("environment")
-        or {"allowlist": environment_allowlist(), "set_by_run_configuration": study.env},
+        # the steps as its agent ran them (as planned, before it reported), as shell lines
+        "rerun": rerun_lines(
+            ran or planned, dict(environment.get("set_by_run_configuration") or study.env or {})
+        ),
+        "environment": environment,
         "sandbox": agent.get("sandbox", ""),
         "limits": _limits(agent.get("limits")),
         "started_at": run.started_at,

@@ -41,6 +41,8 @@ ORDER_COLUMNS = (
     "iterations",
     "cpu_percent",
     "rss_bytes",
+    "peak_memory_bytes",
+    "cpu_seconds",
 )
 #: the JSON columns a filter or a sort may name a key of, as the API spells them
 JSON_COLUMNS = {"param": "parameters", "objective": "objectives"}

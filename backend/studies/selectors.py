@@ -6,11 +6,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, QuerySet
+from django.db.models import Count, QuerySet, Sum
 
 from core.exceptions import NotFound
 from core.ids import parse_uuid
 from studies.choices import RunState, StudyState
+from studies.figures import core_hours_expression
 from studies.models import Run, Study, Upload
 from tenancy.selectors import tenant_for_user
 
@@ -35,21 +36,39 @@ def study_list_visible_to(*, user) -> QuerySet[Study]:
 
 def studies_count_runs(*, studies: Iterable[Study]) -> None:
     """Count the runs of these studies by state in one grouped query on the (study, state)
-    index, kept on each study for `study_progress` (as `n_<state>`)."""
+    index, kept on each study for `study_progress` (as `n_<state>`), with their core-hours
+    (as `core_hours_total`, for `study_core_hours`)."""
     studies = list(studies)
     counts: dict[Any, dict[str, int]] = {s.pk: {} for s in studies}
+    hours: dict[Any, float] = {s.pk: 0.0 for s in studies}
     if studies:
         rows = (
             Run.objects.filter(study_id__in=list(counts))
             .order_by()
             .values_list("study_id", "state")
-            .annotate(n=Count("id"))
+            .annotate(n=Count("id"), hours=Sum(core_hours_expression()))
         )
-        for study_id, state, n in rows:
+        for study_id, state, n, used in rows:
             counts[study_id][state] = n
+            hours[study_id] += used or 0.0
     for study in studies:
         for state in RunState:
             setattr(study, f"n_{state.value}", counts[study.pk].get(state.value, 0))
+        study.core_hours_total = hours[study.pk]  # type: ignore[attr-defined]
+
+
+def study_core_hours(study: Study) -> float:
+    """The core-hours the study's runs held (studies.figures), its runs running included
+    (up to now); read from `studies_count_runs` when it counted the study, else one
+    aggregate over the study's runs that started."""
+    total = getattr(study, "core_hours_total", None)
+    if total is None:
+        total = (
+            Run.objects.filter(study=study, started_at__isnull=False)
+            .order_by()
+            .aggregate(h=Sum(core_hours_expression()))["h"]
+        )
+    return round(float(total or 0.0), 6)
 
 
 def study_get(*, user, study_id) -> Study:

@@ -160,9 +160,10 @@ def budget_period_start(*, now: datetime) -> datetime:
 
 
 def core_hours_used(*, tenant_id: int, since: datetime, until: datetime) -> float:
-    """Core-hours the tenant's runs used from `since` to `until`: each run's cores times the
-    part of its solver's time (from its start to the end of its steps: released, else ended,
-    else now) that lies in the period. One aggregate over the tenant's runs that started."""
+    """Core-hours the tenant's runs used from `since` to `until`: each run's core-hours as
+    studies.figures defines them (its cores times the wall time of its steps: from its start
+    to their end, released, else ended, else now), the part that lies in the period. One
+    aggregate over the tenant's runs that started."""
     table = Run._meta.db_table
     with connection.cursor() as cur:
         cur.execute(

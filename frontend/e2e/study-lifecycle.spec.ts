@@ -135,12 +135,18 @@ test.describe.serial("a study from submission to results", () => {
     await expect.poll(() => points(plot), { timeout: 60_000 }).toBeGreaterThan(first);
   });
 
-  test("a finished run shows its objectives and its log", async () => {
+  test("a finished run shows its objectives, log, resource figures and how to rerun it", async () => {
     await page.goto(studyUrl);
     await page.getByTestId("run-row-1").getByRole("link").click();
     await expect(page.locator('[data-state="completed"]').first()).toBeVisible({ timeout: 90_000 });
     await expect(page.getByTestId("objective-Cl")).toBeVisible();
     await expect(page.getByTestId("log-tail")).toContainText("End");
+    // its own figures (the solver's peak, not the last sample), and the commands it ran
+    await expect(page.getByTestId("run-peak-memory")).toContainText("MB");
+    await expect(page.getByTestId("run-core-hours")).toContainText("core-h");
+    await expect(page.getByTestId("rerun-script")).toContainText(
+      "simpleFoam > log.simpleFoam 2>&1",
+    );
     await shot(page, "run");
   });
 

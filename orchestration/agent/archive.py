@@ -22,7 +22,7 @@ import sys
 import tarfile
 
 from orchestration import nofollow
-from orchestration.agent import PROVENANCE_FILE
+from orchestration.agent import PROVENANCE_FILE, README_FILE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,9 +68,15 @@ def latest_time_dir(case: Path) -> Path | None:
     return case / name if name is not None else None
 
 
-def _latest_time(case_fd: int) -> str | None:
+def _times(case_fd: int) -> list[str]:
+    """The case's time folders, earliest first."""
     times = [n for n, st in _top(case_fd).items() if stat.S_ISDIR(st.st_mode) and _is_time(n)]
-    return max(times, key=float) if times else None
+    return sorted(times, key=float)
+
+
+def _latest_time(case_fd: int) -> str | None:
+    times = _times(case_fd)
+    return times[-1] if times else None
 
 
 def _top(case_fd: int) -> dict[str, os.stat_result]:
@@ -122,16 +128,21 @@ def _candidates(case_fd: int) -> list[tuple[str, list[tuple[str, list[_File]]]]]
         constant_rest = (
             sorted(n for n in _top(constant) if n != "polyMesh") if constant >= 0 else []
         )
-        latest = _latest_time(case_fd)
+        times = _times(case_fd)
+        latest = times[-1] if times else None
+        # the initial conditions as rendered for the run (what a rerun starts from)
+        initial = [n for n in [*times[:1], "0.orig"] if n != latest]
         F, D = stat.S_IFREG, stat.S_IFDIR
         # (label, [(folder, prefix, name, kind)])
         groups: list[tuple[str, list[tuple[int, str, str, int]]]] = [
             # first: the portal reads the flow-field artifact from the archive's start
             ("flow fields", [(case_fd, "", FIELDS_DIR, D)]),
             ("provenance", [(case_fd, "", PROVENANCE_FILE, F)]),  # how the run was made
+            ("README", [(case_fd, "", README_FILE, F)]),  # and how to rerun it by hand
             ("logs", [(case_fd, "", n, F) for n in logs]),
             ("system", [(case_fd, "", "system", D)]),
             ("constant", [(constant, "constant/", n, -1) for n in constant_rest]),
+            ("initial conditions", [(case_fd, "", n, D) for n in initial]),
             ("postProcessing", [(case_fd, "", "postProcessing", D)]),
         ]
         if latest is not None:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 
 from orchestration import nofollow
-from orchestration.agent import AGENT_VERSION, PROVENANCE_FILE
+from orchestration.agent import AGENT_VERSION, PROVENANCE_FILE, README_FILE
 from orchestration.agent.case import prepare_case
 from orchestration.agent.client import (
     PortalClient,
@@ -26,6 +26,7 @@ from orchestration.agent.client import (
     with_retries,
 )
 from orchestration.agent.reporter import Reporter
+from orchestration.agent.rerun import readme_text
 from orchestration.agent.spec import AgentSpec, load_spec
 from orchestration.agent.supervisor import Outcome, Stale, Supervisor, log
 from orchestration.case.casefiles import RenderError
@@ -207,9 +208,15 @@ def _finish(
             if note:
                 outcome = outcome._replace(message=f"{outcome.message}\n{note}".strip())
     supervisor.poll_dat()
+    figures = supervisor.usage_figures()  # before the archive: its CPU is not the run's
     disk_bytes = supervisor.measure_disk()
     provenance = provenance_record(spec, supervisor)
-    note = _write_provenance(supervisor, provenance)  # before the archive: it is in it
+    import json
+
+    # before the archive: both are in it
+    note = _write_case_file(
+        supervisor, PROVENANCE_FILE, json.dumps(provenance, indent=2, sort_keys=True, default=str)
+    ) or _write_case_file(supervisor, README_FILE, readme_text(provenance, spec.env))
     if note:
         outcome = outcome._replace(message=f"{outcome.message}\n{note}".strip())
     try:
@@ -227,6 +234,7 @@ def _finish(
         body["provenance"] = {k: v for k, v in provenance.items() if k != "portal"}
         if disk_bytes is not None:
             body["disk_bytes"] = disk_bytes
+        body.update(figures)
         if upload:
             reporter.flush(deadline=deadline)
             note = _upload_archive(spec, client, supervisor, deadline=deadline)
@@ -282,22 +290,20 @@ def provenance_record(spec: AgentSpec, supervisor: Supervisor) -> dict[str, Any]
     return record
 
 
-def _write_provenance(supervisor: Supervisor, record: dict[str, Any]) -> str:
-    """windtunnel-provenance.json in the case (so in its archive); a note when it cannot be
-    written ('' when it was). Made new by descriptor: whatever the case left under that name
-    (a link to a host file) is removed, never written through."""
-    import json
-
+def _write_case_file(supervisor: Supervisor, name: str, text: str) -> str:
+    """A file of the agent's in the case (so in its archive: windtunnel-provenance.json, the
+    README); a note when it cannot be written ('' when it was). Made new by descriptor:
+    whatever the case left under that name (a link to a host file) is removed, never
+    written through."""
     if supervisor.case_fd < 0:
         return ""
     try:
-        fd = nofollow.create_file(supervisor.case_fd, PROVENANCE_FILE, owner=supervisor.sandbox.uid)
+        fd = nofollow.create_file(supervisor.case_fd, name, owner=supervisor.sandbox.uid)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(record, fh, indent=2, sort_keys=True, default=str)
-            fh.write("\n")
+            fh.write(text + "\n")
     except OSError as exc:
-        log(f"cannot write {PROVENANCE_FILE}: {exc}")
-        return f"provenance: not written ({exc})"
+        log(f"cannot write {name}: {exc}")
+        return f"{name}: not written ({exc})"
     return ""
 
 

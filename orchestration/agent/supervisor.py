@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -171,6 +172,9 @@ class Supervisor:
         self.disk_bytes: int | None = None  # what the run's directory takes, last measured
         self._next_disk = 0.0
         self._disk_every = DISK_EVERY
+        # the steps' CPU time is what RUSAGE_CHILDREN gains while they run (usage_figures)
+        self._children_at_start: resource.struct_rusage | None = None
+        self._single_peak = 0  # the largest one process of the steps reached, where known
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -190,6 +194,7 @@ class Supervisor:
             log(f"sandbox: {exc}")
             self.reporter.add_log([f"sandbox: {exc}"])
             return Outcome(state="failed", reason="the case sandbox cannot start", message=str(exc))
+        self._children_at_start = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.sandbox.make_cgroup(f"run-{self.spec.run_id}-a{self.spec.attempt}")
         if self.sandbox.cgroup_problem:
             note = f"resource limits: not enforced by a cgroup ({self.sandbox.cgroup_problem})"
@@ -326,6 +331,34 @@ class Supervisor:
         """The run's highest memory use so far, as its cgroup counted it (None: no cgroup)."""
         return self.sandbox.cgroup.memory_peak() if self.sandbox.cgroup is not None else None
 
+    def _note_single_peak(self) -> None:
+        """After a step was reaped: the largest peak of any one process the agent's
+        descendants had (RUSAGE_CHILDREN's ru_maxrss, exact, its processes reaped through
+        the agent), when it is above the agent's own peak. A process forked from the agent
+        starts with the agent's memory counted as its own, so below that the figure may be
+        the agent's, and the samples answer alone."""
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        if children > own:
+            self._single_peak = max(self._single_peak, children * 1024)
+
+    def usage_figures(self) -> dict[str, Any]:
+        """What the steps used, for the final report: `peak_memory_bytes`, the process
+        tree's peak resident memory (TreeSampler.peak_bytes, raised to the largest single
+        process's exact peak where known), and `cpu_seconds`, the user + system CPU time
+        of every process of the steps (the agent's children, reaped through it: exact for
+        the processes on this machine). Empty before any step ran."""
+        if self._children_at_start is None:
+            return {}
+        before = self._children_at_start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        out: dict[str, Any] = {"cpu_seconds": round(max(cpu, 0.0), 3)}
+        peak = max(self.sampler.peak_bytes, self._single_peak)
+        if peak > 0:
+            out["peak_memory_bytes"] = int(peak)
+        return out
+
     def limits_record(self) -> dict[str, Any]:
         """What held the run to what it declared, for its provenance."""
         sandbox = self.sandbox
@@ -431,6 +464,7 @@ class Supervisor:
         if self._reap:
             reap_orphans(timeout=1.0)
         self._end_leftovers()
+        self._note_single_peak()
         follower.poll(final=True)
         if step.role == "solve":
             self.reporter.add_columns(parser.flush_block())

@@ -213,10 +213,12 @@ def _containerfile(closure: tuple[Manifest, ...], base: BaseSpec, env: Mapping[s
 
 
 def lean_python(source: bytes) -> bytes:
-    """Python source without its comments and its functions', classes' and module's
+    """Python source without its comments, its functions', classes' and module's
     docstrings (the module's stays when the module reads `__doc__`: a program's --help may
-    print it): the same program, about a third smaller. The VM recipe carries its packages
-    inside the cloud-init user data, which a cloud limits to 64 KiB."""
+    print it), its functions' annotations and what only a type checker reads (the bodies
+    of `if TYPE_CHECKING:`): the same program, less than half the size. The VM recipe
+    carries its packages inside the cloud-init user data, which a cloud limits to 64 KiB.
+    Annotations of class bodies stay (dataclasses and named tuples read them)."""
     tree = ast.parse(source)
     keep_module_doc = b"__doc__" in source
     for node in ast.walk(tree):
@@ -225,7 +227,31 @@ def lean_python(source: bytes) -> bytes:
             or (isinstance(node, ast.Module) and not keep_module_doc)
         ) and _starts_with_docstring(node.body):
             node.body = node.body[1:] or [ast.Pass()]
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            node.returns = None
+            args = node.args
+            for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+                if arg is not None:
+                    arg.annotation = None
+            node.body = [_unannotated(statement) for statement in node.body]
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
+            node.body = [ast.Pass()]
     return (ast.unparse(tree) + "\n").encode()
+
+
+def _unannotated(statement: ast.stmt) -> ast.stmt:
+    """A function's `name: T = value` as `name = value` (`name: T` alone: nothing)."""
+    if not isinstance(statement, ast.AnnAssign):
+        return statement
+    if statement.value is None:
+        return ast.Pass()
+    return ast.copy_location(
+        ast.Assign(targets=[statement.target], value=statement.value), statement
+    )
 
 
 def _starts_with_docstring(body: list[ast.stmt]) -> bool:

@@ -88,6 +88,10 @@ def _assert_completed_run(portal: FakePortal, work: Path) -> None:
     assert portal.of("heartbeat/"), "no heartbeat arrived"
     names = _archive_names(portal)
     assert "log.icoFoam" in names and "0.025/U" in names and "system/controlDict" in names
+    # the case as it ran: its initial conditions as rendered, and how to rerun it by hand
+    assert "0/U" in names and "windtunnel-README.txt" in names
+    # what its steps used: their CPU time and the process tree's peak memory
+    assert final["cpu_seconds"] > 0 and final["peak_memory_bytes"] > 2 * 1024**2
     # the final order: last telemetry → archive → final state
     endpoints = [c.endpoint for c in portal.calls]
     assert endpoints.index("archive/") > max(

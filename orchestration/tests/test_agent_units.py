@@ -110,7 +110,9 @@ def _case(root: Path) -> Path:
     return root
 
 
-def test_archive_holds_latest_time_logs_system_constant_and_postprocessing(tmp_path: Path) -> None:
+def test_archive_holds_the_initial_and_latest_times_logs_system_and_constant(
+    tmp_path: Path,
+) -> None:
     case = _case(tmp_path / "case")
     assert latest_time_dir(case) == case / "100"
     notes = build_archive(case, tmp_path / "a.tar.gz", max_bytes=10 * 1024 * 1024)
@@ -123,6 +125,7 @@ def test_archive_holds_latest_time_logs_system_constant_and_postprocessing(tmp_p
         "constant/transportProperties",
         "constant/polyMesh/points",
         "postProcessing/forceCoeffs/0/coefficient.dat",
+        "0/U",  # the initial conditions, as rendered: what a rerun by hand starts from
         "100/U",
     }
 
@@ -350,3 +353,28 @@ def test_no_watch_for_a_log_that_is_not_there(tmp_path) -> None:
     from orchestration.agent.logfollow import LogWrites
 
     assert LogWrites.open(str(tmp_path / "missing")) is None
+
+
+def test_the_tree_sampler_keeps_a_peak_that_came_and_went_between_two_samples() -> None:
+    import subprocess
+    import sys
+
+    from orchestration.agent import procs
+
+    # 200 MB held for a moment, then given back before the sampler looks
+    program = (
+        "import sys, time; b = bytearray(200 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]);"
+        " del b; print('freed', flush=True); time.sleep(60)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", program], stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"freed\n"
+        sampler = procs.TreeSampler()
+        _, rss = sampler.sample(proc.pid)
+        assert rss < 100 * 1024**2  # the memory is gone now…
+        assert sampler.peak_bytes >= 200 * 1024**2  # …its peak is not
+    finally:
+        proc.kill()
+        proc.wait()

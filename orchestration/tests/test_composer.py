@@ -400,6 +400,28 @@ def test_the_vm_recipe_is_cloud_init_installing_the_same_closure(tmp_path: Path)
     assert len(gzip_b64(comp.recipe)) <= NOVA_USER_DATA_MAX
 
 
+def test_lean_python_drops_function_annotations_and_type_checking_imports_only() -> None:
+    src = (
+        b"from __future__ import annotations\nimport dataclasses\nTYPE_CHECKING = False\n"
+        b"if TYPE_CHECKING:\n    from typing import Any\n"
+        b"@dataclasses.dataclass\nclass P:\n    x: int = 1\n"
+        b"def f(a: int, *b: Any, c: str = 'c', **d: Any) -> list[Any]:\n"
+        b"    n: int = a + 1\n    m: str\n    return [n, b, c, d, P(2).x]\n"
+    )
+    lean = lean_python(src)
+    assert b"Any" not in lean and b"-> " not in lean and b"n: int" not in lean
+    namespace: dict = {}
+    exec(lean, namespace)
+    assert namespace["f"](1, 2, c="x", k=3) == [2, (2,), "x", {"k": 3}, 2]
+    assert dataclasses_fields(namespace["P"]) == ["x"]  # a dataclass's annotations stay
+
+
+def dataclasses_fields(cls: type) -> list[str]:
+    import dataclasses
+
+    return [f.name for f in dataclasses.fields(cls)]
+
+
 def test_lean_python_drops_docstrings_but_keeps_a_module_doc_the_module_reads() -> None:
     src = b'"""Module doc."""\n# a comment\ndef f():\n    """F doc."""\n    return 1\n'
     lean = lean_python(src)
@@ -445,7 +467,7 @@ def test_progress_follows_steps_and_apt_and_never_goes_back() -> None:
     assert max(v for v in seen if v < 1.0) <= 0.99
 
 
-def test_the_vm_payloads_python_is_the_same_program_without_comments_or_docstrings() -> None:
+def test_the_vm_payloads_python_is_the_same_program_less_comments_docs_and_annotations() -> None:
     import ast as ast_module
     from pathlib import Path
 
@@ -461,7 +483,7 @@ def test_the_vm_payloads_python_is_the_same_program_without_comments_or_docstrin
         lean = lean_python(source)
         assert len(lean) <= len(source), path.name
         assert not any(line.lstrip().startswith(b"# ") for line in lean.splitlines())
-        # the same statements, only docstrings gone
+        # the same statements, only docstrings, annotations and TYPE_CHECKING imports gone
         before, after = ast_module.parse(source), ast_module.parse(lean)
         # the module's docstring only where the module reads it (--help)
         kept = ast_module.get_docstring(before) if b"__doc__" in source else None
@@ -469,6 +491,12 @@ def test_the_vm_payloads_python_is_the_same_program_without_comments_or_docstrin
         compile(lean, path.name, "exec")
 
         def functions(tree: ast_module.AST) -> set[str]:
+            # what runs: a type checker's `if TYPE_CHECKING:` never does
+            for node in ast_module.walk(tree):
+                if isinstance(node, ast_module.If) and ast_module.unparse(node.test) == (
+                    "TYPE_CHECKING"
+                ):
+                    node.body = []
             return {n.name for n in ast_module.walk(tree) if isinstance(n, ast_module.FunctionDef)}
 
         assert functions(before) == functions(after)

@@ -233,6 +233,8 @@ class IngestStateView(_RunView):
             last_time=data.get("last_time"),
             provenance=data.get("provenance"),
             disk_bytes=data.get("disk_bytes"),
+            peak_memory_bytes=data.get("peak_memory_bytes"),
+            cpu_seconds=data.get("cpu_seconds"),
             batch_seq=data.get("batch_seq"),
         )
         return Response({"stop": False, "duplicate": True} if duplicate else {"stop": False})

@@ -328,3 +328,33 @@ def test_a_run_that_failed_early_has_no_trust_flag_and_says_which_series_it_lack
 
 
 # --- a batch sent again (its answer lost on the way) is stored once -------------------------
+
+
+def test_the_final_report_keeps_the_runs_peak_memory_and_cpu_time_once(running):
+    """What the steps used arrives with the final state and stays the run's: the API shows
+    it beside the run's core-hours; a report that repeats cannot change it, and a figure
+    that is not one is refused naming the field."""
+    run, agent = running
+    url = f"/api/v1/ingest/runs/{run.pk}/state/"
+    bad = agent.post(
+        url, {"attempt": 2, "state": "completed", "peak_memory_bytes": -5}, format="json"
+    )
+    assert bad.status_code == 400 and "peak_memory_bytes" in bad.json()["field"]
+    bad = agent.post(url, {"attempt": 2, "state": "completed", "cpu_seconds": "4 s"}, format="json")
+    assert bad.status_code == 400 and "cpu_seconds" in bad.json()["field"]
+    assert Run.objects.get(pk=run.pk).state == "running"  # refused: nothing changed
+
+    body = {
+        "attempt": 2,
+        "state": "completed",
+        "peak_memory_bytes": 118_000_000,
+        "cpu_seconds": 41.5,
+    }
+    assert agent.post(url, body, format="json").status_code == 200
+    again = agent.post(url, {**body, "peak_memory_bytes": 1, "cpu_seconds": 1.0}, format="json")
+    assert again.status_code == 409
+    ended = Run.objects.get(pk=run.pk)
+    assert (ended.peak_memory_bytes, ended.cpu_seconds) == (118_000_000, 41.5)
+    assert ended.finished_at and ended.started_at
+    held = (ended.finished_at - ended.started_at).total_seconds() / 3600  # one core
+    assert ended.core_hours == pytest.approx(held)

@@ -28,7 +28,10 @@ class RunLimitsSerializer(serializers.Serializer):
     processes = serializers.IntegerField(help_text="0: none")
     disk_gb = serializers.FloatField(help_text="the run directory's budget; 0: none")
     memory_peak_bytes = serializers.IntegerField(
-        allow_null=True, help_text="the highest memory the run's cgroup used"
+        allow_null=True,
+        help_text="the highest memory the run's cgroup was charged (its agent and file cache "
+        "included; shared libraries another group loaded first not): the run's own peak is "
+        "peak_memory_bytes on the run",
     )
 
 
@@ -97,6 +100,12 @@ class ProvenanceSerializer(serializers.Serializer):
     planned_commands = SchemaField(
         PlannedCommandSerializer(many=True),
         help_text="the steps the portal planned",
+    )
+    rerun = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="shell lines that rerun the case by hand from its unpacked archive, in "
+        "order: the run configuration's variables exported, then each step as its agent ran "
+        "it (as planned, until the agent reported), its output to log.<step>",
     )
     environment = SchemaField(component_ref("StepEnvironment"))
     sandbox = serializers.CharField()

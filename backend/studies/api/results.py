@@ -33,6 +33,16 @@ class ResultRowSerializer(serializers.Serializer):
     reused_from = serializers.UUIDField(
         allow_null=True, help_text="the run whose results this one shows (reused), else null"
     )
+    peak_memory_bytes = serializers.IntegerField(
+        allow_null=True, help_text="its steps' peak resident memory; null until it ended"
+    )
+    cpu_seconds = serializers.FloatField(
+        allow_null=True, help_text="its steps' CPU time, user + system; null until it ended"
+    )
+    core_hours = serializers.FloatField(
+        allow_null=True,
+        help_text="cores held × the wall time of its steps; null: never started",
+    )
 
 
 class ResultsSerializer(serializers.Serializer):

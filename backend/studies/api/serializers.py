@@ -16,7 +16,7 @@ from studies.api.quota import QuotaAmountsSerializer, ShapeSerializer
 from studies.choices import TERMINAL_STATES, EndReason, RunState, StudyState
 from studies.models import Run, Study, Upload
 from studies.provenance import run_provenance
-from studies.selectors import run_results_source, study_progress
+from studies.selectors import run_results_source, study_core_hours, study_progress
 from studies.spec import spec_validate
 
 
@@ -204,6 +204,10 @@ class StudySerializer(serializers.ModelSerializer):
     )
     progress = serializers.SerializerMethodField()
     resources = serializers.SerializerMethodField()
+    core_hours = serializers.SerializerMethodField(
+        help_text="core-hours its runs held: each run's cores × the wall time of its steps "
+        "(from its start until its cores went back or it ended; up to now while it runs)"
+    )
     last_seq = serializers.IntegerField(
         source="event_seq", read_only=True, help_text="seq of the study's live stream at read time"
     )
@@ -238,6 +242,7 @@ class StudySerializer(serializers.ModelSerializer):
             "objectives",
             "run_count",
             "progress",
+            "core_hours",
             "spec",
             "owner",
             "created_at",
@@ -252,6 +257,9 @@ class StudySerializer(serializers.ModelSerializer):
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, obj) -> dict[str, Any]:
         return study_progress(obj)
+
+    def get_core_hours(self, obj) -> float:
+        return study_core_hours(obj)
 
     @extend_schema_field(EffectiveResourcesSerializer)
     def get_resources(self, obj) -> dict:
@@ -286,6 +294,24 @@ class RunSerializer(serializers.ModelSerializer):
     queue_position = serializers.SerializerMethodField()
     wall_seconds = serializers.FloatField(
         read_only=True, allow_null=True, help_text="from start to end; null until both happened"
+    )
+    core_hours = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="cores held × the wall time of its steps (from its start until its cores "
+        "went back or it ended; up to now while it runs); null: never started",
+    )
+    peak_memory_bytes = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="the highest resident memory its steps held at once (the process tree's "
+        "peak), from its agent's final report; null until it ended",
+    )
+    cpu_seconds = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="the CPU time (user + system) its steps used, from its agent's final "
+        "report; null until it ended",
     )
     last_seq = serializers.IntegerField(
         source="event_seq", read_only=True, help_text="seq of the run's live stream at read time"
@@ -339,6 +365,9 @@ class RunSerializer(serializers.ModelSerializer):
             "last_time",
             "cpu_percent",
             "rss_bytes",
+            "peak_memory_bytes",
+            "cpu_seconds",
+            "core_hours",
             "archive_bytes",
             "archive_available",
             "trust",

@@ -7,6 +7,7 @@ import importlib
 import json
 from datetime import timedelta
 
+import pytest
 from asgiref.sync import async_to_sync
 from django.apps import apps
 from django.db import connection
@@ -34,6 +35,7 @@ def make_study(api) -> dict:
     first.objectives = {name: 0.25 for name in study["objectives"]}
     first.iterations, first.attempt = 120, 1
     first.started_at, first.finished_at = t0, t0 + timedelta(seconds=1.5)
+    first.peak_memory_bytes, first.cpu_seconds = 104_857_600, 1.2
     first.save()
     # a run with a parameter the spec does not name (an older study's extra axis, from
     # before extend refused new names), found by the migration that records such names
@@ -63,6 +65,7 @@ def test_results_csv_is_streamed_in_pages_with_every_run_once_in_index_order(api
         ["run", "index", "lid_velocity", "=evil", "state", "trust", *objectives]
         + [f"partial.{o}" for o in objectives]
         + ["iterations", "wall_seconds", "end_reason", "reused_from"]
+        + ["peak_memory_bytes", "cpu_seconds", "core_hours"]
     )
     assert [line.split(",")[1] for line in lines[1:]] == [str(i) for i in range(7)]
     ids = [
@@ -75,10 +78,13 @@ def test_results_csv_is_streamed_in_pages_with_every_run_once_in_index_order(api
         [ids[0], "0", "1", "", "completed", "converged", *["0.25"] * len(objectives)]
         + [""] * len(objectives)  # no partial values: it completed
         + ["120", "1.500", "success", ""]
+        # what it used: its peak memory and CPU time as its agent measured them, and the
+        # cores it held for the 1.5 s of its steps
+        + ["104857600", "1.200", f"{Run.objects.get(pk=ids[0]).processes * 1.5 / 3600:.6f}"]
     )
     # the unnamed parameter is a column of its own, its formula-like value quoted
     assert lines[4] == ",".join(
-        [ids[3], "3", "4", "'=1+2", "pending", "", *[""] * 2 * len(objectives), "", "", "", ""]
+        [ids[3], "3", "4", "'=1+2", "pending", "", *[""] * 2 * len(objectives), *[""] * 7]
     )
 
 
@@ -94,6 +100,11 @@ def test_json_results_stream_the_same_document_as_before(api, monkeypatch):
     first = doc["rows"][0]
     assert first["wall_seconds"] == 1.5 and first["iterations"] == 120
     assert first["attempts"] == 1 and first["trust"] == "converged"
+    assert (first["peak_memory_bytes"], first["cpu_seconds"]) == (104_857_600, 1.2)
+    assert first["core_hours"] == pytest.approx(
+        1.5 / 3600 * Run.objects.get(pk=first["run"]).processes
+    )
+    assert doc["rows"][3]["core_hours"] is None  # never started
     assert doc["rows"][3]["parameters"] == {"lid_velocity": 4, "=evil": "=1+2"}
     # compact, as DRF's renderer wrote it
     assert raw.startswith(b'{"study":"') and b'", "' not in raw

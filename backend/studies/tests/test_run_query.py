@@ -70,6 +70,11 @@ def test_runs_sort_by_objective_parameter_or_column_with_missing_values_last(api
     assert sorted(v for page in pages for v in page) == [1, 2, 3, 4, 5, 6, 7, 8]
     first = api.get(url, {"ordering": "state", "page_size": 3}).json()["results"]
     assert [r["state"] for r in first] == ["completed"] * 3
+    # the heaviest runs first: by the peak memory their agents reported
+    for run in Run.objects.filter(study_id=study["id"], state="completed"):
+        run.peak_memory_bytes = int(run.parameters["lid_velocity"]) % 3 * 10**8
+        run.save(update_fields=["peak_memory_bytes"])
+    assert velocities(api.get(url, {"ordering": "-peak_memory_bytes"}))[:4] == [2, 1, 4, 3]
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,8 @@ RESULT_FIELDS = (  # what results_compute and an agent's final report set
     "trust_detail",
 )
 
+USAGE_FIELDS = ("peak_memory_bytes", "cpu_seconds")  # what its steps used, from the final report
+
 PUBLISH_INLINE = 500  # runs whose events a cancel sends itself; more are the worker's
 
 

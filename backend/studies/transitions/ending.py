@@ -26,6 +26,7 @@ from studies.transitions.effects import (
     MESSAGE_MAX,
     PUBLISH_CHUNK,
     RESULT_FIELDS,
+    USAGE_FIELDS,
     after_end,
     fields_assign,
     stop_started,
@@ -41,11 +42,13 @@ def run_end(
     exit_code: int | None = None,
     results: Mapping[str, Any] | None = None,
     disk_bytes: int | None = None,
+    figures: Mapping[str, Any] | None = None,
 ) -> bool:
     """The attempt ended as its agent reported (or as its backend says): fenced by the
     attempt and a started state. `results` are the fields results_compute set (objectives,
     iterations, last time, trust); `disk_bytes` the size the agent last measured of its
-    directory (None: as its last report said); the agent is done with its files from now on."""
+    directory (None: as its last report said); `figures` what its steps used
+    (peak_memory_bytes, cpu_seconds); the agent is done with its files from now on."""
     if state not in TERMINAL_STATES:
         raise ValueError(f"not a final state: {state}")
     now = timezone.now()
@@ -64,6 +67,7 @@ def run_end(
     }
     if disk_bytes is not None:
         fields["disk_bytes"] = disk_bytes
+    fields.update({k: v for k, v in (figures or {}).items() if k in USAGE_FIELDS})
     updated = Run.objects.filter(pk=run.pk, attempt=run.attempt, state__in=STARTED_STATES).update(
         **fields
     )

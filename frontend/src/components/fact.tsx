@@ -1,4 +1,4 @@
-import { Stack, Text } from "@mantine/core";
+import { Stack, Text, Tooltip } from "@mantine/core";
 import type { ReactNode } from "react";
 
 /** A small dimmed label over its value in monospace (a run's facts, its provenance). */
@@ -7,18 +7,38 @@ export function Fact({
   children,
   testId,
   strong = false,
+  hint,
 }: {
   label: string;
   children: ReactNode;
   testId?: string;
   /** set the value in a heavier weight */
   strong?: boolean;
+  /** what the figure means, shown on hovering its label */
+  hint?: string;
 }) {
+  const title = (
+    <Text
+      size="xs"
+      c="dimmed"
+      style={
+        hint
+          ? { textDecoration: "underline dotted", cursor: "help", width: "fit-content" }
+          : undefined
+      }
+    >
+      {label}
+    </Text>
+  );
   return (
     <Stack gap={0}>
-      <Text size="xs" c="dimmed">
-        {label}
-      </Text>
+      {hint ? (
+        <Tooltip label={hint} multiline w={320} withArrow>
+          {title}
+        </Tooltip>
+      ) : (
+        title
+      )}
       <Text
         size="sm"
         fw={strong ? 500 : undefined}

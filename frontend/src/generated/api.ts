@@ -2988,6 +2988,8 @@ export interface components {
             planned_commands: components["schemas"]["PlannedCommand"][];
             portal_version: string;
             processes: number;
+            /** @description shell lines that rerun the case by hand from its unpacked archive, in order: the run configuration's variables exported, then each step as its agent ran it (as planned, until the agent reported), its output to log.<step> */
+            rerun: string[];
             /**
              * Format: uuid
              * @description the run that computed the results
@@ -3161,6 +3163,16 @@ export interface components {
                 [key: string]: number | null;
             };
             attempts: number;
+            /**
+             * Format: double
+             * @description cores held × the wall time of its steps; null: never started
+             */
+            core_hours: number | null;
+            /**
+             * Format: double
+             * @description its steps' CPU time, user + system; null until it ended
+             */
+            cpu_seconds: number | null;
             end_reason: string;
             index: number;
             iterations: number | null;
@@ -3175,6 +3187,8 @@ export interface components {
             partial_objectives: {
                 [key: string]: number | null;
             };
+            /** @description its steps' peak resident memory; null until it ended */
+            peak_memory_bytes: number | null;
             /**
              * Format: uuid
              * @description the run whose results this one shows (reused), else null
@@ -3219,8 +3233,18 @@ export interface components {
             /** @description fence: the current attempt number */
             attempt?: number;
             readonly backend: string;
+            /**
+             * Format: double
+             * @description cores held × the wall time of its steps (from its start until its cores went back or it ended; up to now while it runs); null: never started
+             */
+            readonly core_hours: number | null;
             /** Format: double */
             cpu_percent?: number | null;
+            /**
+             * Format: double
+             * @description the CPU time (user + system) its steps used, from its agent's final report; null until it ended
+             */
+            readonly cpu_seconds: number | null;
             end_reason?: components["schemas"]["EndReasonEnum"] | components["schemas"]["BlankEnum"];
             exit_code?: number | null;
             /** Format: date-time */
@@ -3251,6 +3275,8 @@ export interface components {
             readonly partial_objectives: {
                 [key: string]: number | null;
             };
+            /** @description the highest resident memory its steps held at once (the process tree's peak), from its agent's final report; null until it ended */
+            readonly peak_memory_bytes: number | null;
             phase?: string;
             processes?: number;
             readonly queue_position: number | null;
@@ -3299,8 +3325,18 @@ export interface components {
             readonly context: {
                 [key: string]: components["schemas"]["Scalar"];
             };
+            /**
+             * Format: double
+             * @description cores held × the wall time of its steps (from its start until its cores went back or it ended; up to now while it runs); null: never started
+             */
+            readonly core_hours: number | null;
             /** Format: double */
             cpu_percent?: number | null;
+            /**
+             * Format: double
+             * @description the CPU time (user + system) its steps used, from its agent's final report; null until it ended
+             */
+            readonly cpu_seconds: number | null;
             end_reason?: components["schemas"]["EndReasonEnum"] | components["schemas"]["BlankEnum"];
             exit_code?: number | null;
             /** Format: date-time */
@@ -3333,6 +3369,8 @@ export interface components {
             readonly partial_objectives: {
                 [key: string]: number | null;
             };
+            /** @description the highest resident memory its steps held at once (the process tree's peak), from its agent's final report; null until it ended */
+            readonly peak_memory_bytes: number | null;
             phase?: string;
             processes?: number;
             readonly provenance: components["schemas"]["Provenance"];
@@ -3423,7 +3461,7 @@ export interface components {
              * @description 0: none
              */
             memory_gb: number;
-            /** @description the highest memory the run's cgroup used */
+            /** @description the highest memory the run's cgroup was charged (its agent and file cache included; shared libraries another group loaded first not): the run's own peak is peak_memory_bytes on the run */
             memory_peak_bytes: number | null;
             /** @description 0: none */
             processes: number;
@@ -3503,6 +3541,8 @@ export interface components {
         StateReport: {
             attempt: components["schemas"]["Attempt"];
             batch_seq?: components["schemas"]["BatchSeq"];
+            /** @description With a final state: the CPU time the attempt's steps used, user + system, in seconds, over every process of the steps on the agent's machine (getrusage of the reaped steps; a multi-node MPI run's other nodes are not counted). */
+            cpu_seconds?: number;
             /** @description With a final state: what the attempt's case directory occupies on disk at its end, in bytes (measured as resources.disk_bytes is); the size the tenant's storage counts from then on. */
             disk_bytes?: number;
             /** @description The failing step's exit code. */
@@ -3514,6 +3554,8 @@ export interface components {
             log?: components["schemas"]["LogLines"];
             /** @description What the user reads: the last lines of the failing step, …; NUL characters are dropped, and the portal keeps the first 5,000 characters. */
             message?: string;
+            /** @description With a final state: the highest resident memory the attempt's steps held at once, in bytes: the sum over the step's processes of each one's own high-water mark (VmHWM), the largest any sample saw, and at least the largest single process's exact peak (getrusage of the reaped steps). The run's peak memory. */
+            peak_memory_bytes?: number;
             provenance?: components["schemas"]["AgentProvenance"];
             /** @description Why it ended (an end reason: exit_code, terminated, diverged, …). */
             reason?: string;
@@ -3582,6 +3624,11 @@ export interface components {
             cloned_from?: string | null;
             /** @description its convergence policy (docs/live.md); {} when it has none */
             readonly convergence: components["schemas"]["ConvergencePolicy"];
+            /**
+             * Format: double
+             * @description core-hours its runs held: each run's cores × the wall time of its steps (from its start until its cores went back or it ended; up to now while it runs)
+             */
+            readonly core_hours: number;
             /** Format: date-time */
             readonly created_at: string;
             description?: string;
@@ -5597,7 +5644,7 @@ export interface operations {
                 backend?: string;
                 /** @description an objective's range `NAME:LOW..HIGH` or value `NAME:VALUE` */
                 objective?: string[];
-                /** @description comma-separated sort keys, a leading `-` for descending: index, state, trust, queued_at, started_at, finished_at, iterations, cpu_percent, rss_bytes, param.NAME, objective.NAME */
+                /** @description comma-separated sort keys, a leading `-` for descending: index, state, trust, queued_at, started_at, finished_at, iterations, cpu_percent, rss_bytes, peak_memory_bytes, cpu_seconds, param.NAME, objective.NAME */
                 ordering?: string;
                 /** @description A page number within the paginated result set. */
                 page?: number;
@@ -6176,7 +6223,7 @@ export interface operations {
             query?: {
                 /** @description an objective's range `NAME:LOW..HIGH` or value `NAME:VALUE` */
                 objective?: string[];
-                /** @description comma-separated sort keys, a leading `-` for descending: index, state, trust, queued_at, started_at, finished_at, iterations, cpu_percent, rss_bytes, param.NAME, objective.NAME */
+                /** @description comma-separated sort keys, a leading `-` for descending: index, state, trust, queued_at, started_at, finished_at, iterations, cpu_percent, rss_bytes, peak_memory_bytes, cpu_seconds, param.NAME, objective.NAME */
                 ordering?: string;
                 /** @description A page number within the paginated result set. */
                 page?: number;

@@ -97,3 +97,17 @@ export function formatGb(value: number | null | undefined): string {
 export function plural(n: number, one: string, many = `${one}s`): string {
   return `${formatInt(n)} ${n === 1 ? one : many}`;
 }
+
+/** Core-hours: 0.0042 -> "0.0042 core-h", 12.345 -> "12.3 core-h". */
+export function formatCoreHours(hours: number | null | undefined): string {
+  if (hours === null || hours === undefined || !Number.isFinite(hours)) return "—";
+  if (hours === 0) return "0 core-h";
+  const digits = hours < 1 ? 2 : hours < 100 ? 3 : 4;
+  return `${Number(hours.toPrecision(digits))} core-h`;
+}
+
+/** What core-hours count, for tooltips: the one definition (backend studies/figures.py). */
+export const CORE_HOURS_HINT =
+  "Core-hours: the cores the run held × the wall time of its steps (from its start until its " +
+  "steps ended and it gave its cores back). A solver that waits still holds its cores, so " +
+  "core-hours are at least its CPU time; the core-hour budget counts them.";

@@ -26,10 +26,37 @@ const run = {
   finished_at: "2026-01-01T10:01:30Z",
   wall_seconds: 90,
   iterations: 200,
-  cpu_percent: 97.5,
-  rss_bytes: 300 * 1024 * 1024,
+  cpu_percent: 0,
+  rss_bytes: 143_000,
+  peak_memory_bytes: 120_000_000,
+  cpu_seconds: 84.2,
+  core_hours: 0.025,
+  archive_available: true,
   last_seq: 4,
 };
+
+function renderRun(body: object) {
+  return mockApi({
+    "GET /api/v1/runs/r1/": () => body,
+    "GET /api/v1/studies/s1/": () => ({
+      id: "s1",
+      name: "sweep",
+      objectives: {},
+      spec: { name: "x" },
+    }),
+    "GET /api/v1/runs/r1/telemetry/": () => ({ available: [], series: {}, last_seq: 4 }),
+    "GET /api/v1/runs/r1/log/": () => ({ lines: [] }),
+  });
+}
+
+function renderPage() {
+  renderWithApp(
+    <Routes>
+      <Route path="/runs/:id" element={<RunPage />} />
+    </Routes>,
+    { route: "/runs/r1" },
+  );
+}
 
 describe("RunPage", () => {
   it("asks for its study only once it knows which (never /studies//)", async () => {
@@ -54,6 +81,72 @@ describe("RunPage", () => {
     await waitFor(() => expect(calls.map((c) => c.url.pathname)).toContain("/api/v1/studies/s1/"));
     expect(calls.map((c) => c.url.pathname)).not.toContain("/api/v1/studies//");
     expect(screen.getByTestId("run-wall")).toHaveTextContent("1 min 30 s");
-    expect(screen.getByTestId("run-cpu")).toHaveTextContent("98 %");
+  });
+
+  it("shows a finished run's peak memory, CPU time and core-hours, not its last sample", async () => {
+    renderRun(run);
+    renderPage();
+    await screen.findByRole("heading", { name: "Run 3" });
+    expect(screen.getByTestId("run-peak-memory")).toHaveTextContent("120 MB");
+    expect(screen.getByTestId("run-cpu-time")).toHaveTextContent("1 min 24 s");
+    expect(screen.getByTestId("run-core-hours")).toHaveTextContent("0.025 core-h");
+    expect(screen.queryByTestId("run-cpu")).not.toBeInTheDocument();
+    expect(screen.queryByText("143 kB")).not.toBeInTheDocument();
+  });
+
+  it("shows a running run's last sample as what it uses now", async () => {
+    renderRun({
+      ...run,
+      state: "running",
+      end_reason: "",
+      finished_at: null,
+      wall_seconds: null,
+      cpu_percent: 97.5,
+      rss_bytes: 300_000_000,
+      peak_memory_bytes: null,
+      cpu_seconds: null,
+    });
+    renderPage();
+    expect(await screen.findByTestId("run-cpu")).toHaveTextContent("98 %");
+    expect(screen.getByTestId("run-memory")).toHaveTextContent("300 MB");
+    expect(screen.queryByTestId("run-peak-memory")).not.toBeInTheDocument();
+    expect(screen.queryByTestId("rerun")).not.toBeInTheDocument();
+  });
+
+  it("says how to rerun a finished run by hand, in the order its agent ran the commands", async () => {
+    renderRun({
+      ...run,
+      provenance: {
+        openfoam_version: "2406",
+        image: null,
+        rerun: [
+          "export WM_PROJECT_DIR=/usr/share/openfoam",
+          "blockMesh > log.blockMesh 2>&1",
+          "icoFoam > log.icoFoam 2>&1",
+        ],
+        commands: [],
+        planned_commands: [],
+        packages: {},
+        hosts: [],
+        identity: { hash: "h" },
+        environment: {},
+        backend: { name: "local", kind: "local" },
+      },
+    });
+    renderPage();
+    const script = await screen.findByTestId("rerun-script");
+    expect(script.textContent).toBe(
+      [
+        "mkdir run-3 && tar -xzf run-3.tar.gz -C run-3 && cd run-3",
+        "export WM_PROJECT_DIR=/usr/share/openfoam",
+        "blockMesh > log.blockMesh 2>&1",
+        "icoFoam > log.icoFoam 2>&1",
+      ].join("\n"),
+    );
+    expect(screen.getByTestId("rerun")).toHaveTextContent("OpenFOAM 2406");
+    expect(screen.getByRole("link", { name: "Download the archive" })).toHaveAttribute(
+      "href",
+      expect.stringContaining("/api/v1/runs/r1/archive/"),
+    );
   });
 });

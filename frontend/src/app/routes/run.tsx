@@ -25,6 +25,7 @@ import { ReusedBadge } from "@/components/reused-badge";
 import {
   LogTail,
   ProvenancePanel,
+  RerunBlock,
   RunObjectives,
   useCancelRun,
   useRun,
@@ -35,7 +36,9 @@ import { useStudy } from "@/features/studies";
 import { ForcesPlot, ResidualPlot, ResourcePlot } from "@/features/telemetry";
 import { ApiError, apiUrl, errorMessage } from "@/lib/api-client";
 import {
+  CORE_HOURS_HINT,
   formatBytes,
+  formatCoreHours,
   formatDateTime,
   formatDuration,
   formatNumber,
@@ -182,7 +185,7 @@ export function RunPage() {
           </Alert>
         )}
         <Card padding="md">
-          <SimpleGrid cols={{ base: 2, sm: 4, lg: 8 }} spacing="md">
+          <SimpleGrid cols={{ base: 2, sm: 3, lg: 9 }} spacing="md">
             <Fact strong label={active ? "Phase" : "Outcome"}>
               {active ? r.phase || "waiting" : (END[r.end_reason ?? ""] ?? r.state)}
             </Fact>
@@ -192,13 +195,49 @@ export function RunPage() {
             <Fact strong label="Wall time" testId="run-wall">
               {started ? formatDuration(wallSeconds(r) ?? liveSeconds(r.started_at)) : "—"}
             </Fact>
-            <Fact strong label="CPU" testId="run-cpu">
-              {r.cpu_percent !== null && r.cpu_percent !== undefined
-                ? `${Math.round(r.cpu_percent)} %`
-                : "—"}
-            </Fact>
-            <Fact strong label="Memory">
-              {formatBytes(r.rss_bytes)}
+            {active ? (
+              <>
+                <Fact
+                  strong
+                  label="CPU now"
+                  testId="run-cpu"
+                  hint="At the last sample (every second or two) of its processes; 100 % is one core."
+                >
+                  {r.cpu_percent !== null && r.cpu_percent !== undefined
+                    ? `${Math.round(r.cpu_percent)} %`
+                    : "—"}
+                </Fact>
+                <Fact
+                  strong
+                  label="Memory now"
+                  testId="run-memory"
+                  hint="Resident memory of its processes at the last sample."
+                >
+                  {formatBytes(r.rss_bytes)}
+                </Fact>
+              </>
+            ) : (
+              <>
+                <Fact
+                  strong
+                  label="Peak memory"
+                  testId="run-peak-memory"
+                  hint="The most resident memory its steps held at once (each process's own peak, summed), as its agent measured it."
+                >
+                  {formatBytes(r.peak_memory_bytes)}
+                </Fact>
+                <Fact
+                  strong
+                  label="CPU time"
+                  testId="run-cpu-time"
+                  hint="User + system CPU time of all its steps' processes."
+                >
+                  {formatDuration(r.cpu_seconds)}
+                </Fact>
+              </>
+            )}
+            <Fact strong label="Core-hours" testId="run-core-hours" hint={CORE_HOURS_HINT}>
+              {formatCoreHours(r.core_hours)}
             </Fact>
             <Fact strong label="Resources">
               {r.processes} × core, {r.memory_gb} GB
@@ -261,6 +300,14 @@ export function RunPage() {
           </Title>
           <FlowFields runId={r.id} ended={!active && r.state === "completed"} />
         </Card>
+        {!active && r.provenance && (
+          <Card padding="md">
+            <Title order={3} mb="xs">
+              Rerun by hand
+            </Title>
+            <RerunBlock run={r} provenance={r.provenance} />
+          </Card>
+        )}
         {r.provenance && (
           <Card padding="md">
             <Title order={3} mb="xs">

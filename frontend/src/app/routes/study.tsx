@@ -9,6 +9,7 @@ import {
   Stack,
   Text,
   Title,
+  Tooltip,
   UnstyledButton,
 } from "@mantine/core";
 import { IconChevronRight } from "@/components/icons";
@@ -39,7 +40,13 @@ import { NotifyBell } from "@/features/notifications";
 import { StudyResultsPanel } from "@/features/results";
 import { ResidualOverlay } from "@/features/telemetry";
 import { ApiError } from "@/lib/api-client";
-import { formatDateTime, formatGb, formatNumber } from "@/lib/format";
+import {
+  CORE_HOURS_HINT,
+  formatCoreHours,
+  formatDateTime,
+  formatGb,
+  formatNumber,
+} from "@/lib/format";
 import { splitParameters } from "@/lib/spec";
 import { specToYaml } from "@/lib/spec-text";
 import { isActiveRun, isActiveStudy } from "@/lib/types";
@@ -188,10 +195,22 @@ export function StudyPage() {
             <Text fw={600} size="sm">
               Progress
             </Text>
-            <Text size="xs" c="dimmed">
-              {s.submitted_at ? `submitted ${formatDateTime(s.submitted_at)}` : "not submitted"}
-              {s.finished_at ? ` · finished ${formatDateTime(s.finished_at)}` : ""}
-            </Text>
+            <Group gap="xs">
+              <Tooltip label={CORE_HOURS_HINT} multiline w={320} withArrow>
+                <Text
+                  size="xs"
+                  c="dimmed"
+                  data-testid="study-core-hours"
+                  style={{ cursor: "help" }}
+                >
+                  {formatCoreHours(s.core_hours)} used
+                </Text>
+              </Tooltip>
+              <Text size="xs" c="dimmed">
+                · {s.submitted_at ? `submitted ${formatDateTime(s.submitted_at)}` : "not submitted"}
+                {s.finished_at ? ` · finished ${formatDateTime(s.finished_at)}` : ""}
+              </Text>
+            </Group>
           </Group>
           <StudyProgress progress={s.progress} size="lg" />
         </Card>

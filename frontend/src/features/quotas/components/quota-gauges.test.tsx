@@ -184,7 +184,7 @@ describe("QuotaGauges: core-hour budget and storage", () => {
     );
   });
 
-  it("leaves the budget out when none is set", async () => {
+  it("shows the core-hours used this month, without a meter, when no budget is set", async () => {
     mockApi({
       "GET /api/v1/quota/": () => ({
         ...snapshot([]),
@@ -195,5 +195,6 @@ describe("QuotaGauges: core-hour budget and storage", () => {
     renderWithApp(<QuotaGauges />);
     expect(await screen.findByTestId("quota-storage")).toBeInTheDocument();
     expect(screen.queryByTestId("quota-core-hours")).not.toBeInTheDocument();
+    expect(screen.getByTestId("quota-core-hours-used")).toHaveTextContent("3 core-h");
   });
 });

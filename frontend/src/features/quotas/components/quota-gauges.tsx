@@ -1,7 +1,7 @@
-import { Card, SimpleGrid, Skeleton, Stack, Text } from "@mantine/core";
+import { Card, SimpleGrid, Skeleton, Stack, Text, Tooltip } from "@mantine/core";
 import { Meter } from "@/components/meter";
 import { ErrorState } from "@/components/states";
-import { formatGb, formatInt } from "@/lib/format";
+import { CORE_HOURS_HINT, formatCoreHours, formatGb, formatInt } from "@/lib/format";
 import type { QuotaSnapshot } from "@/lib/types";
 import { useQuota } from "../hooks/use-quota";
 import { BackendLimits } from "./backend-limits";
@@ -84,10 +84,10 @@ function BudgetGauges({ quota }: { quota: QuotaSnapshot }) {
   const storage = quota.storage;
   const showHours = hours && hours.budget !== null && hours.budget !== undefined;
   const showStorage = storage && (storage.limit_gb > 0 || storage.full);
-  if (!showHours && !showStorage) return null;
+  if (!hours && !showStorage) return null;
   return (
     <SimpleGrid cols={{ base: 1, sm: 3 }} spacing="md">
-      {showHours && (
+      {showHours ? (
         <Card withBorder padding="md" radius="md">
           <Meter
             label="Core-hour budget"
@@ -98,7 +98,21 @@ function BudgetGauges({ quota }: { quota: QuotaSnapshot }) {
             testId="quota-core-hours"
           />
         </Card>
-      )}
+      ) : hours ? (
+        <Card withBorder padding="md" radius="md">
+          <Tooltip label={CORE_HOURS_HINT} multiline w={320} withArrow>
+            <Text size="sm" fw={500} style={{ cursor: "help", width: "fit-content" }}>
+              Core-hours this month
+            </Text>
+          </Tooltip>
+          <Text size="xl" fw={700} ff="monospace" data-testid="quota-core-hours-used">
+            {formatCoreHours(hours.used)}
+          </Text>
+          <Text size="xs" c="dimmed">
+            used in {monthOf(hours.period_start)} (UTC); no budget is set
+          </Text>
+        </Card>
+      ) : null}
       {showStorage && (
         <Card withBorder padding="md" radius="md">
           <Meter

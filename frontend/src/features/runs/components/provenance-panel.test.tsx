@@ -38,6 +38,7 @@ const PROVENANCE = {
     },
   ],
   planned_commands: [],
+  rerun: ["blockMesh > log.blockMesh 2>&1"],
   environment: { allowlist: { names: ["PATH"], prefixes: ["WM_"] } },
   sandbox: "bwrap",
   limits: {

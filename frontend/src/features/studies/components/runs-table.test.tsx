@@ -31,6 +31,8 @@ function server({ total = 250, completed = 100 }: { total?: number; completed?: 
         trust: i < completed ? "converged" : "",
         queue_position: null,
         started_at: null,
+        peak_memory_bytes: i === 0 ? 104_857_600 : null,
+        core_hours: i === 0 ? 0.0123 : null,
       }) as unknown as Run,
   );
   const api = mockApi({
@@ -117,6 +119,15 @@ describe("RunsTable (server-side)", { timeout: 60_000 }, () => {
     expect(within(screen.getByTestId("runs-table")).getAllByRole("row")).toHaveLength(101);
     expect(last(calls).get("page_size")).toBe("100");
     expect(last(calls).get("ordering")).toBeNull();
+  });
+
+  it("shows each run's peak memory and core-hours once it has them", async () => {
+    server({ total: 3, completed: 3 });
+    renderWithApp(<StudyRuns />);
+    const first = await screen.findByTestId("run-row-0");
+    expect(first).toHaveTextContent("105 MB");
+    expect(first).toHaveTextContent("0.012");
+    expect(screen.getByTestId("run-row-1")).not.toHaveTextContent("MB");
   });
 
   it("sorts on the server by a header click", async () => {

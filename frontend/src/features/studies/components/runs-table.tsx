@@ -15,7 +15,15 @@ import { Link } from "react-router";
 import { ReusedBadge } from "@/components/reused-badge";
 import { RunStateBadge, TrustBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
-import { formatDuration, formatInt, formatNumber, formatRelative, wallSeconds } from "@/lib/format";
+import {
+  formatBytes,
+  formatCoreHours,
+  formatDuration,
+  formatInt,
+  formatNumber,
+  formatRelative,
+  wallSeconds,
+} from "@/lib/format";
 import { formatObjective, objectiveSwing } from "@/lib/run-values";
 import type { Run } from "@/lib/types";
 import type { Page } from "../api/studies";
@@ -186,6 +194,24 @@ function columnsFor(
     min: 96,
     align: "right",
     cell: (r) => (r.started_at ? formatDuration(wallSeconds(r)) : "—"),
+  });
+  cols.push({
+    key: "peak_memory",
+    label: "Peak memory",
+    width: "104px",
+    min: 104,
+    sort: "peak_memory_bytes",
+    align: "right",
+    cell: (r) => formatBytes(r.peak_memory_bytes),
+  });
+  cols.push({
+    key: "core_hours",
+    label: "Core-h",
+    width: "88px",
+    min: 88,
+    align: "right",
+    cell: (r) =>
+      r.core_hours == null ? "—" : formatCoreHours(r.core_hours).replace(" core-h", ""),
   });
   return cols;
 }
