@@ -25,9 +25,10 @@ def _tenant(user):
 def study_list_visible_to(*, user) -> QuerySet[Study]:
     """The tenant's studies, newest first. Their runs are not counted here (a count joined
     into the list would count every run of every study before the page is cut): count the
-    page's with `studies_count_runs`."""
+    page's with `studies_count_runs`. A study being deleted is gone from every read."""
     return (
         Study.objects.filter(tenant=_tenant(user))
+        .exclude(state=StudyState.DELETING)
         .select_related("template", "backend", "owner", "upload")
         .order_by("-created_at")
     )
@@ -61,7 +62,12 @@ def study_get(*, user, study_id) -> Study:
 
 
 def run_list_visible_to(*, user) -> QuerySet[Run]:
-    return Run.objects.filter(tenant=_tenant(user)).select_related("study", "backend")
+    """The tenant's runs, but for those of a study being deleted."""
+    return (
+        Run.objects.filter(tenant=_tenant(user))
+        .exclude(study__state=StudyState.DELETING)
+        .select_related("study", "backend")
+    )
 
 
 def run_get(*, user, run_id) -> Run:
