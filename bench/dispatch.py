@@ -41,6 +41,11 @@ def main() -> None:
     stack.start_worker()
     try:
         time.sleep(3)  # let the worker connect
+        # the submission below stands in for the web process's, which imports the apps' task
+        # modules at start-up (core.jobs): this process does it now, not inside the timing
+        from core.jobs import import_tasks
+
+        import_tasks()
         spec = {
             "name": "dispatch bench",
             "template": "cavity",

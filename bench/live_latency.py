@@ -1,5 +1,6 @@
-"""live_latency_p95_ms: from a residual line written to a solver's log to its point arriving
-in a websocket client, with 20 runs streaming at once and 50 clients connected.
+"""live_latency_p95_ms and live_latency_p99_ms: from a residual line written to a solver's log
+to its point arriving in a websocket client, with 20 runs streaming at once and 50 clients
+connected.
 
 The runs use a stand-in solver (bench/fake_solver.py) that stamps the wall time of every line
 it writes; everything after it is the real path: agent log follower, ingest HTTP API,
@@ -19,10 +20,8 @@ import psutil
 import websockets
 
 from bench.common import ROOT, emit, fresh_stack, progress, setup_django, sized
-from bench.figures import threshold
 
 RUNS, CLIENTS, STEPS, PERIOD = sized(20, 2), sized(50, 3), sized(200, 20), 0.05
-TARGET_MS = threshold("live_latency_p95_ms")  # p95 at 20 runs streaming and 50 clients
 
 
 async def client(url: str, run_id: str, seen: list, done: asyncio.Event) -> None:
@@ -219,8 +218,7 @@ def main() -> None:
         p95,
         "ms",
         f"log line→websocket client,{RUNS} runs streaming,{CLIENTS} clients,p50 {p50:.0f} p99 {p99:.0f}"
-        f",p95 after each run's first second {p95_steady:.0f}"
-        f"; {'meets' if p95 <= TARGET_MS else 'MISSES'} ≤ {TARGET_MS:g}",
+        f",p95 after each run's first second {p95_steady:.0f}",
         p50_ms=p50,
         p99_ms=p99,
         p95_after_first_second_ms=p95_steady,
@@ -231,6 +229,15 @@ def main() -> None:
         batches_per_s=batches / streaming_s,
         web_cpu_s=web_cpu,
         web_cpu_per_batch_ms=cpu_per_batch_ms,
+    )
+    emit(
+        "live_latency_p99_ms",
+        p99,
+        "ms",
+        f"log line→websocket client,{RUNS} runs streaming,{CLIENTS} clients,p50 {p50:.0f} p95 {p95:.0f}",
+        p50_ms=p50,
+        p95_ms=p95,
+        arrivals=len(latencies),
     )
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bench.common import ROOT, CpuMeter, emit, fresh_stack, progress, setup_django, sized
 
-RUNS = sized(16, 2)
+RUNS = sized(16, 6)  # smoke: enough runs that a run path a third slower shows
 REPEATS = sized(int(os.environ.get("WT_BENCH_REPEATS", "5")), 1)
 PARAMS = {"lid_velocity": {"linspace": [0.5, 2.0, RUNS]}, "cells": 40, "end_time": 0.5}
 

@@ -77,6 +77,8 @@ _AGENT_NAMES = frozenset(
         "NO_PROXY",
         "SSL_CERT_FILE",
         "SSL_CERT_DIR",
+        # test-only (orchestration.agent.main.TEST_ONLY_SLOWDOWN_VAR): unset outside one test
+        "WINDTUNNEL_TEST_ONLY_AGENT_SLOWDOWN",
     }
 )
 

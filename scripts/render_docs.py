@@ -11,8 +11,9 @@ the API checks.
 
 A results table sits between `<!-- bench: <results file> -->` and `<!-- /bench -->`: one row
 per figure of the results file (bench/results.json, which every full-size benchmark run
-updates), with its value, target, whether it meets it, the command that reproduces it, and
-the date, commit and machine of the measurement.
+updates), with its value, its target as bench/figures.py sets it now (a recorded value is
+judged against today's target, not the one it was measured under), whether it meets it,
+the command that reproduces it, and the date, commit and machine of the measurement.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
+sys.path.insert(0, str(ROOT))
+from bench.figures import target_of  # noqa: E402  (the catalogue of targets)
+
 MARKER = re.compile(
     r"(<!-- fields: (?P<ref>[^ ]+) -->\n)(?P<body>.*?)(<!-- /fields -->)", re.DOTALL
 )
@@ -141,13 +145,14 @@ def results_table(ref: str) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, r in sorted(results.items()):
-        meets = {True: "yes", False: "**no**", None: "—"}[r.get("meets")]
+        target = target_of(name)
+        meets = {True: "yes", False: "**no**", None: "—"}[
+            target.met_by(r["value"]) if target else None
+        ]
         cells = (
             f"`{name}`",
             f"**{measured(r['value'], r['unit'])}**",
-            f"{r['target']}{'×' if r['unit'] == 'x' else ' ' + r['unit']}"
-            if r.get("target")
-            else "—",
+            f"{target}{'×' if r['unit'] == 'x' else ' ' + r['unit']}" if target else "—",
             meets,
             f"`{r['command']}`" if r.get("command") else "—",
             r.get("date") or "—",

@@ -28,6 +28,8 @@ class Job(enum.StrEnum):
     REFRESH_STUDY = "studies.refresh_study"
     # studies: a cancelled study's queued runs ended in chunks (studies.services)
     CANCEL_QUEUED_RUNS = "studies.cancel_queued_runs"
+    # studies: a deleted study's runs and files removed in chunks (studies.deletion)
+    DELETE_STUDY = "studies.delete_study"
     # studies: an adaptive study's next batch, once the previous one has ended
     NEXT_BATCH = "studies.next_batch"
     # studies: the live events of a large set of runs that changed at once (a cancel)

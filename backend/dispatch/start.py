@@ -105,8 +105,9 @@ def runs_dispatch(*, run_ids: list[Any]) -> int:
     return sum(_start_group(group, tokens) for group in by_backend.values())
 
 
-def run_spec(*, run: Run, study: Study, token: str) -> RunSpec:
-    """Everything the driver and the agent need for the run's current attempt."""
+def run_spec(*, run: Run, study: Study, token: str, disk_gb: float | None = None) -> RunSpec:
+    """Everything the driver and the agent need for the run's current attempt (`disk_gb`:
+    its tenant's run disk budget, when the caller read it already for a batch of runs)."""
     return RunSpec(
         run_id=str(run.id),
         attempt=run.attempt,
@@ -131,7 +132,7 @@ def run_spec(*, run: Run, study: Study, token: str) -> RunSpec:
         image=image_reference(image=study.image, backend=run.backend),
         rendered=prerendered(run=run, study=study),
         allow_system_operations=settings.WINDTUNNEL["CASE_SYSTEM_OPERATIONS"],
-        sandbox=case_sandbox(run),
+        sandbox=case_sandbox(run, disk_gb=disk_gb),
         fields=tuple((study.spec or {}).get("fields") or ()),
         provenance=provenance_seed(run=run, study=study),
         watchdog=run_watchdog(run=run, study=study),
@@ -160,10 +161,10 @@ def run_watchdog(*, run: Run, study: Study) -> dict[str, Any]:
     }
 
 
-def case_sandbox(run: Run) -> dict[str, Any]:
+def case_sandbox(run: Run, *, disk_gb: float | None = None) -> dict[str, Any]:
     """How the agent confines the run's steps: its backend's way (trait `sandbox`) unless
     the deployment turned sandboxes off; the network only for MPI across nodes; the run's
-    memory and cores per node for its cgroup."""
+    memory and cores per node for its cgroup, and its disk budget (`disk_gb`, else read)."""
     mode = traits_of(run.backend).sandbox
     if settings.WINDTUNNEL["CASE_SANDBOX"] == "off":
         mode = "off"
@@ -173,7 +174,7 @@ def case_sandbox(run: Run) -> dict[str, Any]:
         # what the run declared, per node, enforced by the run's cgroup (sandbox.py)
         "memory_gb": run.memory_gb / nodes,
         "cpus": math.ceil(run.processes / nodes),
-        "disk_gb": run_disk_budget_gb(tenant_id=run.tenant_id),
+        "disk_gb": run_disk_budget_gb(tenant_id=run.tenant_id) if disk_gb is None else disk_gb,
     }
     config: dict[str, Any] = {"mode": mode, "network": run.nodes > 1, "limits": limits}
     if settings.WINDTUNNEL["CGROUP_PARENT"]:
@@ -216,9 +217,16 @@ def _specs(runs: list[Run], tokens: dict[Any, str]) -> tuple[list[Run], list[Run
     """The runs' specs, but for runs whose rendered case is refused (those fail here)."""
     kept: list[Run] = []
     specs: list[RunSpec] = []
+    budgets: dict[int, float] = {}  # one read per tenant of the batch, not one per run
     for run in runs:
+        if run.tenant_id not in budgets:
+            budgets[run.tenant_id] = run_disk_budget_gb(tenant_id=run.tenant_id)
         try:
-            specs.append(run_spec(run=run, study=run.study, token=tokens[run.pk]))
+            specs.append(
+                run_spec(
+                    run=run, study=run.study, token=tokens[run.pk], disk_gb=budgets[run.tenant_id]
+                )
+            )
         except casecheck.CaseCheckError as exc:
             run_case_refused(run=run, error=exc)
             continue

@@ -110,6 +110,14 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
         admitted, held_for = decision.admitted, decision.held_for
         quota_problem, full_backends = decision.quota_problem, decision.full_backends
         runs_admit(run_ids=admitted, publish=publish)
+        for other_tenant in sorted(held_for):  # their turn: the capacity may be theirs now
+            jobs.enqueue(Job.SCHEDULE_TENANT, other_tenant)
+    RUNS_ADMITTED.inc(len(admitted))
+    # why the others wait, told once the quota row is let go: on a large queue that is an
+    # UPDATE of every queued run, which a user's cancel (it takes the quota row) need not
+    # wait for. Passes of one tenant write their reasons one at a time.
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [REASONS_LOCK, tenant_id])
         wait_reasons_write(
             cur,
             tenant_id=tenant_id,
@@ -117,10 +125,10 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
             full_backends=full_backends,
             images=images,
         )
-        for other_tenant in sorted(held_for):  # their turn: the capacity may be theirs now
-            jobs.enqueue(Job.SCHEDULE_TENANT, other_tenant)
-    RUNS_ADMITTED.inc(len(admitted))
     return admitted
+
+
+REASONS_LOCK = 0x5754  # the advisory lock class of a tenant's wait reasons (key 2: the tenant)
 
 
 def tenants_with_queued_runs() -> list[int]:

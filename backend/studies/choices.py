@@ -33,6 +33,9 @@ class StudyState(models.TextChoices):
     COMPLETED = "completed", "Completed"
     COMPLETED_WITH_FAILURES = "completed_with_failures", "Completed with failures"
     CANCELLED = "cancelled", "Cancelled"
+    # deleted by its user: hidden from every read at once, its runs and files removed in the
+    # background (studies.deletion), then the row itself
+    DELETING = "deleting", "Deleting"
 
 
 ENDED_STUDY_STATES = (

@@ -71,6 +71,12 @@ class Study(PublicIdModel):
     decompose = models.JSONField(null=True, blank=True)
     env = models.JSONField(default=dict, blank=True)
     run_count = models.PositiveIntegerField(default=0)
+    delete_total = models.PositiveIntegerField(
+        default=0, help_text="runs its deletion removes (while deleting)"
+    )
+    delete_done = models.PositiveIntegerField(
+        default=0, help_text="runs its deletion removed so far (while deleting)"
+    )
     submitted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     cloned_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True)

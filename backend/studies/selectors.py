@@ -26,9 +26,10 @@ def _tenant(user):
 def study_list_visible_to(*, user) -> QuerySet[Study]:
     """The tenant's studies, newest first. Their runs are not counted here (a count joined
     into the list would count every run of every study before the page is cut): count the
-    page's with `studies_count_runs`."""
+    page's with `studies_count_runs`. A study being deleted is gone from every read."""
     return (
         Study.objects.filter(tenant=_tenant(user))
+        .exclude(state=StudyState.DELETING)
         .select_related("template", "backend", "owner", "upload")
         .order_by("-created_at")
     )
@@ -80,7 +81,14 @@ def study_get(*, user, study_id) -> Study:
 
 
 def run_list_visible_to(*, user) -> QuerySet[Run]:
-    return Run.objects.filter(tenant=_tenant(user)).select_related("study", "backend")
+    """The tenant's runs, but for those of a study being deleted (a probe of the tenant's
+    studies first: while none is, the runs are read as they always were, with no join)."""
+    tenant = _tenant(user)
+    runs = Run.objects.filter(tenant=tenant).select_related("study", "backend")
+    deleting = list(
+        Study.objects.filter(tenant=tenant, state=StudyState.DELETING).values_list("pk", flat=True)
+    )
+    return runs.exclude(study_id__in=deleting) if deleting else runs
 
 
 def run_get(*, user, run_id) -> Run:

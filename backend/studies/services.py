@@ -13,21 +13,18 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from catalog.images import study_image_ensure
 from compute.capacity import capacity_of
-from core import hooks, jobs
+from core import jobs
 from core.exceptions import ApplicationError, Conflict, ErrorCode
-from core.hooks import Hook
 from core.jobs import Job
 from quotas.fit import GB, Shape, queue_problem, run_fit_problem, storage_problem
 from quotas.models import Quota
 from studies.bulk import runs_copy
 from studies.choices import (
-    ACTIVE_STATES,
-    HOLDING_STATES,
     Priority,
     RunState,
     StudyState,
@@ -247,42 +244,3 @@ def study_clone(*, study: Study, owner, name: str | None = None) -> Study:
     clone.cloned_from = study
     clone.save(update_fields=["cloned_from"])
     return clone
-
-
-@transaction.atomic
-def study_delete(*, study: Study) -> None:
-    study = Study.objects.select_for_update().get(pk=study.pk)
-    # a cancelled study's queued runs may still be ending in the background: they never
-    # start, and go with the study
-    active = HOLDING_STATES if study.state == StudyState.CANCELLED else ACTIVE_STATES
-    if study.state != StudyState.DRAFT and study.runs.filter(state__in=active).exists():
-        raise Conflict(
-            "this study still has queued or running runs; cancel it first", code=ErrorCode.STATE
-        )
-    run_ids = [str(i) for i in study.runs.values_list("pk", flat=True)]
-    # the results other studies' runs reuse handed over to them, the runs' telemetry deleted
-    hooks.call(Hook.STUDY_DELETING, study=study)
-    _runs_delete(study_id=study.pk)
-    study.delete()  # its runs gone, what is left to cascade is a handful of rows
-    # what it stored is freed: runs held for the tenant's storage quota may start now
-    jobs.enqueue(Job.SCHEDULE_TENANT, study.tenant_id)
-    # the runs' directories and archives go too (in the worker: thousands of folders)
-    for i in range(0, len(run_ids), 500):
-        jobs.enqueue(Job.DELETE_RUN_FILES, run_ids[i : i + 500])
-
-
-def _runs_delete(*, study_id: Any) -> None:
-    """A study's runs deleted as a set: runs of other studies that reused one of them lose
-    the link (as `on_delete=SET_NULL` says), then one DELETE. Django's cascade walked them in
-    batches with a query per batch and relation: 1,014 queries and ~7-15 s for 100,000 runs.
-    Rows of higher layers that point at the runs (their telemetry) are their owners' to
-    delete first (Hook.STUDY_DELETING); the database's foreign keys refuse the commit
-    otherwise, so nothing is left pointing at a deleted run."""
-    table = connection.ops.quote_name(Run._meta.db_table)
-    with connection.cursor() as cur:
-        cur.execute(
-            f"UPDATE {table} SET reused_from_id = NULL WHERE study_id <> %s AND reused_from_id"
-            f" IN (SELECT id FROM {table} WHERE study_id = %s)",
-            [study_id, study_id],
-        )
-        cur.execute(f"DELETE FROM {table} WHERE study_id = %s", [study_id])

@@ -22,6 +22,7 @@ from studies.choices import (
     RunState,
     StudyState,
 )
+from studies.deletion import deletions_resume
 from studies.events import publish_study
 from studies.models import Run, Study
 from studies.transitions import runs_cancel_for_study, runs_cancel_queued
@@ -180,4 +181,6 @@ def studies_settle() -> int:
     )
     for study_id in cancelling.values_list("pk", flat=True):
         jobs.send(Job.CANCEL_QUEUED_RUNS, str(study_id))
+    # a deletion whose background half was lost: it goes on where it stopped
+    deletions_resume()
     return len(ids)

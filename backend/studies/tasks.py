@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from studies import batches, events, state
+from studies import batches, deletion, events, state
 
 
 @shared_task(name="studies.refresh_study", ignore_result=True)
@@ -18,6 +18,11 @@ def publish_runs(run_ids: list[str]) -> None:
 @shared_task(name="studies.cancel_queued_runs", ignore_result=True)
 def cancel_queued_runs(study_id: str, who: str = "the system") -> None:
     state.study_cancel_queued(study_id=study_id, who=who)
+
+
+@shared_task(name="studies.delete_study", ignore_result=True)
+def delete_study(study_id: str) -> None:
+    deletion.study_delete_rows(study_id=study_id)
 
 
 @shared_task(name="studies.next_batch", ignore_result=True)

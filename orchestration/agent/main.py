@@ -41,6 +41,11 @@ __all__ = ["EXIT_BAD_SPEC", "EXIT_OK", "EXIT_STALE", "EXIT_UNREACHABLE", "main",
 EXIT_OK, EXIT_BAD_SPEC, EXIT_STALE, EXIT_UNREACHABLE = 0, 2, 3, 4
 START_TIMEOUT = 60.0  # how long the `running` report is retried before going on regardless
 TERMINATED_FINAL_TIMEOUT = 5.0  # after SIGTERM the driver's grace is short
+# test-only: a deliberately slower run path, with which the benchmarks' guard is shown to fail
+# (backend/config/tests/test_bench_guard.py): after its steps, a run waits this many times
+# the time they took (a machine's load slows both alike); unset, as everywhere but that
+# test, nothing waits
+TEST_ONLY_SLOWDOWN_VAR = "WINDTUNNEL_TEST_ONLY_AGENT_SLOWDOWN"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,7 +119,11 @@ def run(spec: AgentSpec, *, terminate: threading.Event) -> int:
     reporter.start(running_deadline=time.monotonic() + min(START_TIMEOUT, spec.final_timeout))
     try:
         try:
-            outcome = _fetch(spec, client) or _prepare(spec) or supervisor.run_steps()
+            outcome = _fetch(spec, client) or _prepare(spec)
+            if outcome is None:
+                began = time.monotonic()
+                outcome = supervisor.run_steps()
+                _test_only_slowdown(time.monotonic() - began)
             if reporter.stale.is_set():
                 raise Stale()
         except Stale:
@@ -128,6 +137,14 @@ def run(spec: AgentSpec, *, terminate: threading.Event) -> int:
         return _finish(spec, client, reporter, supervisor, outcome, terminate)
     finally:
         supervisor.close()  # the run's cgroup (and anything left in it) goes
+
+
+def _test_only_slowdown(steps_s: float) -> None:
+    """The test-only wait of TEST_ONLY_SLOWDOWN_VAR after steps that took `steps_s` (nothing
+    when it is unset)."""
+    factor = float(os.environ.get(TEST_ONLY_SLOWDOWN_VAR) or 0)
+    if factor > 0:
+        time.sleep(factor * steps_s)
 
 
 def _fetch(spec: AgentSpec, client: PortalClient) -> Outcome | None:

@@ -22,6 +22,7 @@ import gzip
 import io
 import os
 import re
+import stat
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -62,6 +63,10 @@ _BINARY_LIBS = re.compile(
 _PRINTABLE = re.compile(r"[ -~]{1,80}")
 _TOKEN_CACHE: dict[tuple[str, int, int, bool], list[Token]] = {}
 _CACHED_BYTES = 1 << 20  # files read once per run of a study (a template's includes)
+# rendered files that passed, with what their check read: every run of a study renders most
+# files the same (only those its values reach differ), and those need not be read again
+_PASSED: dict[tuple[str, str | None, str, str], tuple[tuple[str, Any], ...]] = {}
+_PASSED_MAX = 1024
 
 
 def etc_folder(openfoam_dir: str | None = None) -> str | None:
@@ -79,8 +84,10 @@ class _Files:
         self.root, self.texts, self.templates = root, texts, templates
         self.cache: dict[str, tuple[str, list[Token], bool]] = {}
         self.etc: dict[str, set[str] | None] = {}
+        self.looked: set[str] = set()  # every name a file's check looked for
 
     def find(self, rel: str) -> str | None:
+        self.looked.add(rel)
         for candidate in (rel, rel + ".gz"):
             if candidate in self.texts:
                 return candidate
@@ -281,7 +288,31 @@ def check_rendered(
     the files they include from the case at `root` (or from `texts`)."""
     files = _Files(os.fspath(root), texts, templates=False)
     for rel in sorted(texts):
+        key = (files.root, etc_dir, rel, texts[rel])
+        found = _PASSED.get(key)
+        if found is not None and all(_version(files, name) == seen for name, seen in found):
+            continue  # the same text, reading the same files, passed before
+        files.looked = set()
         _check_file(files, rel, etc_dir)
+        if len(texts[rel]) <= _CACHED_BYTES:
+            if len(_PASSED) >= _PASSED_MAX:
+                _PASSED.clear()
+            _PASSED[key] = tuple((name, _version(files, name)) for name in sorted(files.looked))
+
+
+def _version(files: _Files, rel: str) -> Any:
+    """What a check reading `rel` finds: a rendered text (the text itself), a file of the
+    case (its size and mtime; an upload's files do not change in place), or nothing."""
+    for candidate in (rel, rel + ".gz"):
+        if candidate in files.texts:
+            return (candidate, files.texts[candidate])
+        try:
+            st = os.lstat(os.path.join(files.root, candidate))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            return (candidate, st.st_size, st.st_mtime_ns)
+    return None
 
 
 def render_checked(

@@ -15,6 +15,7 @@ from scheduler.admission import admit
 from studies import extension
 from studies import state as study_state
 from studies.choices import RunState
+from studies.deletion import study_delete_rows
 from studies.models import Run, Study
 from studies.services import study_create
 from studies.state import study_cancel, study_cancel_queued
@@ -117,6 +118,7 @@ def test_a_cancelled_study_still_ending_its_runs_can_be_deleted_but_not_extended
     )
     assert r.status_code == 409 and "still ending" in r.json()["message"], r.json()
     assert api.delete(f"/api/v1/studies/{study.pk}/").status_code == 204
+    study_delete_rows(study_id=study.pk)  # the worker's job
     assert not Run.objects.filter(study_id=study.pk).exists()
 
 

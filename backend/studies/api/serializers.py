@@ -101,6 +101,15 @@ class StudyCloneSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False)
 
 
+class StudyDeletionSerializer(serializers.Serializer):
+    """A study being deleted: its runs removed so far of those it had."""
+
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    runs_total = serializers.IntegerField(source="delete_total")
+    runs_deleted = serializers.IntegerField(source="delete_done")
+
+
 class ProgressSerializer(serializers.Serializer):
     total = serializers.IntegerField()
     done = serializers.IntegerField(

@@ -18,6 +18,7 @@ from core.exceptions import ApplicationError, NotFound
 from core.ids import parse_uuid
 from core.parsers import YAML_PARSERS
 from studies import (
+    deletion,
     extension,
     plot,
     preview,
@@ -43,7 +44,10 @@ from tenancy.throttle import tenant_rate_check
 class StudyFilter(django_filters.FilterSet):
     # distinct=False: django-filter's MultipleChoiceFilter adds a DISTINCT by default (for
     # filters across joins); a DISTINCT over every column of 100,000 runs took 1.4 s
-    state = django_filters.MultipleChoiceFilter(choices=StudyState.choices, distinct=False)
+    # a study being deleted is in no list (its progress: GET /studies/deletions/)
+    state = django_filters.MultipleChoiceFilter(
+        choices=[c for c in StudyState.choices if c[0] != StudyState.DELETING], distinct=False
+    )
     search = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
     template = django_filters.CharFilter(field_name="template__name")
 
@@ -208,10 +212,23 @@ class StudyViewSet(viewsets.GenericViewSet):
     @extend_schema(responses={204: None})
     def destroy(self, request, pk=None):
         """Delete a study that has no queued or running run (cancel it first), with its runs
-        and their files. Results of its runs that other studies' runs reuse are handed over
-        to them first: those studies keep showing them (docs/reuse.md)."""
-        services.study_delete(study=self.get_object())
+        and their files: at once it is gone from every read (404) and list, and its runs and
+        files are removed in the background (`GET /studies/deletions/` shows how far).
+        Results of its runs that other studies' runs reuse are handed over to them first:
+        those studies keep showing them (docs/reuse.md)."""
+        deletion.study_delete(study=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(responses=s.StudyDeletionSerializer(many=True))
+    @action(detail=False, methods=["get"], pagination_class=None, filter_backends=[])
+    def deletions(self, request):
+        """The tenant's studies being deleted and how far each is: runs removed of the runs
+        it had. A study leaves this list once it is gone entirely."""
+        tenant = tenant_for_user(user=request.user)
+        if tenant is None:
+            raise NotFound()
+        studies = deletion.studies_deleting(tenant_id=tenant.pk)
+        return Response(s.StudyDeletionSerializer(studies, many=True).data)
 
     @extend_schema(request=spec_body(s.SPEC_REQUEST), responses=s.PreviewSerializer)
     @action(detail=False, methods=["post"])

@@ -925,8 +925,10 @@ export interface paths {
         post?: never;
         /**
          * @description Delete a study that has no queued or running run (cancel it first), with its runs
-         *     and their files. Results of its runs that other studies' runs reuse are handed over
-         *     to them first: those studies keep showing them (docs/reuse.md).
+         *     and their files: at once it is gone from every read (404) and list, and its runs and
+         *     files are removed in the background (`GET /studies/deletions/` shows how far).
+         *     Results of its runs that other studies' runs reuse are handed over to them first:
+         *     those studies keep showing them (docs/reuse.md).
          */
         delete: operations["v1_studies_destroy"];
         options?: never;
@@ -1138,6 +1140,26 @@ export interface paths {
          *     parameter: the prediction there, with its standard deviation (docs/api.md).
          */
         get: operations["v1_studies_surrogate_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/studies/deletions/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description The tenant's studies being deleted and how far each is: runs removed of the runs
+         *     it had. A study leaves this list once it is gone entirely.
+         */
+        get: operations["v1_studies_deletions_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -3668,6 +3690,14 @@ export interface components {
         StudyCloneRequest: {
             name?: string;
         };
+        /** @description A study being deleted: its runs removed so far of those it had. */
+        StudyDeletion: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            runs_deleted: number;
+            runs_total: number;
+        };
         StudyExtendRequest: {
             /** @description an adaptive study's new budget of runs (above its current one): its batches go on */
             budget?: number;
@@ -3776,9 +3806,10 @@ export interface components {
          *     * `completed` - Completed
          *     * `completed_with_failures` - Completed with failures
          *     * `cancelled` - Cancelled
+         *     * `deleting` - Deleting
          * @enum {string}
          */
-        StudyStateEnum: "draft" | "submitted" | "running" | "completed" | "completed_with_failures" | "cancelled";
+        StudyStateEnum: "draft" | "submitted" | "running" | "completed" | "completed_with_failures" | "cancelled" | "deleting";
         /**
          * @description * `study.completed` - Study completed
          *     * `study.completed_with_failures` - Study completed with failures
@@ -6301,6 +6332,25 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Surrogate"];
+                };
+            };
+        };
+    };
+    v1_studies_deletions_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StudyDeletion"][];
                 };
             };
         };

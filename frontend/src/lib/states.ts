@@ -17,10 +17,12 @@ export const STUDY: Record<StudyState, { label: string; color: string }> = {
   completed: { label: "Completed", color: "teal" },
   completed_with_failures: { label: "Partly failed", color: "yellow" },
   cancelled: { label: "Cancelled", color: "orange" },
+  deleting: { label: "Deleting", color: "gray" },
 };
 
 export const runStateLabel = (s: RunState) => RUN[s]?.label ?? s;
 export const runStateColor = (s: RunState) => RUN[s]?.color ?? "gray";
 export const RUN_STATES = Object.keys(RUN) as RunState[];
-export const STUDY_STATES = Object.keys(STUDY) as StudyState[];
+/** the states a study in a list can be in (one being deleted is in no list) */
+export const STUDY_STATES = (Object.keys(STUDY) as StudyState[]).filter((s) => s !== "deleting");
 export const studyStateLabel = (s: StudyState) => STUDY[s]?.label ?? s;

@@ -47,6 +47,7 @@ export type SurrogateProgress = Schemas["SurrogateProgress"];
 export type EffectiveResources = Schemas["EffectiveResources"];
 
 export type Study = Schemas["Study"];
+export type StudyDeletion = Schemas["StudyDeletion"];
 
 export type ResourceAmounts = Schemas["Amounts"];
 

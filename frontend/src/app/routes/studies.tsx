@@ -17,7 +17,7 @@ import { PageHeader } from "@/components/page-header";
 import { usePatchSearchParams } from "@/lib/search-params";
 import { STUDY_STATES, studyStateLabel } from "@/lib/states";
 import { EmptyState, ErrorState } from "@/components/states";
-import { StudiesTable, useStudies } from "@/features/studies";
+import { StudiesTable, StudyDeletions, useStudies, useStudyDeletions } from "@/features/studies";
 import type { StudyState } from "@/lib/types";
 
 const PAGE_SIZE = 25;
@@ -37,6 +37,7 @@ export function StudiesPage() {
   }, [debounced]);
 
   const studies = useStudies({ state, search: debounced, page, pageSize: PAGE_SIZE });
+  const deletions = useStudyDeletions();
   const filtered = state.length > 0 || !!debounced;
   const pages = studies.data ? Math.max(1, Math.ceil(studies.data.count / PAGE_SIZE)) : 1;
 
@@ -51,6 +52,7 @@ export function StudiesPage() {
           </Button>
         }
       />
+      <StudyDeletions deletions={deletions.data} />
       <Card padding="md">
         <Group mb="md" gap="sm" wrap="wrap">
           <TextInput

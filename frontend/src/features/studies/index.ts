@@ -22,4 +22,11 @@ export {
   useStudyRunsPage,
   useStudySurrogate,
 } from "./hooks/use-runs-table";
-export { studyKeys, useActiveRuns, useStudies, useStudy } from "./hooks/use-studies";
+export { StudyDeletions } from "./components/study-deletions";
+export {
+  studyKeys,
+  useActiveRuns,
+  useStudies,
+  useStudy,
+  useStudyDeletions,
+} from "./hooks/use-studies";

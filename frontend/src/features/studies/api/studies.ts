@@ -6,6 +6,7 @@ import type {
   Run,
   RunState,
   Study,
+  StudyDeletion,
   StudyPlot,
   StudyState,
   StudySurrogate,
@@ -31,7 +32,10 @@ export async function fetchStudies(p: StudyListParams): Promise<Page<Study>> {
     api.GET("/api/v1/studies/", {
       params: {
         query: {
-          state: p.state?.length ? p.state : undefined,
+          // a study being deleted is in no list: no filter asks for it
+          state: p.state?.length
+            ? p.state.filter((x): x is Exclude<StudyState, "deleting"> => x !== "deleting")
+            : undefined,
           search: p.search || undefined,
           page: p.page && p.page > 1 ? p.page : undefined,
           page_size: p.pageSize,
@@ -161,6 +165,11 @@ export async function cancelStudy(id: string): Promise<Study> {
 
 export async function submitStudy(id: string): Promise<Study> {
   return await unwrap(api.POST("/api/v1/studies/{id}/submit/", { params: { path: { id } } }));
+}
+
+/** The tenant's studies being deleted, with how many of their runs are gone so far. */
+export async function fetchStudyDeletions(): Promise<StudyDeletion[]> {
+  return await unwrap(api.GET("/api/v1/studies/deletions/"));
 }
 
 export async function deleteStudy(id: string): Promise<void> {

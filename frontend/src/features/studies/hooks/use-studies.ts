@@ -15,6 +15,7 @@ import {
   fetchActiveRuns,
   fetchStudies,
   fetchStudy,
+  fetchStudyDeletions,
   fetchStudyInspection,
   submitStudy,
   updateStudyObjectives,
@@ -26,6 +27,7 @@ export const studyKeys = {
   all: ["studies"] as const,
   list: (p: StudyListParams) => ["studies", "list", p] as const,
   detail: (id: string) => ["studies", "detail", id] as const,
+  deletions: ["studies", "deletions"] as const,
   runs: (id: string) => ["studies", "detail", id, "runs"] as const,
 };
 
@@ -37,6 +39,17 @@ export function useStudies(params: StudyListParams, { live = true } = {}) {
     staleTime: 5_000,
     refetchInterval: (q) =>
       live && q.state.data?.results.some((s) => isActiveStudy(s.state)) ? env.pollMs * 2 : false,
+  });
+}
+
+/** Studies being deleted in the background, read again while any is (the list is empty
+ * once each is gone entirely). */
+export function useStudyDeletions() {
+  return useQuery({
+    queryKey: studyKeys.deletions,
+    queryFn: fetchStudyDeletions,
+    staleTime: 1_000,
+    refetchInterval: (q) => (q.state.data?.length ? env.pollMs : false),
   });
 }
 
