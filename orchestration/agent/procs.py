@@ -7,7 +7,9 @@ job's agent); psutil only where there is no /proc.
 from __future__ import annotations
 
 import os
+import select
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -348,3 +350,33 @@ class TreeSampler:
         self._ticks = ticks
         self.peak_bytes = max(self.peak_bytes, high, rss)
         return 100.0 * cpu_ticks / _CLK_TCK / elapsed, rss
+
+
+def describe_exit(name: str, code: int) -> str:
+    """What ended a step, as its log and the run's reason say it. A step in the sandbox that
+    a signal killed exits 128 + the signal (bubblewrap and shells report it so)."""
+    signum = -code if code < 0 else code - 128 if 128 < code < 160 else 0
+    if signum:
+        try:
+            signame = signal.Signals(signum).name
+        except ValueError:
+            signame = f"signal {signum}"
+        return f"{name} was killed by {signame}"
+    return f"{name} exited with code {code}"
+
+
+def wait_exit(proc: subprocess.Popen[bytes], timeout: float, wake: int | None = None) -> None:
+    """Sleep up to `timeout`, waking as soon as `proc` exits (a short step is not rounded up
+    to the poll interval), or `wake` (a file descriptor) is readable."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd (old kernel) or already reaped
+        if wake is None:
+            time.sleep(timeout)
+        else:
+            select.select([wake], [], [], timeout)
+        return
+    try:
+        select.select([fd] if wake is None else [fd, wake], [], [], timeout)
+    finally:
+        os.close(fd)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import collections
 import os
 import resource
-import select
-import signal
 import subprocess
 import sys
 import threading
@@ -18,10 +16,12 @@ from orchestration.agent.logfollow import LogFollower, LogWrites, log_header_tex
 from orchestration.agent.procs import (
     TreeSampler,
     become_subreaper,
+    describe_exit,
     kill_group,
     kill_uid,
     reap_orphans,
     tree_pids,
+    wait_exit,
 )
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.sandbox import Sandbox, SandboxError, find_program
@@ -91,36 +91,6 @@ class StepResult(
     (the last two the watchdog's); fatal_error: str or None; converged: bool."""
 
     __slots__ = ()
-
-
-def _describe_exit(name: str, code: int) -> str:
-    """What ended a step, as its log and the run's reason say it. A step in the sandbox that
-    a signal killed exits 128 + the signal (bubblewrap and shells report it so)."""
-    signum = -code if code < 0 else code - 128 if 128 < code < 160 else 0
-    if signum:
-        try:
-            signame = signal.Signals(signum).name
-        except ValueError:
-            signame = f"signal {signum}"
-        return f"{name} was killed by {signame}"
-    return f"{name} exited with code {code}"
-
-
-def _wait_exit(proc: subprocess.Popen[bytes], timeout: float, wake: int | None = None) -> None:
-    """Sleep up to `timeout`, waking as soon as `proc` exits (a short step is not rounded up
-    to the poll interval), or `wake` (a file descriptor) is readable."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # no pidfd (old kernel) or already reaped
-        if wake is None:
-            time.sleep(timeout)
-        else:
-            select.select([wake], [], [], timeout)
-        return
-    try:
-        select.select([fd] if wake is None else [fd, wake], [], [], timeout)
-    finally:
-        os.close(fd)
 
 
 class Supervisor:
@@ -269,7 +239,7 @@ class Supervisor:
                 return Outcome(
                     state="failed",
                     exit_code=result.returncode,
-                    reason=_describe_exit(step.name, result.returncode),
+                    reason=describe_exit(step.name, result.returncode),
                     message=result.fatal_error or "",
                 )
         return Outcome(
@@ -282,7 +252,7 @@ class Supervisor:
             if step.role == "reconstruct" and not self.terminate.is_set():
                 result = self.run_step(step, interruptible=False)
                 if result.returncode != 0:
-                    log(f"{step.name} after stop: {_describe_exit(step.name, result.returncode)}")
+                    log(f"{step.name} after stop: {describe_exit(step.name, result.returncode)}")
 
     def post_process(self) -> str:
         """After a completed run, in the same sandbox as its steps: the flow-field artifact
@@ -478,8 +448,8 @@ class Supervisor:
             header = log_header_text(os.pread(fd, 8192, 0))
             if header:
                 self.solver_header = header
-        self.reporter.add_log([f"== {step.name}: {_describe_exit(step.name, proc.returncode)} =="])
-        log(f"step {step.name}: {_describe_exit(step.name, proc.returncode)}")
+        self.reporter.add_log([f"== {step.name}: {describe_exit(step.name, proc.returncode)} =="])
+        log(f"step {step.name}: {describe_exit(step.name, proc.returncode)}")
         return StepResult(
             returncode=proc.returncode,
             interrupted=interrupted,
@@ -548,15 +518,15 @@ class Supervisor:
                     # writes a line a millisecond is read in blocks), else every POLL
                     gap = LIVE_POLL - (self.clock() - last_read)
                     if gap > 0:
-                        _wait_exit(proc, gap)
-                    _wait_exit(proc, POLL, writes.fd)
+                        wait_exit(proc, gap)
+                    wait_exit(proc, POLL, writes.fd)
                     # woken by a step's first write, let the rest of its burst (a time
                     # step's lines) land before reading: a read in mid-burst leaves the
                     # rest waiting LIVE_POLL. It matters most when the step runs in a cgroup
                     # of its own, where the woken agent preempts it at once
-                    _wait_exit(proc, SETTLE)
+                    wait_exit(proc, SETTLE)
                 else:
-                    _wait_exit(proc, self._poll_every())
+                    wait_exit(proc, self._poll_every())
         finally:
             if writes is not None:
                 writes.close()
