@@ -33,6 +33,7 @@ import {
   formatDateTime,
   formatDuration,
   formatNumber,
+  plural,
   wallSeconds,
 } from "@/lib/format";
 import { isActiveRun } from "@/lib/types";
@@ -195,7 +196,7 @@ export function RunPage() {
               {formatBytes(r.rss_bytes)}
             </Fact>
             <Fact strong label="Resources">
-              {r.processes} × core, {r.memory_gb} GB
+              {plural(r.processes ?? 1, "core")}, {r.memory_gb} GB
             </Fact>
             <Fact strong label="Backend">
               {r.backend}

@@ -39,7 +39,7 @@ import { NotifyBell } from "@/features/notifications";
 import { StudyResultsPanel } from "@/features/results";
 import { ResidualOverlay } from "@/features/telemetry";
 import { ApiError } from "@/lib/api-client";
-import { formatDateTime, formatGb, formatNumber } from "@/lib/format";
+import { formatDateTime, formatGb, formatNumber, plural } from "@/lib/format";
 import { splitParameters } from "@/lib/spec";
 import { specToYaml } from "@/lib/spec-text";
 import { isActiveRun, isActiveStudy } from "@/lib/types";
@@ -187,7 +187,8 @@ export function StudyPage() {
         {s.state === "draft" ? (
           <Card padding="lg">
             <Text size="sm" c="dimmed">
-              This is a draft with {s.run_count} runs planned. Edit it or submit it to start.
+              This is a draft with {plural(s.run_count ?? 0, "run")} planned. Edit it or submit it
+              to start.
             </Text>
           </Card>
         ) : (

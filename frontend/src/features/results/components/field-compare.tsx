@@ -4,6 +4,7 @@ import { Plot } from "@/components/plot";
 import { useFieldsData, useRunsFields } from "../hooks/use-results";
 import { fieldTraces, sharedRange } from "../lib/field-traces";
 import { common, REGION_LABELS } from "../lib/pick";
+import { plural } from "@/lib/format";
 
 export interface FieldRun {
   id: string;
@@ -76,7 +77,7 @@ export function FieldCompare({ runs }: { runs: FieldRun[] }) {
           {range
             ? `one colour scale: ${labelOf(field)} from ${Number(range[0].toPrecision(4))} to ${Number(range[1].toPrecision(4))}`
             : ""}
-          {missing > 0 ? ` · ${missing} run(s) without fields left out` : ""}
+          {missing > 0 ? ` · ${plural(missing, "run")} without fields left out` : ""}
         </Text>
       </Group>
       <SimpleGrid cols={{ base: 1, md: Math.min(withFields.length, 3) }} spacing="sm">

@@ -48,7 +48,7 @@ export function PreviewPanel({
       </Group>
       {preview && preview.checked_runs < preview.run_count && (
         <Text size="xs" c="dimmed" data-testid="preview-checked">
-          Values of the first {formatInt(preview.checked_runs)} runs checked here; submitting checks
+          Values of the first {plural(preview.checked_runs, "run")} checked here; submitting checks
           every run.
         </Text>
       )}
@@ -125,7 +125,7 @@ export function PreviewPanel({
             />
           )}
           <Text size="xs" c="dimmed">
-            Whole study: {formatInt(q.total.cores)} cores and {formatGb(q.total.memory_gb)} in all,
+            Whole study: {plural(q.total.cores, "core")} and {formatGb(q.total.memory_gb)} in all,
             added up over its runs; each run holds its share only while it runs. A study may be
             larger than the quota: the runs that do not fit wait in the queue.
           </Text>

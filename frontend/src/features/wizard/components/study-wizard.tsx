@@ -32,6 +32,7 @@ import { ParameterEditor } from "./parameter-editor";
 import { PreviewPanel, PreviewRows } from "./preview-panel";
 import { RunConfig } from "./run-config";
 import { UploadDropzone } from "./upload-dropzone";
+import { plural } from "@/lib/format";
 
 const STEPS = ["Case", "Parameters", "Run configuration", "Objectives", "Review"] as const;
 // Errors the user has not had a chance to cause yet stay quiet until they try to save.
@@ -299,10 +300,7 @@ export function StudyWizard({
                   disabled={!!previewData && !previewData.quota.fits}
                   data-testid="submit-study"
                 >
-                  Submit{" "}
-                  {previewData
-                    ? `${previewData.run_count} run${previewData.run_count === 1 ? "" : "s"}`
-                    : "study"}
+                  Submit {previewData ? plural(previewData.run_count, "run") : "study"}
                 </Button>
               )}
             </Group>
