@@ -54,4 +54,17 @@ describe("StudyWizard", () => {
       /names are identifiers/,
     );
   });
+
+  it("gives a step left behind a tick only when nothing on it is missing", async () => {
+    wizard({ ...emptyForm(), template: "cavity" });
+    await userEvent.click(screen.getByTestId("next-step"));
+    const caseStep = screen.getByTestId("step-0");
+    expect(caseStep).toHaveAttribute("data-done", "false");
+    expect(caseStep).toHaveTextContent("not finished");
+    await userEvent.click(screen.getByTestId("step-0"));
+    await userEvent.type(screen.getByTestId("study-name"), "Lid speeds");
+    await userEvent.click(screen.getByTestId("next-step"));
+    expect(screen.getByTestId("step-0")).toHaveAttribute("data-done", "true");
+    expect(screen.getByTestId("step-0")).not.toHaveTextContent("not finished");
+  });
 });

@@ -82,6 +82,10 @@ export function StudyWizard({
   }, [localErrors, serverError, triedSave]);
 
   const stepErrors = (i: number) => Object.keys(errors).filter((k) => stepOfField(k) === i).length;
+  // a step left behind is done only when nothing on it is missing, marked yet or not (an
+  // empty study name is not complained about before a save, but its step is not done)
+  const stepUnfinished = (i: number) =>
+    Object.keys(localErrors).some((k) => stepOfField(k) === i) || stepErrors(i) > 0;
 
   const submit = (draft: boolean) => {
     setTriedSave(true);
@@ -115,15 +119,26 @@ export function StudyWizard({
             mb="xl"
             wrap={false}
           >
-            {STEPS.map((label, i) => (
-              <Stepper.Step
-                key={label}
-                label={label}
-                color={stepErrors(i) ? "red" : undefined}
-                description={stepErrors(i) ? `${stepErrors(i)} to fix` : undefined}
-                data-testid={`step-${i}`}
-              />
-            ))}
+            {STEPS.map((label, i) => {
+              const unfinished = i < step && stepUnfinished(i);
+              return (
+                <Stepper.Step
+                  key={label}
+                  label={label}
+                  color={stepErrors(i) ? "red" : unfinished ? "orange" : undefined}
+                  completedIcon={unfinished ? i + 1 : undefined}
+                  description={
+                    stepErrors(i)
+                      ? `${stepErrors(i)} to fix`
+                      : unfinished
+                        ? "not finished"
+                        : undefined
+                  }
+                  data-done={i < step && !unfinished ? "true" : "false"}
+                  data-testid={`step-${i}`}
+                />
+              );
+            })}
           </Stepper>
 
           <Box mih={360}>
