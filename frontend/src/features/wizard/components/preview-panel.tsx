@@ -21,6 +21,7 @@ export function PreviewPanel({
   error,
   loading,
   localProblems,
+  markedOn = [],
   waitingFor,
 }: {
   preview: Preview | undefined;
@@ -28,6 +29,8 @@ export function PreviewPanel({
   loading: boolean;
   /** problems marked on the form (those not shown until a save attempt are not counted) */
   localProblems: number;
+  /** the steps those marked fields are on */
+  markedOn?: string[];
   /** what the preview waits for when nothing is marked yet (e.g. "pick a template, …") */
   waitingFor?: string;
 }) {
@@ -54,7 +57,8 @@ export function PreviewPanel({
       )}
       {localProblems > 0 ? (
         <Text size="sm" c="var(--mantine-color-orange-light-color)" mt="xs">
-          Fix {plural(localProblems, "marked field")} to update the preview.
+          Fix {plural(localProblems, "marked field")}
+          {markedOn.length ? ` on ${markedOn.join(", ")}` : ""} to update the preview.
         </Text>
       ) : waitingFor ? (
         <Text size="sm" c="dimmed" mt="xs" data-testid="preview-waiting">

@@ -67,4 +67,20 @@ describe("StudyWizard", () => {
     expect(screen.getByTestId("step-0")).toHaveAttribute("data-done", "true");
     expect(screen.getByTestId("step-0")).not.toHaveTextContent("not finished");
   });
+
+  it("before a case is uploaded (or after one was refused) asks for the case, marks nothing else", () => {
+    wizard({ ...emptyForm(), source: "upload" });
+    expect(screen.getByTestId("preview-panel")).not.toHaveTextContent(/marked field/);
+    expect(screen.getByTestId("preview-waiting")).toHaveTextContent(
+      "The preview appears once you upload a case archive (.tar.gz, .tgz or .zip).",
+    );
+    expect(screen.getByTestId("step-2")).not.toHaveTextContent("to fix");
+  });
+
+  it("names the step a marked field is on when it is not the one shown", () => {
+    wizard({ ...emptyForm(), template: "cavity", memoryGb: 0 });
+    expect(screen.getByTestId("preview-panel")).toHaveTextContent(
+      "Fix 1 marked field on Run configuration to update the preview.",
+    );
+  });
 });

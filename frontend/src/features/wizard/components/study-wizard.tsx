@@ -329,6 +329,9 @@ export function StudyWizard({
             error={preview.isError ? preview.error : null}
             loading={preview.isFetching}
             localProblems={blocking.filter((k) => k in errors).length}
+            markedOn={[
+              ...new Set(blocking.filter((k) => k in errors).map((k) => STEPS[stepOfField(k)]!)),
+            ]}
             waitingFor={blocking.length ? localErrors[blocking[0]!] : undefined}
           />
           {previewData && (
