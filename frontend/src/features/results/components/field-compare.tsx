@@ -2,7 +2,7 @@ import { Group, SegmentedControl, Select, SimpleGrid, Stack, Text } from "@manti
 import { useMemo, useState } from "react";
 import { Plot } from "@/components/plot";
 import { useFieldsData, useRunsFields } from "../hooks/use-results";
-import { fieldTraces, sharedRange } from "../lib/field-traces";
+import { fieldLayout, fieldTraces, sharedRange } from "../lib/field-traces";
 import { common, REGION_LABELS } from "../lib/pick";
 import { plural } from "@/lib/format";
 
@@ -92,8 +92,7 @@ export function FieldCompare({ runs }: { runs: FieldRun[] }) {
                 data={d ? fieldTraces(d, { range, scaleBelow: true }) : []}
                 layout={{
                   margin: { l: 40, r: 8, t: 8, b: 80 },
-                  xaxis: { showgrid: false, zeroline: false },
-                  yaxis: { showgrid: false, zeroline: false, scaleanchor: "x", scaleratio: 1 },
+                  ...(d ? fieldLayout(d.region, { axes: ["", ""], revision: run.id }) : {}),
                 }}
                 height={300}
                 aria-label={`${labelOf(field)} of ${run.label}`}

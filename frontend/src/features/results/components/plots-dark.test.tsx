@@ -2,7 +2,6 @@ import { MantineProvider } from "@mantine/core";
 import { render, waitFor } from "@testing-library/react";
 import Plotly from "plotly.js-dist-min";
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { theme } from "@/app/theme";
 import type { Run } from "@/lib/types";
 import { CpPlot } from "./cp-plot";
 import { ObjectivePolar } from "./objective-polar";
@@ -24,11 +23,7 @@ function gridColours(): string[] {
 }
 
 function renderIn(scheme: "dark" | "light", ui: React.ReactElement) {
-  return render(
-    <MantineProvider theme={theme} forceColorScheme={scheme}>
-      {ui}
-    </MantineProvider>,
-  );
+  return render(<MantineProvider forceColorScheme={scheme}>{ui}</MantineProvider>);
 }
 
 const cp = {
