@@ -27,6 +27,10 @@ class Hook(enum.StrEnum):
     # its stored series, not saved (keyword arguments: run, solver_converged, iterations,
     # last_time)
     RUN_RESULTS_RECOMPUTE = "telemetry.run_results_recompute"
+    # scheduler: whether a backend's admission policy takes a tenant's queued runs by their
+    # studies' priority before their order of submission (queue positions count as it
+    # does; keyword arguments: policy, the backend's admission_policy, blank for the default)
+    QUEUE_BY_PRIORITY = "scheduler.queue_by_priority"
 
 
 _IMPLEMENTATIONS: dict[Hook, Callable[..., Any]] = {}

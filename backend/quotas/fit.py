@@ -16,6 +16,7 @@ import dataclasses
 from typing import Any, Literal
 
 from compute.capacity import BackendCapacity
+from core.text import plural
 from quotas.models import Quota
 
 EPSILON = 1e-9  # memory sums are floats
@@ -115,7 +116,8 @@ class Problem:
         if self.limit == "backend":
             if self.resource == "nodes":
                 return (
-                    f"backend {self.where} runs at most {a:g} node(s) per run; this run needs {n:g}"
+                    f"backend {self.where} runs at most {plural(a, 'node')} per run; this run "
+                    f"needs {n:g}"
                 )
             return (
                 f"{u:g} {unit} in use + {n:g} for this run, over the {a:g} {unit} "
@@ -125,6 +127,29 @@ class Problem:
             f"{u:g} {unit} in use + {n:g} for this run, over the {a:g} {unit} "
             f"the OpenStack project of backend {self.where} allows"
         )
+
+    def limit_named(self) -> str:
+        """The limit itself, in words, as the preview names what a single run does not fit:
+        "your quota of 8 cores", "backend local's 2 cores", "the OpenStack project of
+        backend os (6 cores)"."""
+        a, where = self.allowed, self.where
+        if self.resource == "disabled":
+            return f"backend {where}, which is disabled"
+        if self.resource == "storage":
+            return f"your storage quota of {a:g} GB"
+        amount = {
+            "cores": plural(a, "core"),
+            "memory": f"{a:g} GB" + (" of RAM" if self.limit == "cloud" else ""),
+            "nodes": plural(a, "node"),
+            "instances": plural(a, "server"),
+            "runs": plural(a, "concurrent run"),
+        }.get(self.resource, f"{a:g} {self.resource}")
+        if self.limit == "quota":
+            return f"your quota of {amount}"
+        if self.limit == "backend":
+            per_run = " per run" if self.resource == "nodes" else ""
+            return f"backend {where}'s {amount}{per_run}"
+        return f"the OpenStack project of backend {where} ({amount})"
 
     def for_one_run(self) -> str:
         """What a single run is refused with at submission, and what to change."""
@@ -140,21 +165,22 @@ class Problem:
             )
         if self.limit == "quota":
             return {
-                "cores": f"one run needs {n:g} cores but your quota allows {a:g} cores; lower "
-                "resources.processes or ask an admin to raise the quota",
+                "cores": f"one run needs {plural(n, 'core')} but your quota allows "
+                f"{plural(a, 'core')}; lower resources.processes or ask an admin to raise the "
+                "quota",
                 "memory": f"one run needs {n:g} GB of memory but your quota allows {a:g} GB; "
                 "lower resources.memory_gb",
-                "nodes": f"one run needs {n:g} nodes but your quota allows {a:g}; lower "
+                "nodes": f"one run needs {plural(n, 'node')} but your quota allows {a:g}; lower "
                 "resources.nodes",
             }.get(self.resource, f"one run does not fit your quota: {self}")
         if self.limit == "backend":
             return {
-                "cores": f"one run needs {n:g} cores but backend {self.where} has {a:g}; lower "
-                "resources.processes or choose another backend",
+                "cores": f"one run needs {plural(n, 'core')} but backend {self.where} has "
+                f"{a:g}; lower resources.processes or choose another backend",
                 "memory": f"one run needs {n:g} GB but backend {self.where} has {a:g} GB; lower "
                 "resources.memory_gb",
-                "nodes": f"one run needs {n:g} nodes but backend {self.where} runs at most "
-                f"{a:g} node(s) per run",
+                "nodes": f"one run needs {plural(n, 'node')} but backend {self.where} runs at "
+                f"most {plural(a, 'node')} per run",
             }.get(self.resource, f"one run does not fit backend {self.where}: {self}")
         unit = {"cores": "cores", "memory": "GB", "instances": "instances"}[self.resource]
         needs = f"{n:g} GB of RAM" if self.resource == "memory" else f"{n:g} {unit}"
@@ -312,9 +338,9 @@ def runs_at_once_limited(
         return 0, ""
     n = backend.name
     bounds: list[tuple[int, str]] = [
-        (quota.max_runs, f"your quota of {quota.max_runs} concurrent runs"),
-        (quota.cores // shape.cores, f"your quota of {quota.cores} cores"),
-        (backend.cores // shape.cores, f"backend {n}'s {backend.cores} cores"),
+        (quota.max_runs, f"your quota of {plural(quota.max_runs, 'concurrent run')}"),
+        (quota.cores // shape.cores, f"your quota of {plural(quota.cores, 'core')}"),
+        (backend.cores // shape.cores, f"backend {n}'s {plural(backend.cores, 'core')}"),
     ]
     if shape.memory_gb:
         bounds += [
@@ -322,19 +348,26 @@ def runs_at_once_limited(
             (int(backend.memory_gb // shape.memory_gb), f"backend {n}'s {backend.memory_gb:g} GB"),
         ]
     if backend.holds_nodes:
-        bounds.append((quota.max_nodes // shape.nodes, f"your quota of {quota.max_nodes} nodes"))
+        bounds.append(
+            (quota.max_nodes // shape.nodes, f"your quota of {plural(quota.max_nodes, 'node')}")
+        )
     cloud = backend.cloud
     project = f"the OpenStack project of backend {n}"
     if cloud is not None:
         if cloud.cores is not None:
-            bounds.append((cloud.cores // shape.cores, f"{project} ({cloud.cores} cores)"))
+            bounds.append(
+                (cloud.cores // shape.cores, f"{project} ({plural(cloud.cores, 'core')})")
+            )
         if cloud.ram_gb is not None and shape.memory_gb:
             bounds.append(
                 (int(cloud.ram_gb // shape.memory_gb), f"{project} ({cloud.ram_gb:g} GB of RAM)")
             )
         if cloud.instances is not None:
             bounds.append(
-                (cloud.instances // max(shape.nodes, 1), f"{project} ({cloud.instances} servers)")
+                (
+                    cloud.instances // max(shape.nodes, 1),
+                    f"{project} ({plural(cloud.instances, 'server')})",
+                )
             )
     count, why = min(bounds, key=lambda b: b[0])
     return max(count, 0), why

@@ -56,6 +56,7 @@ class Candidate(NamedTuple):
 
 class AdmissionPolicy(Protocol):
     name: str
+    by_priority: bool  # a tenant's queue is taken high priority first (else submission order)
     backfills: bool  # a run that does not fit reserves its start; later runs backfill around it
     fair_share: bool  # capacity other tenants wait for goes to the one below its fair share
 
@@ -105,6 +106,7 @@ class Fifo:
     """First in, first out per tenant; a quota that is full stops the tenant's queue."""
 
     name = "fifo"
+    by_priority = False
     backfills = False
     fair_share = False
 
@@ -125,6 +127,7 @@ class ByPriority:
     """High-priority studies first, then normal, then low; FIFO inside each; backfill."""
 
     name = "priority"
+    by_priority = True
     backfills = True
     fair_share = False
 
@@ -177,3 +180,9 @@ def policy_named(name: str) -> AdmissionPolicy:
 def policy_in_use() -> AdmissionPolicy:
     """The portal's default policy (WINDTUNNEL_ADMISSION_POLICY)."""
     return policy_named("")
+
+
+def queue_by_priority(*, policy: str) -> bool:
+    """Whether the policy `policy` (a backend's admission_policy; blank: the default) takes a
+    tenant's queued runs by priority first: what queue positions count by (core.hooks)."""
+    return policy_named(policy).by_priority

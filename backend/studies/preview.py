@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from compute.capacity import capacity_of
+from core.text import plural
 from quotas.fit import GB, queue_problem, run_fit_problem, runs_at_once_limited, storage_problem
 from quotas.models import Quota
 from studies.adaptive import AdaptivePlan
@@ -90,16 +91,18 @@ def quota_impact(*, tenant: Any, resolved: ResolvedSpec) -> dict[str, Any]:
     queued = queue_problem(quota=quota, active=active, adding=resolved.run_count)
     stored = storage_used_bytes(tenant_id=tenant.id)
     full = storage_problem(quota=quota, stored_bytes=stored)
+    # what a single run does not fit: the tenant's quota, the backend or its cloud project
+    refused_by = found.limit_named() if found else ""
     if problem:
-        summary = f"a single run does not fit: {problem}"
+        summary = f"a single run does not fit {refused_by}: {problem}"
     elif full:  # submission would be refused (a draft may be saved), whatever the shape
         problem = summary = full.for_one_run()
     elif queued:
         summary = queued
     else:
         summary = (
-            f"{resolved.run_count} run(s) × {resolved.processes} core(s): at most {concurrent} "
-            f"at a time, set by {limited_by}; about {waves} wave(s)"
+            f"{plural(resolved.run_count, 'run')} × {plural(resolved.processes, 'core')}: at "
+            f"most {concurrent} at a time, set by {limited_by}; about {plural(waves or 0, 'wave')}"
         )
     return {
         "per_run": per_run,
@@ -123,6 +126,7 @@ def quota_impact(*, tenant: Any, resolved: ResolvedSpec) -> dict[str, Any]:
         "concurrent_runs": concurrent,
         # what sets concurrent_runs: the tenant's quota, the backend's capacity or its cloud
         "limited_by": limited_by,
+        "refused_by": refused_by,
         "waves": waves,
         "fits": problem is None,  # a single run, with room to store its files
         "storage_full": full is not None,  # the storage quota is used up: nothing is submitted

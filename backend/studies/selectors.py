@@ -8,7 +8,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, QuerySet, Sum
 
+from core import hooks
 from core.exceptions import NotFound
+from core.hooks import Hook
 from core.ids import parse_uuid
 from studies.choices import RunState, StudyState
 from studies.figures import core_hours_expression
@@ -117,50 +119,78 @@ def upload_list_visible_to(*, user) -> QuerySet[Upload]:
 
 
 def queue_positions(*, tenant_id: int, runs: Sequence[Run]) -> dict[str, int]:
-    """1-based position of each queued run in its tenant's FIFO queue, counted for these runs
-    only: the runs ahead of the first of them (an index range count), then a window over the
-    span from the first to the last. A page of a 100,000-run queue costs its span, not the
-    queue."""
-    keys = [(r.queued_at, str(r.study_id), r.index) for r in runs]
-    if not keys:
-        return {}
+    """1-based position of each queued run in its tenant's queue on its backend, as admission
+    takes that queue (scheduler.policies): the tenant's queued runs on the same backend,
+    but a cancelled study's, ordered by submission (queued at, study, index), high priority
+    first where the backend's policy goes by priority. Counted for these runs only: the runs
+    ahead of the first of them, then a window over the span from the first to the last. A
+    page of a 100,000-run queue costs its span, not the queue."""
+    groups: dict[int, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.backend_id, []).append(run)
+    out: dict[str, int] = {}
+    for backend_id, group in groups.items():
+        policy = group[0].backend.admission_policy if group[0].backend_id else ""
+        by_priority = bool(hooks.call(Hook.QUEUE_BY_PRIORITY, policy=policy))
+        out.update(_positions_on(tenant_id, backend_id, group, by_priority=by_priority))
+    return out
+
+
+def _positions_on(
+    tenant_id: int, backend_id: int, runs: Sequence[Run], *, by_priority: bool
+) -> dict[str, int]:
+    """queue_positions of runs queued on one backend."""
+    rank = "-r.priority" if by_priority else "0"
+    keys = [
+        (-r.priority if by_priority else 0, r.queued_at, str(r.study_id), r.index) for r in runs
+    ]
     low, high = min(keys), max(keys)
-    table = Run._meta.db_table
-    if low[:2] == high[:2]:
+    table, studies = Run._meta.db_table, Study._meta.db_table
+    key = f"({rank}, r.queued_at, r.study_id, r.index)"
+    if low[:3] == high[:3]:
         # a page of one study queued at once (the usual case): the span said as an index
         # range, which the planner estimates as the few rows it is (a row comparison over a
         # study whose runs share one queued_at looks like the whole study: a sequential scan)
         span = (
-            "queued_at = %(lq)s AND study_id = %(ls)s::uuid AND index >= %(li)s AND index <= %(hi)s"
+            f"{rank} = %(lp)s AND r.queued_at = %(lq)s AND r.study_id = %(ls)s::uuid"
+            " AND r.index >= %(li)s AND r.index <= %(hi)s"
         )
     else:
         span = (
-            "(queued_at, study_id, index) >= (%(lq)s, %(ls)s::uuid, %(li)s)"
-            " AND (queued_at, study_id, index) <= (%(hq)s, %(hs)s::uuid, %(hi)s)"
+            f"{key} >= (%(lp)s, %(lq)s, %(ls)s::uuid, %(li)s)"
+            f" AND {key} <= (%(hp)s, %(hq)s, %(hs)s::uuid, %(hi)s)"
         )
+    queued = (
+        f"FROM {table} r JOIN {studies} s ON s.id = r.study_id"
+        " WHERE r.tenant_id = %(tenant)s AND r.state = %(state)s AND r.backend_id = %(backend)s"
+        " AND s.state <> %(cancelled)s"
+    )
     with connection.cursor() as cur:
         cur.execute(
             f"""
             WITH ahead AS (
-              SELECT count(*) AS n FROM {table}
-              WHERE tenant_id = %(tenant)s AND state = %(state)s
-                AND (queued_at, study_id, index) < (%(lq)s, %(ls)s::uuid, %(li)s)
+              SELECT count(*) AS n {queued}
+                AND {key} < (%(lp)s, %(lq)s, %(ls)s::uuid, %(li)s)
             )
             SELECT q.id, ahead.n + q.pos FROM ahead, (
-              SELECT id, row_number() OVER (ORDER BY queued_at, study_id, index) AS pos
-              FROM {table}
-              WHERE tenant_id = %(tenant)s AND state = %(state)s AND {span}
+              SELECT r.id, row_number() OVER (ORDER BY {rank}, r.queued_at, r.study_id, r.index)
+                AS pos
+              {queued} AND {span}
             ) q WHERE q.id = ANY(%(ids)s::uuid[])
             """,
             {
                 "tenant": tenant_id,
+                "backend": backend_id,
                 "state": RunState.PENDING.value,
-                "lq": low[0],
-                "ls": low[1],
-                "li": low[2],
-                "hq": high[0],
-                "hs": high[1],
-                "hi": high[2],
+                "cancelled": StudyState.CANCELLED.value,
+                "lp": low[0],
+                "lq": low[1],
+                "ls": low[2],
+                "li": low[3],
+                "hp": high[0],
+                "hq": high[1],
+                "hs": high[2],
+                "hi": high[3],
                 "ids": [str(r.id) for r in runs],
             },
         )

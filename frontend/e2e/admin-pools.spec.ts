@@ -74,7 +74,7 @@ test("an operator creates a warm pool, told what is wrong field by field, then d
   await create.click();
   await expect(form).toBeHidden();
   await expect(page.getByRole("heading", { name: POOL, exact: true })).toBeVisible();
-  await expect(page.getByText(/wt\.small: 1 cores, 1 GB/)).toBeVisible();
+  await expect(page.getByText(/wt\.small: 1 core, 1 GB/)).toBeVisible();
   await expect(page.getByRole("form", { name: `Bounds of ${POOL}` })).toBeVisible();
 
   // no live worker (min 0, nothing waits): deleted at once

@@ -117,6 +117,36 @@ _VECTOR_KEYS = {
     "e2",
     "e3",
 }
+# fvSchemes: a scheme's entry is words (``bounded Gauss linearUpwind grad(U);``); a number
+# stands only after a scheme that takes a coefficient (``limitedLinear 1``, ``limited 0.5``,
+# ``cellLimited Gauss linear 1``, ``limited corrected 0.33``, ``CrankNicolson 0.9``)
+_COEFFICIENT_SCHEMES = {
+    "limited",
+    "cellLimited",
+    "faceLimited",
+    "cellMDLimited",
+    "faceMDLimited",
+    "limitedLinear",
+    "limitedLinearV",
+    "limitedLinear01",
+    "limitedLimitedLinear",
+    "limitedCubic",
+    "limitedCubicV",
+    "limitedCubic01",
+    "limitedVanLeer",
+    "limitedMUSCL",
+    "limitedGamma",
+    "Gamma",
+    "GammaV",
+    "Gamma01",
+    "blended",
+    "CrankNicolson",
+    "localBlended",
+    "cellCoBlended",
+    "CoBlended",
+    "deferred",
+}
+_STRING_FILTER = re.compile(r"\|\s*(string|lower|upper|title|capitalize|replace|join|trim)\b")
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.S)
 _INTEGER_EXPR = re.compile(r"\|\s*int\b|\b(round|floor|ceil)\s*\(|\|\s*round\b")
 
@@ -163,10 +193,12 @@ def _placeholder_type(text: str, start: int, end: int, expr: str, vector_file: b
     after = text[end : line_end if line_end >= 0 else len(text)]
     if _INTEGER_EXPR.search(expr):
         return "integer"
-    if before.count('"') % 2 == 1:
+    if before.count('"') % 2 == 1 or _STRING_FILTER.search(expr):
         return "text"
     words = before.split()
     key = words[0] if words else ""
+    if words and _enclosing_block(text, line_start).endswith("Schemes"):
+        return _scheme_entry_type(words)
     previous = text[text.rfind("\n", 0, max(line_start - 1, 0)) + 1 : line_start].split()
     if key.startswith("hex") or (key.startswith("(") and previous[:1] == ["hex"]):
         return "integer"  # a blockMesh block's cell counts
@@ -181,3 +213,30 @@ def _placeholder_type(text: str, start: int, end: int, expr: str, vector_file: b
         if words and words[-1] == "uniform" and vector_file:
             return "vector"
     return "number"
+
+
+def _enclosing_block(text: str, pos: int) -> str:
+    """The name of the innermost ``name { … }`` block that `pos` is in ("" at the top)."""
+    plain = _PLACEHOLDER.sub(lambda m: " " * len(m.group(0)), text[:pos])
+    plain = re.sub(r"//[^\n]*|/\*.*?\*/", " ", plain, flags=re.S)  # braces in comments
+    names: list[str] = []
+    for match in re.finditer(r"[{}]", plain):
+        if match.group(0) == "{":
+            head = plain[: match.start()].rstrip().rsplit(None, 1)
+            names.append(head[-1] if head else "")
+        elif names:
+            names.pop()
+    return names[-1] if names else ""
+
+
+def _scheme_entry_type(words: list[str]) -> str:
+    """A placeholder in an fvSchemes entry (`words`: the entry's tokens before it): a number
+    right after a scheme that takes a coefficient, else a word (a scheme's name or its
+    arguments, e.g. ``linearUpwind grad(U)``)."""
+    value = words[1:]  # the entry's key (``div(phi,U)``, ``default``) is not a scheme
+    if value and (
+        value[-1] in _COEFFICIENT_SCHEMES
+        or (value[-1] == "corrected" and len(value) > 1 and value[-2] in _COEFFICIENT_SCHEMES)
+    ):
+        return "number"
+    return "text"

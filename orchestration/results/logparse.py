@@ -113,7 +113,10 @@ class LogParser:
         self.ended = False
         self.fatal_error: str | None = None
         self.last_time: float | None = None
-        self.iterations = 0  # number of `Time = …` steps seen
+        # time steps the solver finished: a `Time = …` step counts once its ExecutionTime line,
+        # the next step or End closes it; one a crash or fatal error cut short does not
+        self.iterations = 0
+        self._step_open = False
         self._x = 0.0
         # the step in progress, by series name: first initial residual, last final residual,
         # last value of every other series
@@ -235,6 +238,7 @@ class LogParser:
                     except ValueError:
                         self._set_scalar("execution.time", clock)
                         self._set_scalar("execution.clock", wall)
+                    self._end_step()
                     self._emit()
             elif "converged in" in line or "::sig" in line:
                 slow(line)
@@ -331,12 +335,14 @@ class LogParser:
             return False
         self._set_scalar("execution.time", match.group(1))
         self._set_scalar("execution.clock", match.group(2))
+        self._end_step()
         self._emit()
         return True
 
     def _on_other(self, text: str) -> None:
         if text == "End":
             self.ended = True
+            self._end_step()
             self._emit()
             return
         if "converged in" in text and _CONVERGED.search(text):
@@ -356,10 +362,17 @@ class LogParser:
 
     def _start_step(self, value: float) -> None:
         self._emit()
+        self._end_step()
+        self._step_open = True
         self._x = value
         self.last_time = value
-        self.iterations += 1
         self._emitted = set()
+
+    def _end_step(self) -> None:
+        """The step in progress finished: counted once."""
+        if self._step_open:
+            self.iterations += 1
+            self._step_open = False
 
     def _set_scalar(self, name: str, raw: str) -> None:
         try:

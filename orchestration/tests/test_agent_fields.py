@@ -131,7 +131,10 @@ def test_airfoil_run_gets_cp_along_the_force_patches_with_its_reference(
     ref = cp["reference"]
     assert ref["magUInf"] == speed and ref["kinematic_pressure"] is True and ref["pRef"] == 0
     assert ref["lRef"] == 35.05 and "26" in ref["text"]
-    assert min(cp["x_over_c"]) == 0 and max(cp["x_over_c"]) == 1
+    # the chord is the case's (the template's 35.05, forceCoeffs' lRef), not the extent of
+    # the wall's face centres (33.39); x/c runs from the leading edge, face centres inside
+    assert ref["chord"] == 35.05 and "c = 35.05, the lRef of forceCoeffs" in ref["text"]
+    assert 0 < min(cp["x_over_c"]) < 0.01 and 0.9 < max(cp["x_over_c"]) < 1
     assert set(cp["side"]) == {"upper", "lower"}
     # the stagnation point at the leading edge: the highest Cp on the body (about 1 once
     # converged; these 15 iterations are not), suction on the upper side further back

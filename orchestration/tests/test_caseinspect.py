@@ -139,6 +139,17 @@ def test_placeholders_are_typed_from_where_they_stand(tmp_path: Path) -> None:
     )
     block = case / "system/blockMeshDict"
     block.write_text(block.read_text().replace("(18 30 1)", "({{ nx }} 30 1)", 1))
+    schemes = case / "system/fvSchemes"
+    schemes.write_text(
+        schemes.read_text()
+        .replace("bounded Gauss linearUpwind grad(U);", "bounded Gauss {{ uscheme }};")
+        .replace("div(phi,k)      bounded Gauss limitedLinear 1;", "div(phi,k) {{ kscheme }};")
+        .replace(
+            "div(phi,epsilon) bounded Gauss limitedLinear 1;",
+            "div(phi,epsilon) bounded Gauss limitedLinear {{ psi }};",
+        )
+        .replace("default         steadyState;", "default         {{ ddt }};")
+    )
     inspection = inspect_case(case, etc_dir=ETC)
     types = {p.name: (rel, p.type) for rel, items in inspection.placeholders.items() for p in items}
     assert types["Uin"] == ("0/U", "number")
@@ -146,6 +157,11 @@ def test_placeholders_are_typed_from_where_they_stand(tmp_path: Path) -> None:
     assert types["iterations"] == ("system/controlDict", "integer")
     assert types["label"] == ("system/controlDict", "text")
     assert types["nx"] == ("system/blockMeshDict", "integer")
+    # a scheme is a word wherever it stands in fvSchemes; a scheme's coefficient a number
+    assert types["uscheme"] == ("system/fvSchemes", "text")
+    assert types["kscheme"] == ("system/fvSchemes", "text")
+    assert types["ddt"] == ("system/fvSchemes", "text")
+    assert types["psi"] == ("system/fvSchemes", "number")
     assert inspection.solver == "simpleFoam"
 
 

@@ -282,3 +282,37 @@ def test_blocks_give_what_lines_give_on_mangled_logs(seed: int) -> None:
     got = _by_blocks(lines, cuts)
     assert _same(got[0], expected[0])
     assert got[1] == expected[1]
+
+
+def test_a_step_the_solver_never_finished_is_not_an_iteration() -> None:
+    """A solver that blows up in its first time step ran no iteration; one that dies in its
+    third finished two."""
+    crash = [
+        "Time = 1",
+        "smoothSolver:  Solving for Ux, Initial residual = 1, Final residual = 0.1, No Iterations 2",
+        "#0  Foam::error::printStack(Foam::Ostream&) at ??:?",
+        "#1  Foam::sigFpe::sigHandler(int) at ??:?",
+    ]
+    parser = LogParser()
+    for line in crash:
+        parser.feed(line)
+    parser.flush()
+    assert parser.fatal_error == "floating point exception (sigFpe)"
+    assert parser.iterations == 0 and parser.last_time == 1.0
+    parser = LogParser()
+    for n in (1, 2):
+        parser.feed(f"Time = {n}")
+        parser.feed("ExecutionTime = 0.5 s  ClockTime = 1 s")
+    for line in [line.replace("Time = 1", "Time = 3") for line in crash]:
+        parser.feed(line)
+    parser.flush()
+    assert parser.iterations == 2
+    # the same lines as blocks count the same
+    blocks = LogParser()
+    blocks.feed_block("Time = 1\nExecutionTime = 0.5 s  ClockTime = 1 s\nTime = 2\n")
+    blocks.flush_block()
+    assert blocks.iterations == 1
+    # a solver that prints no ExecutionTime: the next step or End closes a step
+    quiet = LogParser()
+    quiet.feed_block("Time = 1\nTime = 2\nEnd\n")
+    assert quiet.iterations == 2

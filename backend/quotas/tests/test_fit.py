@@ -178,3 +178,18 @@ def test_an_upload_that_would_use_up_the_storage_quota_is_said_with_its_size() -
         "0.5 GB stored + 0.5 GB for this, over the storage quota of 1 GB: delete studies or "
         "uploads you no longer need, or ask an admin for more"
     )
+
+
+@pytest.mark.parametrize(
+    ("shape", "backend", "named"),
+    [
+        (Shape(cores=9, memory_gb=1), CLOUD, "your quota of 8 cores"),
+        (Shape(cores=5, memory_gb=1), LOCAL, "backend local's 4 cores"),
+        (Shape(cores=1, memory_gb=1, nodes=2), LOCAL, "backend local's 1 node per run"),
+        (Shape(cores=7, memory_gb=1), CLOUD, "the OpenStack project of backend os (6 cores)"),
+        (Shape(cores=2, memory_gb=13), CLOUD, "the OpenStack project of backend os (12 GB of RAM)"),
+    ],
+)
+def test_the_limit_a_single_run_does_not_fit_is_named_where_it_is(shape, backend, named) -> None:
+    problem = run_fit_problem(shape=shape, quota=QUOTA, backend=backend)
+    assert problem is not None and problem.limit_named() == named

@@ -530,6 +530,12 @@ class QuotaImpactSerializer(serializers.Serializer):
         allow_blank=True,
         help_text="what sets concurrent_runs: your quota of 4 cores, backend local's 2 cores, …",
     )
+    refused_by = serializers.CharField(
+        allow_blank=True,
+        help_text="the limit a single run does not fit, when it does not: your quota of 4 "
+        "cores, backend local's 2 cores, the OpenStack project of backend os (6 cores); "
+        "blank when a run fits",
+    )
     waves = serializers.IntegerField(allow_null=True)
     fits = serializers.BooleanField(help_text="a single run fits, with room to store its files")
     storage_full = serializers.BooleanField(

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from catalog.models import Backend
 from studies.models import Study
 from tenancy import throttle
 from tenancy.testing import TenantAPIClient
@@ -101,3 +102,30 @@ def test_a_burst_of_previews_from_one_tenant_is_throttled_and_another_is_not(
     client = TenantAPIClient()
     client.force_authenticate(other.user)
     assert preview(client, small).status_code == 200
+
+
+def test_a_run_the_backend_is_too_small_for_names_the_backend_not_the_quota(make_tenant, catalog):
+    """The tenant's quota has room; the backend the study runs on has too few cores."""
+    Backend.objects.create(name="small", kind="local", cores=2, memory_gb=16, max_nodes=1)
+    client = TenantAPIClient()
+    client.force_authenticate(make_tenant(cores=64, memory_gb=64).user)
+    spec = {"name": "wide", "template": "cavity", "backend": "small", "resources": {"processes": 4}}
+    quota = preview(client, spec).json()["quota"]
+    assert quota["fits"] is False
+    assert quota["refused_by"] == "backend small's 2 cores"
+    assert quota["summary"].startswith("a single run does not fit backend small's 2 cores")
+    assert quota["problem"] == (
+        "one run needs 4 cores but backend small has 2; lower resources.processes or choose "
+        "another backend"
+    )
+    # within the backend but over the quota: the quota is named
+    client.force_authenticate(make_tenant(cores=1, memory_gb=64).user)
+    quota = preview(client, {**spec, "resources": {"processes": 2}}).json()["quota"]
+    assert quota["refused_by"] == "your quota of 1 core"
+    assert "ask an admin to raise the quota" in quota["problem"]
+    # a run that fits is refused by nothing
+    quota = preview(client, {**spec, "resources": {"processes": 1}}).json()["quota"]
+    assert quota["fits"] is True and quota["refused_by"] == ""
+    assert quota["summary"] == (
+        "1 run × 1 core: at most 1 at a time, set by your quota of 1 core; about 1 wave"
+    )

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from studies.models import Run
+from catalog.models import Backend
+from studies.choices import Priority
+from studies.models import Run, Study
 
 SPEC = {
     "name": "polar",
@@ -172,3 +174,30 @@ def test_pages_of_a_studys_runs_in_their_order_are_index_ranges_to_the_last(api)
     body = api.get(url, {"page_size": 4, "page": 2, "param": "lid_velocity:3.."}).json()
     assert body["count"] == 9
     assert [run["parameters"]["lid_velocity"] for run in body["results"]] == [7, 8, 9, 10]
+
+
+def positions(api, study: dict) -> list:
+    rows = api.get(f"/api/v1/studies/{study['id']}/runs/", {"page_size": 3}).json()["results"]
+    return [r["queue_position"] for r in rows]
+
+
+def test_queue_positions_count_only_the_runs_admission_takes_first_on_that_backend(api):
+    """A run is next (#1) when what waits before it waits elsewhere: on another backend, in a
+    cancelled study, or behind it by priority where the backend's policy goes by priority."""
+    Backend.objects.create(name="other", kind="local", cores=2, memory_gb=8, max_nodes=1)
+    first = make_study(api, "on local")
+    elsewhere = make_study(api, "on other")
+    Run.objects.filter(study_id=elsewhere["id"]).update(backend=Backend.objects.get(name="other"))
+    assert positions(api, elsewhere) == [1, 2, 3]  # study one's 8 runs wait on local
+    later = make_study(api, "later on local")
+    assert positions(api, later) == [9, 10, 11]
+    # a cancelled study's queued runs are being ended: nothing waits behind them
+    Study.objects.filter(pk=first["id"]).update(state="cancelled")
+    assert positions(api, later) == [1, 2, 3]
+    Study.objects.filter(pk=first["id"]).update(state="submitted")
+    # high priority first where the backend's policy takes priorities; fifo ignores them
+    Run.objects.filter(study_id=later["id"]).update(priority=Priority.HIGH)
+    assert positions(api, later) == [9, 10, 11]
+    Backend.objects.filter(name="local").update(admission_policy="priority")
+    assert positions(api, later) == [1, 2, 3]
+    assert positions(api, first) == [9, 10, 11]

@@ -3115,6 +3115,8 @@ export interface components {
             limits: components["schemas"]["QuotaAmounts"];
             per_run: components["schemas"]["Shape"];
             problem: string | null;
+            /** @description the limit a single run does not fit, when it does not: your quota of 4 cores, backend local's 2 cores, the OpenStack project of backend os (6 cores); blank when a run fits */
+            refused_by: string;
             /** @description the storage quota is used up: a submission is refused (a draft may be saved) */
             storage_full: boolean;
             summary: string;

@@ -95,6 +95,7 @@ def surface_cp(
     q = 0.5 * u_inf * u_inf * (1.0 if kinematic else rho_inf)
     cells = p["cells"]
     rows = []
+    edge = [math.inf, -math.inf]  # the patches' extent along the plane's first axis
     by_patch = {str(pt["name"]): pt for pt in patches}
     boundary = p["patches"]
     for pname in names:
@@ -115,12 +116,23 @@ def surface_cp(
                 normal[0] += (c0[1] - c1[1]) * (c0[2] + c1[2])
                 normal[1] += (c0[2] - c1[2]) * (c0[0] + c1[0])
                 normal[2] += (c0[0] - c1[0]) * (c0[1] + c1[1])
+            for corner in ring:
+                edge[0], edge[1] = min(edge[0], corner[cut.u]), max(edge[1], corner[cut.u])
             value = values[k] if values else cells[owner[f]]  # type: ignore[index]
             rows.append((centre[cut.u], centre[cut.v], normal[cut.v], value, pname))
     if not rows:
         return None, names
-    xs = [r[0] for r in rows]
-    x_min, chord = min(xs), (max(xs) - min(xs)) or 1.0
+    # x/c from the leading edge (the patches' first point, not a face centre), over the case's
+    # own reference length (lRef, what its force coefficients use) where it gives one, else
+    # over the patches' extent
+    x_min = edge[0]
+    l_ref = as_number(fo.get("lRef"))
+    chord = l_ref if l_ref is not None and l_ref > 0 else (edge[1] - edge[0]) or 1.0
+    chord_from = (
+        f"the lRef of {fo['name']}"
+        if chord == l_ref
+        else f"the extent of {', '.join(names)} along the plane's first axis"
+    )
     rows.sort(key=lambda r: r[0])
     step = max(1, math.ceil(len(rows) / MAX_CP_POINTS))
     rows = rows[::step]
@@ -129,14 +141,13 @@ def surface_cp(
         "magUInf": u_inf,
         "rhoInf": None if kinematic else rho_inf,
         "pRef": p_ref,
-        "lRef": as_number(fo.get("lRef")),
+        "lRef": l_ref,
         "chord": chord,
         "kinematic_pressure": kinematic,
         "text": (
             f"Cp = (p - {p_ref:g}) / (0.5{'' if kinematic else f' * {rho_inf:g}'} * {u_inf:g}^2)"
             f" from {fo['name']}'s magUInf{'' if kinematic else ' and rhoInf'}"
-            f"{' (p is kinematic)' if kinematic else ''}; x/c with c = {chord:.4g}"
-            f", the extent of {', '.join(names)} along the plane's first axis"
+            f"{' (p is kinematic)' if kinematic else ''}; x/c with c = {chord:.4g}, {chord_from}"
         ),
     }
     return {

@@ -8,6 +8,7 @@ import {
   COMPARE_MIN,
   CompareTable,
   FieldCompare,
+  runName,
   useRunsByIds,
 } from "@/features/results";
 import { ForcesPlot, ResidualOverlay } from "@/features/telemetry";
@@ -23,12 +24,15 @@ export function ComparePage() {
   const queries = useRunsByIds(ids.slice(0, COMPARE_MAX));
   const runs = queries.map((q) => q.data).filter((r): r is Run => !!r);
   const label = (r: Run) =>
-    `Run ${r.index}: ${Object.entries(r.parameters)
+    `${runName(r, runs)}: ${Object.entries(r.parameters)
       .map(([k, v]) => `${k}=${v}`)
       .join(" ")}`;
+  const oneStudy = runs[0] && runs.every((r) => r.study === runs[0]!.study) ? runs[0] : null;
   const crumbs = [
     { label: "Studies", to: "/studies" },
-    ...(runs[0] ? [{ label: runs[0].study_name ?? "Study", to: `/studies/${runs[0].study}` }] : []),
+    ...(oneStudy
+      ? [{ label: oneStudy.study_name ?? "Study", to: `/studies/${oneStudy.study}` }]
+      : []),
     { label: "Compare" },
   ];
 

@@ -16,6 +16,7 @@ import {
 } from "@/features/wizard";
 import type { Study } from "@/lib/types";
 import { NotFoundPage } from "./not-found";
+import { plural } from "@/lib/format";
 
 function useCatalog() {
   const templates = useTemplates();
@@ -57,7 +58,7 @@ function useOnSaved() {
       color: "teal",
       message: draft
         ? `Draft "${study.name}" saved`
-        : `"${study.name}" submitted: ${study.run_count} runs queued`,
+        : `"${study.name}" submitted: ${plural(study.run_count ?? 0, "run")} queued`,
     });
     navigate(`/studies/${study.id}`);
   };

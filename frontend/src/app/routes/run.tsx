@@ -42,6 +42,7 @@ import {
   formatDateTime,
   formatDuration,
   formatNumber,
+  plural,
   wallSeconds,
 } from "@/lib/format";
 import { isActiveRun } from "@/lib/types";
@@ -240,7 +241,7 @@ export function RunPage() {
               {formatCoreHours(r.core_hours)}
             </Fact>
             <Fact strong label="Resources">
-              {r.processes} × core, {r.memory_gb} GB
+              {plural(r.processes ?? 1, "core")}, {r.memory_gb} GB
             </Fact>
             <Fact strong label="Backend">
               {r.backend}

@@ -46,6 +46,7 @@ import {
   formatDateTime,
   formatGb,
   formatNumber,
+  plural,
 } from "@/lib/format";
 import { splitParameters } from "@/lib/spec";
 import { specToYaml } from "@/lib/spec-text";
@@ -218,7 +219,8 @@ export function StudyPage() {
         {s.state === "draft" ? (
           <Card padding="lg">
             <Text size="sm" c="dimmed">
-              This is a draft with {s.run_count} runs planned. Edit it or submit it to start.
+              This is a draft with {plural(s.run_count ?? 0, "run")} planned. Edit it or submit it
+              to start.
             </Text>
           </Card>
         ) : (

@@ -6,3 +6,4 @@ export { ObjectivePolar } from "./components/objective-polar";
 export { StudyResultsPanel } from "./components/study-results-panel";
 export { useRunsByIds } from "./hooks/use-results";
 export { COMPARE_MAX, COMPARE_MIN, compareHref } from "./lib/field-traces";
+export { runName } from "./lib/run-names";

@@ -31,6 +31,7 @@ import {
 import { fieldError } from "../api/field-error";
 import { ElasticNodes } from "./elastic-nodes";
 import { AdminLink, EditMenuTarget, FormError } from "./form-parts";
+import { plural } from "@/lib/format";
 
 const KINDS: { value: BackendKind; label: string }[] = [
   { value: "local", label: "Local machine" },
@@ -300,7 +301,7 @@ function describeCheck(report: BackendCheck): string {
   if (!report.ok) return report.error || "the backend did not answer";
   const c = report.capacity;
   return c
-    ? `reachable: ${c.cores} cores, ${c.memory_gb} GB, ${c.nodes} node(s)${report.capacity_stored ? " (stored as its capacity)" : ""}`
+    ? `reachable: ${plural(c.cores, "core")}, ${c.memory_gb} GB, ${plural(c.nodes, "node")}${report.capacity_stored ? " (stored as its capacity)" : ""}`
     : "reachable";
 }
 

@@ -131,7 +131,7 @@ describe("DeletePoolButton", () => {
     const { client } = renderWithApp(<LivePools />);
     await userEvent.click(await screen.findByRole("button", { name: "Delete cfd-small" }));
     // the confirmation opens with a transition: visible once it has run (under load, later)
-    const warning = await screen.findByText(/1 live worker\(s\): it drains first/);
+    const warning = await screen.findByText(/1 live worker: it drains first/);
     await waitFor(() => expect(warning).toBeVisible());
     await userEvent.click(screen.getByRole("button", { name: "Delete pool" }));
 

@@ -19,6 +19,7 @@ import { fieldError } from "../api/field-error";
 import { useCreatePool, useDeletePool } from "../hooks/use-admin";
 import { ConfirmModal } from "@/components/confirm-modal";
 import { FormError } from "./form-parts";
+import { plural } from "@/lib/format";
 
 const FIELDS = [
   "name",
@@ -217,7 +218,7 @@ export function DeletePoolButton({ pool }: { pool: Pool }) {
       >
         <Text size="sm">
           {live.length
-            ? `It has ${live.length} live worker(s): it drains first. It boots nothing more and takes no new run; idle workers are deleted at once, busy ones when their runs end, then the pool.`
+            ? `It has ${plural(live.length, "live worker")}: it drains first. It boots nothing more and takes no new run; idle workers are deleted at once, busy ones when their runs end, then the pool.`
             : "It has no live worker: it is deleted at once."}{" "}
           Its runs that wait start on servers of their own.
         </Text>

@@ -82,7 +82,7 @@ describe("PoolsPanel", () => {
     expect(workers.getByText("busy")).toBeVisible();
     expect(workers.getByText("75 %")).toBeVisible();
     expect(workers.getByText(/did not register within 300 s/)).toBeVisible();
-    expect(screen.getByText("1 failed boot(s) in a row")).toBeVisible();
+    expect(screen.getByText("1 failed boot in a row")).toBeVisible();
     expect(screen.getByText(/3 run\(s\) wait/)).toBeVisible();
 
     const max = screen.getByLabelText("Max");

@@ -5,6 +5,7 @@ import type { Pool, PoolWorker } from "../api/admin";
 import { fieldError } from "../api/field-error";
 import { useUpdatePool } from "../hooks/use-admin";
 import { DeletePoolButton } from "./pool-forms";
+import { plural } from "@/lib/format";
 
 const STATE_COLOR: Record<string, string> = {
   booting: "yellow",
@@ -147,12 +148,13 @@ export function PoolsPanel({ pools }: { pools: Pool[] }) {
                 </Badge>
               )}
               {(p.boot_failures ?? 0) > 0 && (
-                <Badge color="red">{p.boot_failures} failed boot(s) in a row</Badge>
+                <Badge color="red">{plural(p.boot_failures ?? 0, "failed boot")} in a row</Badge>
               )}
             </Group>
             <Group gap="xs">
               <Text size="xs" c="dimmed">
-                {p.flavor}: {p.cores} cores, {p.memory_gb} GB; boot timeout {p.boot_timeout} s
+                {p.flavor}: {plural(p.cores, "core")}, {p.memory_gb} GB; boot timeout{" "}
+                {p.boot_timeout} s
               </Text>
               <DeletePoolButton pool={p} />
             </Group>

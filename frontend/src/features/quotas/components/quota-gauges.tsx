@@ -1,7 +1,7 @@
 import { Card, SimpleGrid, Skeleton, Stack, Text, Tooltip } from "@mantine/core";
 import { Meter } from "@/components/meter";
 import { ErrorState } from "@/components/states";
-import { CORE_HOURS_HINT, formatCoreHours, formatGb, formatInt } from "@/lib/format";
+import { CORE_HOURS_HINT, formatCoreHours, formatGb, formatInt, plural } from "@/lib/format";
 import type { QuotaSnapshot } from "@/lib/types";
 import { useQuota } from "../hooks/use-quota";
 import { BackendLimits } from "./backend-limits";
@@ -140,8 +140,8 @@ export function QuotaLine() {
   const q = quota.data;
   return (
     <Text size="xs" c="dimmed">
-      Quota of {q.tenant}: {q.limits.cores} cores, {formatGb(q.limits.memory_gb)}, {q.limits.runs}{" "}
-      concurrent runs
+      Quota of {q.tenant}: {plural(q.limits.cores, "core")}, {formatGb(q.limits.memory_gb)},{" "}
+      {plural(q.limits.runs, "concurrent run")}
     </Text>
   );
 }

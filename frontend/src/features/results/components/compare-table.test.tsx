@@ -31,4 +31,21 @@ describe("CompareTable", () => {
     ]);
     expect(screen.getByRole("link", { name: "Run 2" })).toHaveAttribute("href", "/runs/b");
   });
+
+  it("names runs of different studies by study and index (indexes repeat across studies)", () => {
+    const of = (r: Run, study: string, study_name: string) => ({ ...r, study, study_name }) as Run;
+    renderWithApp(
+      <CompareTable
+        runs={[
+          of(run("a", 3, 0, 0.1), "s1", "NACA polar"),
+          of(run("b", 0, 4, 0.5), "s2", "Re sweep"),
+        ]}
+      />,
+    );
+    expect(screen.getByRole("link", { name: "NACA polar · run 3" })).toHaveAttribute(
+      "href",
+      "/runs/a",
+    );
+    expect(screen.getByRole("link", { name: "Re sweep · run 0" })).toBeInTheDocument();
+  });
 });

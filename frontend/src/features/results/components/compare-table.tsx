@@ -2,6 +2,7 @@ import { Anchor, Table } from "@mantine/core";
 import { Link } from "react-router";
 import { formatNumber } from "@/lib/format";
 import type { Run } from "@/lib/types";
+import { runName } from "../lib/run-names";
 
 /** Parameters and objectives of a few runs side by side (one column per run). */
 export function CompareTable({ runs }: { runs: Run[] }) {
@@ -29,7 +30,7 @@ export function CompareTable({ runs }: { runs: Run[] }) {
             {runs.map((r) => (
               <Table.Th key={r.id}>
                 <Anchor component={Link} to={`/runs/${r.id}`} size="sm">
-                  Run {r.index}
+                  {runName(r, runs)}
                 </Anchor>
               </Table.Th>
             ))}

@@ -9,9 +9,9 @@ export function CpPlot({ cp, height = 300 }: { cp: SurfaceCp; height?: number })
   const data = useMemo(() => cpTraces(cp), [cp]);
   const layout = useMemo(
     () => ({
-      xaxis: { title: { text: "x/c" }, zeroline: false, gridcolor: "#e9ecef" },
+      xaxis: { title: { text: "x/c" }, zeroline: false },
       // aerodynamicists' convention: suction (negative Cp) up
-      yaxis: { title: { text: "Cp" }, autorange: "reversed" as const, gridcolor: "#e9ecef" },
+      yaxis: { title: { text: "Cp" }, autorange: "reversed" as const },
     }),
     [],
   );

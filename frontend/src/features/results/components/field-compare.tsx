@@ -2,8 +2,9 @@ import { Group, SegmentedControl, Select, SimpleGrid, Stack, Text } from "@manti
 import { useMemo, useState } from "react";
 import { Plot } from "@/components/plot";
 import { useFieldsData, useRunsFields } from "../hooks/use-results";
-import { fieldTraces, sharedRange } from "../lib/field-traces";
+import { fieldLayout, fieldTraces, sharedRange } from "../lib/field-traces";
 import { common, REGION_LABELS } from "../lib/pick";
+import { plural } from "@/lib/format";
 
 export interface FieldRun {
   id: string;
@@ -76,7 +77,7 @@ export function FieldCompare({ runs }: { runs: FieldRun[] }) {
           {range
             ? `one colour scale: ${labelOf(field)} from ${Number(range[0].toPrecision(4))} to ${Number(range[1].toPrecision(4))}`
             : ""}
-          {missing > 0 ? ` · ${missing} run(s) without fields left out` : ""}
+          {missing > 0 ? ` · ${plural(missing, "run")} without fields left out` : ""}
         </Text>
       </Group>
       <SimpleGrid cols={{ base: 1, md: Math.min(withFields.length, 3) }} spacing="sm">
@@ -91,8 +92,7 @@ export function FieldCompare({ runs }: { runs: FieldRun[] }) {
                 data={d ? fieldTraces(d, { range, scaleBelow: true }) : []}
                 layout={{
                   margin: { l: 40, r: 8, t: 8, b: 80 },
-                  xaxis: { showgrid: false, zeroline: false },
-                  yaxis: { showgrid: false, zeroline: false, scaleanchor: "x", scaleratio: 1 },
+                  ...(d ? fieldLayout(d.region, { axes: ["", ""], revision: run.id }) : {}),
                 }}
                 height={300}
                 aria-label={`${labelOf(field)} of ${run.label}`}

@@ -1,5 +1,6 @@
 import { screen, waitFor } from "@testing-library/react";
-import { describe, expect, it } from "vitest";
+import Plotly from "plotly.js-dist-min";
+import { describe, expect, it, vi } from "vitest";
 import { mockApi, renderWithApp } from "@/test/render";
 import { FieldCompare } from "./field-compare";
 import { FlowFields } from "./field-view";
@@ -68,6 +69,33 @@ describe("FlowFields", () => {
     expect(screen.getByTestId("cp-plot")).toHaveAttribute("data-points", "3");
     expect(screen.getByTestId("fields-notes")).toHaveTextContent("k: no readable");
     expect(screen.getByText(/time 500 \(2-D case\)/)).toBeInTheDocument();
+  });
+
+  it("draws the region's extent with the mesh's aspect ratio, one unit of x as long as of y", async () => {
+    vi.mocked(Plotly.react).mockClear();
+    mockApi({
+      "GET /api/v1/runs/r4/fields/": () => index("r4"),
+      "GET /api/v1/runs/r4/fields/data/": (url: URL) => ({
+        ...data("r4", Array(8).fill(1))(url),
+        // a long, low channel (pitzDaily-like): 0.31 wide, 0.05 high
+        region: { name: "domain", x0: -0.02, y0: -0.025, dx: 0.31 / 3, dy: 0.05, nx: 4, ny: 2 },
+      }),
+    });
+    renderWithApp(<FlowFields runId="r4" ended />);
+    await waitFor(
+      () => expect(screen.getByTestId("field-plot")).toHaveAttribute("data-points", "7"),
+      { timeout: 5_000 },
+    );
+    const calls = vi.mocked(Plotly.react).mock.calls;
+    type Axis = { range?: number[]; constrain?: string; scaleanchor?: string };
+    type Drawn = { xaxis?: Axis; yaxis?: Axis; uirevision?: string };
+    const drawn = calls.map((c) => c[2] as Drawn).find((l) => l.xaxis?.range);
+    expect(drawn!.xaxis!.range![0]).toBeCloseTo(-0.02);
+    expect(drawn!.xaxis!.range![1]).toBeCloseTo(0.29);
+    expect(drawn!.yaxis!.range).toEqual([-0.025, 0.025]);
+    expect(drawn!.yaxis).toMatchObject({ scaleanchor: "x", scaleratio: 1, constrain: "domain" });
+    expect(drawn!.xaxis!.constrain).toBe("domain");
+    expect(drawn!.uirevision).toBe("r4:domain"); // another run or region starts unzoomed
   });
 
   it("says why a run has no fields, and asks nothing before the run completed", async () => {
@@ -139,7 +167,7 @@ describe("FieldCompare", () => {
       { timeout: 5_000 },
     );
     expect(screen.getByTestId("field-compare-range")).toHaveTextContent(
-      "1 run(s) without fields left out",
+      "1 run without fields left out",
     );
     expect(screen.getAllByTestId("field-compare-plot")).toHaveLength(2);
   });

@@ -4,7 +4,7 @@ import { Plot } from "@/components/plot";
 import { LoadingState } from "@/components/states";
 import { errorMessage } from "@/lib/api-client";
 import { useFieldData, useRunFields } from "../hooks/use-results";
-import { fieldTraces } from "../lib/field-traces";
+import { fieldLayout, fieldTraces } from "../lib/field-traces";
 import { pickField, pickRegion, planeCaption, REGION_LABELS } from "../lib/pick";
 import { CpPlot } from "./cp-plot";
 
@@ -22,22 +22,10 @@ export function FlowFields({ runId, ended }: { runId: string; ended: boolean }) 
     () => (data.data ? fieldTraces(data.data, { axes }) : []),
     [data.data, axes],
   );
+  const grid = data.data?.region;
   const layout = useMemo(
-    () => ({
-      xaxis: {
-        title: { text: axes[0] },
-        zeroline: false,
-        showgrid: false,
-      },
-      yaxis: {
-        title: { text: axes[1] },
-        zeroline: false,
-        showgrid: false,
-        scaleanchor: "x" as const,
-        scaleratio: 1,
-      },
-    }),
-    [axes],
+    () => (grid ? fieldLayout(grid, { axes, revision: runId }) : undefined),
+    [grid, axes, runId],
   );
 
   if (!ended)

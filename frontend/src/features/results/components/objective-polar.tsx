@@ -28,8 +28,8 @@ export function ObjectivePolar({
   const count = (data[0] as { x?: unknown[] } | undefined)?.x?.length ?? 0;
   const layout = useMemo(
     () => ({
-      xaxis: { title: { text: xs }, zeroline: false, gridcolor: "#e9ecef" },
-      yaxis: { title: { text: ys }, zeroline: false, gridcolor: "#e9ecef" },
+      xaxis: { title: { text: xs }, zeroline: false },
+      yaxis: { title: { text: ys }, zeroline: false },
       showlegend: false,
     }),
     [xs, ys],

@@ -10,6 +10,39 @@ export function gridAxes(grid: FieldGrid): { x: number[]; y: number[] } {
   };
 }
 
+/**
+ * The axes of a field plot: exactly the region's extent, one unit of x as long as one of y
+ * (the mesh's aspect ratio kept, whatever the plot's box: Plotly narrows the drawing area
+ * instead of stretching the mesh or padding it with empty range), and a zoom kept only
+ * within one run's region (`revision`: another region or run starts unzoomed).
+ */
+export function fieldLayout(
+  grid: FieldGrid,
+  { axes = ["x", "y"], revision = "" }: { axes?: string[]; revision?: string } = {},
+) {
+  const x1 = grid.x0 + grid.dx * (grid.nx - 1);
+  const y1 = grid.y0 + grid.dy * (grid.ny - 1);
+  return {
+    uirevision: `${revision}:${grid.name}`,
+    xaxis: {
+      title: { text: axes[0] ?? "" },
+      range: [grid.x0, x1],
+      constrain: "domain" as const,
+      zeroline: false,
+      showgrid: false,
+    },
+    yaxis: {
+      title: { text: axes[1] ?? "" },
+      range: [grid.y0, y1],
+      constrain: "domain" as const,
+      scaleanchor: "x" as const,
+      scaleratio: 1,
+      zeroline: false,
+      showgrid: false,
+    },
+  };
+}
+
 /** Row-major values (nx per row, y upwards) as the rows a Plotly heat map takes. */
 export function gridRows(values: (number | null)[], grid: FieldGrid): (number | null)[][] {
   const rows: (number | null)[][] = [];

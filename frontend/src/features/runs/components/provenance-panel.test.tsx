@@ -91,7 +91,7 @@ describe("ProvenancePanel", () => {
   it("says what held the run to its limits, and when the kernel did not", () => {
     show(<ProvenancePanel provenance={PROVENANCE} />);
     const limits = screen.getByTestId("provenance-limits");
-    expect(limits).toHaveTextContent("memory 2 GB, 2 cores, 1024 processes, disk 50 GB");
+    expect(limits).toHaveTextContent("memory 2 GB, 2 cores, 1,024 processes, disk 50 GB");
     expect(limits).toHaveTextContent("enforced by the kernel; peak memory 130 MB");
     show(
       <ProvenancePanel

@@ -1,7 +1,7 @@
 import { Badge, Code, Group, SimpleGrid, Stack, Table, Text } from "@mantine/core";
 import { Fact } from "@/components/fact";
 import { CopyIcon, CopyTextButton } from "@/components/copy-button";
-import { formatBytes, formatDateTime } from "@/lib/format";
+import { formatBytes, formatDateTime, plural } from "@/lib/format";
 import type { Provenance } from "@/lib/types";
 import { shellLine, type Command } from "./shell-line";
 
@@ -127,8 +127,8 @@ function describeLimits(limits: Provenance["limits"]): string {
   if (!limits) return "—";
   const parts = [
     limits.memory_gb ? `memory ${limits.memory_gb} GB` : "memory unlimited",
-    limits.cpus ? `${limits.cpus} ${limits.cpus === 1 ? "core" : "cores"}` : "cores unlimited",
-    limits.processes ? `${limits.processes} processes` : "processes unlimited",
+    limits.cpus ? plural(limits.cpus, "core") : "cores unlimited",
+    limits.processes ? plural(limits.processes, "process", "processes") : "processes unlimited",
   ];
   if (limits.disk_gb) parts.push(`disk ${limits.disk_gb} GB`);
   const held = limits.cgroup

@@ -36,7 +36,7 @@ describe("WaitReason", () => {
       }),
     );
     expect(screen.getByTestId("wait-reason")).toHaveTextContent(
-      "Queued: number 3 in your tenant's queue",
+      "Queued: number 3 in your tenant's queue on hpc",
     );
     // in words, once: the reason is not repeated in the scheduler's detail
     expect(screen.getByTestId("wait-reason")).toHaveTextContent(

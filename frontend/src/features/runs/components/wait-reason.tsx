@@ -44,7 +44,7 @@ export function WaitReason({ run }: { run: RunDetail }) {
                 ? `Queued on ${run.backend}: waiting for the cluster's scheduler`
                 : "Provisioning: preparing the case"
           : run.queue_position
-            ? `Queued: number ${run.queue_position} in your tenant's queue`
+            ? `Queued: number ${run.queue_position} in your tenant's queue on ${run.backend}`
             : "Queued"
       }
       data-testid="wait-reason"

@@ -71,3 +71,14 @@ describe("PreviewPanel: storage", () => {
     expect(screen.getByText(problem)).toBeInTheDocument();
   });
 });
+
+describe("PreviewPanel: counts in words", () => {
+  it("says 1 core and 1 run, not 1 cores", () => {
+    show({
+      ...preview({ total: { cores: 1, memory_gb: 2, nodes: 1 }, concurrent_runs: 1 }),
+      run_count: 1,
+    });
+    expect(screen.getByTestId("quota-impact")).toHaveTextContent("1 run × 1 core: all at once");
+    expect(screen.getByText(/^Whole study:/)).toHaveTextContent(/^Whole study: 1 core and 2 GB/);
+  });
+});

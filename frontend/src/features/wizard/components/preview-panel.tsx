@@ -22,6 +22,7 @@ export function PreviewPanel({
   error,
   loading,
   localProblems,
+  markedOn = [],
   waitingFor,
 }: {
   preview: Preview | undefined;
@@ -29,6 +30,8 @@ export function PreviewPanel({
   loading: boolean;
   /** problems marked on the form (those not shown until a save attempt are not counted) */
   localProblems: number;
+  /** the steps those marked fields are on */
+  markedOn?: string[];
   /** what the preview waits for when nothing is marked yet (e.g. "pick a template, …") */
   waitingFor?: string;
 }) {
@@ -57,13 +60,14 @@ export function PreviewPanel({
       )}
       {preview && preview.checked_runs < preview.run_count && (
         <Text size="xs" c="dimmed" data-testid="preview-checked">
-          Values of the first {formatInt(preview.checked_runs)} runs checked here; submitting checks
+          Values of the first {plural(preview.checked_runs, "run")} checked here; submitting checks
           every run.
         </Text>
       )}
       {localProblems > 0 ? (
         <Text size="sm" c="var(--mantine-color-orange-light-color)" mt="xs">
-          Fix {plural(localProblems, "marked field")} to update the preview.
+          Fix {plural(localProblems, "marked field")}
+          {markedOn.length ? ` on ${markedOn.join(", ")}` : ""} to update the preview.
         </Text>
       ) : waitingFor ? (
         <Text size="sm" c="dimmed" mt="xs" data-testid="preview-waiting">
@@ -134,7 +138,7 @@ export function PreviewPanel({
             />
           )}
           <Text size="xs" c="dimmed">
-            Whole study: {formatInt(q.total.cores)} cores and {formatGb(q.total.memory_gb)} in all,
+            Whole study: {plural(q.total.cores, "core")} and {formatGb(q.total.memory_gb)} in all,
             added up over its runs; each run holds its share only while it runs. A study may be
             larger than the quota: the runs that do not fit wait in the queue.
           </Text>

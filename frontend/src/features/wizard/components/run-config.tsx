@@ -11,7 +11,7 @@ import {
   Text,
 } from "@mantine/core";
 import { useMemo } from "react";
-import { formatGb } from "@/lib/format";
+import { formatGb, plural } from "@/lib/format";
 import type { Backend, Preview, SolverPackage } from "@/lib/types";
 import type { WizardForm } from "../lib/form";
 
@@ -96,7 +96,7 @@ export function RunConfig({
             description="where the runs execute"
             data={backends.map((b) => ({
               value: b.name,
-              label: `${b.name} (${b.kind}) · ${b.cores} cores, ${formatGb(b.memory_gb)}`,
+              label: `${b.name} (${b.kind}) · ${plural(b.cores, "core")}, ${formatGb(b.memory_gb)}`,
             }))}
             value={form.backend ?? backend?.name ?? null}
             onChange={(v) => update({ backend: v })}

@@ -87,4 +87,33 @@ describe("StudyWizard", () => {
     expect(screen.getByTestId("spec-yaml")).toHaveTextContent("combine: adaptive");
     expect(screen.getByTestId("spec-yaml")).toHaveTextContent("budget: 1");
   });
+
+  it("gives a step left behind a tick only when nothing on it is missing", async () => {
+    wizard({ ...emptyForm(), template: "cavity" });
+    await userEvent.click(screen.getByTestId("next-step"));
+    const caseStep = screen.getByTestId("step-0");
+    expect(caseStep).toHaveAttribute("data-done", "false");
+    expect(caseStep).toHaveTextContent("not finished");
+    await userEvent.click(screen.getByTestId("step-0"));
+    await userEvent.type(screen.getByTestId("study-name"), "Lid speeds");
+    await userEvent.click(screen.getByTestId("next-step"));
+    expect(screen.getByTestId("step-0")).toHaveAttribute("data-done", "true");
+    expect(screen.getByTestId("step-0")).not.toHaveTextContent("not finished");
+  });
+
+  it("before a case is uploaded (or after one was refused) asks for the case, marks nothing else", () => {
+    wizard({ ...emptyForm(), source: "upload" });
+    expect(screen.getByTestId("preview-panel")).not.toHaveTextContent(/marked field/);
+    expect(screen.getByTestId("preview-waiting")).toHaveTextContent(
+      "The preview appears once you upload a case archive (.tar.gz, .tgz or .zip).",
+    );
+    expect(screen.getByTestId("step-2")).not.toHaveTextContent("to fix");
+  });
+
+  it("names the step a marked field is on when it is not the one shown", () => {
+    wizard({ ...emptyForm(), template: "cavity", memoryGb: 0 });
+    expect(screen.getByTestId("preview-panel")).toHaveTextContent(
+      "Fix 1 marked field on Run configuration to update the preview.",
+    );
+  });
 });

@@ -32,6 +32,7 @@ import { ParameterEditor } from "./parameter-editor";
 import { PreviewPanel, PreviewRows } from "./preview-panel";
 import { RunConfig } from "./run-config";
 import { UploadDropzone } from "./upload-dropzone";
+import { plural } from "@/lib/format";
 
 const STEPS = ["Case", "Parameters", "Run configuration", "Objectives", "Review"] as const;
 // Errors the user has not had a chance to cause yet stay quiet until they try to save.
@@ -81,6 +82,10 @@ export function StudyWizard({
   }, [localErrors, serverError, triedSave]);
 
   const stepErrors = (i: number) => Object.keys(errors).filter((k) => stepOfField(k) === i).length;
+  // a step left behind is done only when nothing on it is missing, marked yet or not (an
+  // empty study name is not complained about before a save, but its step is not done)
+  const stepUnfinished = (i: number) =>
+    Object.keys(localErrors).some((k) => stepOfField(k) === i) || stepErrors(i) > 0;
 
   const submit = (draft: boolean) => {
     setTriedSave(true);
@@ -114,15 +119,26 @@ export function StudyWizard({
             mb="xl"
             wrap={false}
           >
-            {STEPS.map((label, i) => (
-              <Stepper.Step
-                key={label}
-                label={label}
-                color={stepErrors(i) ? "red" : undefined}
-                description={stepErrors(i) ? `${stepErrors(i)} to fix` : undefined}
-                data-testid={`step-${i}`}
-              />
-            ))}
+            {STEPS.map((label, i) => {
+              const unfinished = i < step && stepUnfinished(i);
+              return (
+                <Stepper.Step
+                  key={label}
+                  label={label}
+                  color={stepErrors(i) ? "red" : unfinished ? "orange" : undefined}
+                  completedIcon={unfinished ? i + 1 : undefined}
+                  description={
+                    stepErrors(i)
+                      ? `${stepErrors(i)} to fix`
+                      : unfinished
+                        ? "not finished"
+                        : undefined
+                  }
+                  data-done={i < step && !unfinished ? "true" : "false"}
+                  data-testid={`step-${i}`}
+                />
+              );
+            })}
           </Stepper>
 
           <Box mih={360}>
@@ -301,7 +317,7 @@ export function StudyWizard({
                 >
                   Submit{" "}
                   {previewData
-                    ? `${previewData.run_count} run${previewData.run_count === 1 ? "" : "s"}${
+                    ? `${plural(previewData.run_count, "run")}${
                         previewData.adaptive ? ` of ≤ ${previewData.adaptive.budget}` : ""
                       }`
                     : "study"}
@@ -318,6 +334,9 @@ export function StudyWizard({
             error={preview.isError ? preview.error : null}
             loading={preview.isFetching}
             localProblems={blocking.filter((k) => k in errors).length}
+            markedOn={[
+              ...new Set(blocking.filter((k) => k in errors).map((k) => STEPS[stepOfField(k)]!)),
+            ]}
             waitingFor={blocking.length ? localErrors[blocking[0]!] : undefined}
           />
           {previewData && (

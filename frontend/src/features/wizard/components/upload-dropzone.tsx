@@ -9,7 +9,7 @@ import {
 } from "@/components/icons";
 import { useState } from "react";
 import { ApiError, errorMessage } from "@/lib/api-client";
-import { formatBytes } from "@/lib/format";
+import { formatBytes, plural } from "@/lib/format";
 import type { Upload } from "@/lib/types";
 import { CaseInspectionPanel } from "./case-inspection";
 import { uploadCase } from "../api/wizard";
@@ -141,7 +141,8 @@ export function UploadDropzone({
           title={`${upload.filename} uploaded`}
         >
           <Text size="sm">
-            {upload.files_count} files, {formatBytes(upload.unpacked_bytes ?? 0)} unpacked ·{" "}
+            {plural(upload.files_count ?? 0, "file")}, {formatBytes(upload.unpacked_bytes ?? 0)}{" "}
+            unpacked ·{" "}
             {upload.has_mesh
               ? "ships its mesh"
               : upload.has_block_mesh_dict

@@ -195,6 +195,7 @@ describe("the quota impact sentence", () => {
     in_use: { cores: 0, memory_gb: 0, nodes: 0, runs: 0, queued_runs: 0, storage_gb: 0 },
     concurrent_runs: 16,
     limited_by: "your quota of 64 cores",
+    refused_by: "",
     waves: 8,
     fits: true,
     storage_full: false,
@@ -216,6 +217,14 @@ describe("the quota impact sentence", () => {
       }),
     ).toBe("31 runs × 4 cores: 1 at a time (set by backend local's 2 cores), about 31 waves");
     expect(impactSentence(3, impact)).toBe("3 runs × 4 cores: all at once");
-    expect(impactSentence(3, { ...impact, fits: false })).toMatch(/does not fit/);
+  });
+  it("names the limit a single run does not fit: the backend or the tenant's quota", () => {
+    const refused = { ...impact, fits: false, concurrent_runs: 0, limited_by: "" };
+    expect(impactSentence(3, { ...refused, refused_by: "backend local's 2 cores" })).toBe(
+      "3 runs × 4 cores: a single run does not fit backend local's 2 cores",
+    );
+    expect(impactSentence(3, { ...refused, refused_by: "your quota of 2 cores" })).toBe(
+      "3 runs × 4 cores: a single run does not fit your quota of 2 cores",
+    );
   });
 });

@@ -189,7 +189,8 @@ export function toSpec(form: WizardForm): SpecResult {
     else errors.case = "upload a case archive (.tar.gz, .tgz or .zip)";
   }
   if (form.solver) spec.solver = form.solver;
-  else if (form.source === "upload")
+  else if (form.source === "upload" && form.upload)
+    // only an uploaded case can name none: before one is in, the case is what is missing
     errors.solver = "choose the solver this case runs (its controlDict names none)";
   if (form.backend) spec.backend = form.backend;
   spec.resources = { processes: form.processes, nodes: form.nodes, memory_gb: form.memoryGb };
