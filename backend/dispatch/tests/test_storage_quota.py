@@ -21,6 +21,7 @@ from quotas.services import quota_set
 from scheduler.admission import admit
 from scheduler.models import QueueReasons
 from studies.choices import RunState
+from studies.deletion import study_delete_rows
 from studies.models import Run, Study
 from studies.transitions import runs_claim, runs_record_handles
 from studies.usage import storage_used_bytes
@@ -145,7 +146,7 @@ def test_a_run_directory_the_portal_does_not_keep_is_not_counted(api, bench):
 
 
 def test_a_tenant_whose_storage_is_used_up_submits_nothing_and_its_queued_runs_wait(
-    api, make_tenant, bench
+    api, make_tenant, bench, django_capture_on_commit_callbacks
 ):
     # 50 MB, and one run at a time: the second study's runs queue behind the first's
     quota_set(tenant=api.tenant, limits={"storage_gb": 0.05, "max_runs": 1})
@@ -216,8 +217,11 @@ def test_a_tenant_whose_storage_is_used_up_submits_nothing_and_its_queued_runs_w
     _submit(other_api, {**CAVITY, "name": "theirs"})
     assert len(admit(tenant_id=other.id)) == 1
 
-    # deleting the study that stored it frees the room: the next pass admits the queue
-    assert api.delete(f"/api/v1/studies/{big['id']}/").status_code == 204
+    # deleting the study that stored it frees the room once its files are removed (in the
+    # background): the next pass admits the queue
+    with django_capture_on_commit_callbacks(execute=True):  # the files go on commit
+        assert api.delete(f"/api/v1/studies/{big['id']}/").status_code == 204
+        study_delete_rows(study_id=big["id"])  # the worker's job
     assert _used_gb(api) == 0
     admitted = admit(tenant_id=api.tenant.id)
     assert len(admitted) == 1  # max_runs
