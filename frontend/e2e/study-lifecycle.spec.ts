@@ -229,7 +229,11 @@ test.describe.serial("a study from submission to results", () => {
     const other = await context.newPage();
     await signIn(other, OTHER_USER, OTHER_PASSWORD);
     await other.goto("/studies");
-    await expect(other.getByText("No studies yet")).toBeVisible();
+    // their own list (it may hold studies of their own) has loaded, without this one
+    await expect(
+      other.getByTestId("study-row").or(other.getByText("No studies yet")).first(),
+    ).toBeVisible();
+    await expect(other.getByText(STUDY)).toHaveCount(0);
     await other.goto(studyUrl);
     await expect(other.getByTestId("not-found")).toBeVisible();
     const api = await other.request.get(`/api/v1/studies/${studyId}/`);
