@@ -22,7 +22,11 @@ export function RerunBlock({ run, provenance }: { run: RunDetail; provenance: Pr
       <Text size="sm">
         {run.archive_available ? (
           <>
-            <Anchor href={apiUrl(`/api/v1/runs/${run.id}/archive/`)} download={`${folder}.tar.gz`}>
+            <Anchor
+              href={apiUrl(`/api/v1/runs/${run.id}/archive/`)}
+              download={`${folder}.tar.gz`}
+              underline="always"
+            >
               Download the archive
             </Anchor>{" "}
             as {folder}.tar.gz
