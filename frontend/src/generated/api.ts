@@ -2098,7 +2098,7 @@ export interface components {
         LiveRun: {
             attempt: number;
             /** @enum {string} */
-            end_reason?: "" | "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time" | "memory_limit" | "disk_budget";
+            end_reason?: "" | "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time" | "memory_limit" | "disk_budget" | "stalled" | "cancelled_by_admin";
             finished_at?: string | null;
             id: string;
             index: number;
