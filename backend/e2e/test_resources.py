@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from core.testing import wait_for
+from orchestration.agent.archive import latest_time_dir
 from orchestration.drivers.local import parse_handle
 
 pytestmark = [pytest.mark.solver, pytest.mark.slow]
@@ -146,7 +147,8 @@ def test_a_cavity_runs_archive_reruns_by_hand_to_the_same_result(live, tmp_path)
     assert "{{" not in (case / "0/U").read_text() and "2" in (case / "0/U").read_text()
     readme = (case / "windtunnel-README.txt").read_text()
     assert "    icoFoam > log.icoFoam 2>&1" in readme and "blockMesh" in readme
-    latest = max((p for p in case.iterdir() if _is_time(p.name)), key=lambda p: float(p.name))
+    latest = latest_time_dir(case)
+    assert latest is not None
     assert float(latest.name) == pytest.approx(0.1)
     ran = {name: (latest / name).read_bytes() for name in ("U", "p")}
     shutil.rmtree(latest)
@@ -156,11 +158,3 @@ def test_a_cavity_runs_archive_reruns_by_hand_to_the_same_result(live, tmp_path)
     assert "End" in (case / "log.icoFoam").read_text()
     for name, text in ran.items():
         assert (latest / name).read_bytes() == text, f"{latest.name}/{name} differs"
-
-
-def _is_time(name: str) -> bool:
-    try:
-        float(name)
-    except ValueError:
-        return False
-    return True

@@ -2,7 +2,6 @@
 
 import dataclasses
 
-import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
@@ -12,16 +11,6 @@ from studies.services import study_create
 from studies.usage import queued_demand_for_tenant, usage_for_tenant
 
 SPEC = {"name": "sweep", "template": "airfoil2d", "parameters": {"aoa": {"values": [0, 2, 4]}}}
-
-
-@pytest.fixture
-def staff(make_tenant):
-    tenant = make_tenant("ops")
-    tenant.user.is_staff = True
-    tenant.user.save()
-    client = APIClient()
-    client.force_authenticate(tenant.user)
-    return client
 
 
 def _submit(tenant, *, running: int = 0):
@@ -44,13 +33,13 @@ def test_anonymous_is_refused(db):
 
 
 def test_tenants_list_quota_usage_and_queued_demand_as_the_quota_selectors_derive_them(
-    staff, make_tenant, catalog
+    ops, make_tenant, catalog
 ):
     a = make_tenant("alpha", cores=4, max_runs=3)
     b = make_tenant("beta", cores=8)
     _submit(a, running=2)
     _submit(b)
-    r = staff.get("/api/v1/admin/tenants/")
+    r = ops.get("/api/v1/admin/tenants/")
     assert r.status_code == 200
     rows = {t["name"]: t for t in r.json()}
     assert set(rows) == {"alpha", "beta", "ops"}
@@ -65,23 +54,23 @@ def test_tenants_list_quota_usage_and_queued_demand_as_the_quota_selectors_deriv
     assert rows["beta"]["usage"]["runs"] == 0 and rows["beta"]["queued"]["runs"] == 3
 
 
-def test_tenants_list_costs_two_usage_queries_per_tenant_and_nothing_more(staff, make_tenant):
+def test_tenants_list_costs_two_usage_queries_per_tenant_and_nothing_more(ops, make_tenant):
     make_tenant()
     with CaptureQueriesContext(connection) as few:
-        assert staff.get("/api/v1/admin/tenants/").status_code == 200
+        assert ops.get("/api/v1/admin/tenants/").status_code == 200
     for _ in range(5):
         make_tenant()
     with CaptureQueriesContext(connection) as many:
-        assert staff.get("/api/v1/admin/tenants/").status_code == 200
+        assert ops.get("/api/v1/admin/tenants/").status_code == 200
     # usage and queued demand come from quotas.selectors (one definition of usage)
     assert len(many) - len(few) == 2 * 5
 
 
 def test_overview_shows_backends_with_capacity_usage_and_health_and_the_catalog(
-    staff, make_tenant, catalog
+    ops, make_tenant, catalog
 ):
     _submit(make_tenant("alpha"), running=1)
-    r = staff.get("/api/v1/admin/overview/")
+    r = ops.get("/api/v1/admin/overview/")
     assert r.status_code == 200
     body = r.json()
     assert body["tenants"] == 2 and body["studies"] == 1
@@ -94,7 +83,7 @@ def test_overview_shows_backends_with_capacity_usage_and_health_and_the_catalog(
     assert body["images"] == []
 
 
-def test_a_local_backend_whose_runs_get_no_cgroup_is_degraded_and_says_why(staff, catalog):
+def test_a_local_backend_whose_runs_get_no_cgroup_is_degraded_and_says_why(ops, catalog):
     """A host (or container) where no cgroup can be made for a run: runs would be held to
     their memory and cores only by the numbers admission counts; the health says so."""
     from catalog.models import Backend
@@ -106,7 +95,7 @@ def test_a_local_backend_whose_runs_get_no_cgroup_is_degraded_and_says_why(staff
         memory_gb=4,
         settings={"cgroup_parent": "/cgroup.procs"},  # a file, not a group: nothing made
     )
-    body = staff.get("/api/v1/admin/overview/").json()
+    body = ops.get("/api/v1/admin/overview/").json()
     row = next(b for b in body["backends"] if b["name"] == "no-cgroups")
     assert row["health"]["status"] == "degraded"
     assert "not held to their memory, cores and processes" in row["health"]["detail"]

@@ -21,17 +21,6 @@ from tenancy.models import Membership, Tenant
 TENANTS = "/api/v1/admin/tenants/"
 
 
-@pytest.fixture
-def ops(make_tenant):
-    """A staff client (an operator) in a tenant of its own."""
-    tenant = make_tenant("ops")
-    tenant.user.is_staff = True
-    tenant.user.save()
-    client = APIClient()
-    client.force_authenticate(tenant.user)
-    return client
-
-
 def _user(username: str, email: str = ""):
     return get_user_model().objects.create_user(username=username, email=email, password="x")
 

@@ -23,16 +23,6 @@ SPEC = {
 
 
 @pytest.fixture
-def staff(make_tenant):
-    tenant = make_tenant("ops")
-    tenant.user.is_staff = True
-    tenant.user.save()
-    client = APIClient()
-    client.force_authenticate(tenant.user)
-    return client
-
-
-@pytest.fixture
 def second_backend(db):
     return Backend.objects.create(name="cluster", kind="noop", cores=64, memory_gb=256)
 
@@ -60,14 +50,14 @@ def test_a_tenants_member_is_refused_the_operations_endpoints(api, catalog):
 
 
 def test_an_operator_sees_every_tenants_active_runs_running_first(
-    staff, make_tenant, catalog, second_backend
+    ops, make_tenant, catalog, second_backend
 ):
     alpha, beta = make_tenant("alpha"), make_tenant("beta")
     a = _submit(alpha, running=2)
     b = _submit(beta, backend="cluster", running=1)
     done = _submit(beta, name="old")
     done.runs.update(state="completed")
-    r = staff.get(RUNS)
+    r = ops.get(RUNS)
     assert r.status_code == 200, r.content
     body = r.json()
     assert body["count"] == 6  # 3 of alpha, 3 of beta's running study; none that ended
@@ -83,44 +73,44 @@ def test_an_operator_sees_every_tenants_active_runs_running_first(
 
 
 def test_filters_by_tenant_backend_and_state_narrow_the_list(
-    staff, make_tenant, catalog, second_backend
+    ops, make_tenant, catalog, second_backend
 ):
     alpha, beta = make_tenant("alpha"), make_tenant("beta")
     a = _submit(alpha, running=1)
     b = _submit(beta, backend="cluster", running=2)
-    r = staff.get(RUNS, {"tenant": "alpha"})
+    r = ops.get(RUNS, {"tenant": "alpha"})
     assert _ids(r) == {str(x) for x in a.runs.values_list("id", flat=True)}
-    r = staff.get(RUNS, {"backend": "cluster"})
+    r = ops.get(RUNS, {"backend": "cluster"})
     assert _ids(r) == {str(x) for x in b.runs.values_list("id", flat=True)}
-    r = staff.get(RUNS, {"state": "running", "backend": "cluster"})
+    r = ops.get(RUNS, {"state": "running", "backend": "cluster"})
     assert r.json()["count"] == 2
     assert {row["state"] for row in r.json()["results"]} == {"running"}
-    r = staff.get(f"{RUNS}?state=running&state=pending&tenant=alpha")
+    r = ops.get(f"{RUNS}?state=running&state=pending&tenant=alpha")
     assert r.json()["count"] == 3
-    r = staff.get(RUNS, {"state": "completed"})
+    r = ops.get(RUNS, {"state": "completed"})
     assert r.status_code == 400 and r.json()["field"] == "state"
     assert "pending, admitted, provisioning, running" in r.json()["message"]
-    r = staff.get(RUNS, {"limit": 0})
+    r = ops.get(RUNS, {"limit": 0})
     assert r.status_code == 400 and r.json()["field"] == "limit"
 
 
-def test_the_list_costs_the_same_queries_for_many_runs_as_for_few(staff, make_tenant, catalog):
+def test_the_list_costs_the_same_queries_for_many_runs_as_for_few(ops, make_tenant, catalog):
     _submit(make_tenant("alpha"), running=1)
     with CaptureQueriesContext(connection) as few:
-        assert staff.get(RUNS).status_code == 200
+        assert ops.get(RUNS).status_code == 200
     for i in range(4):
         _submit(make_tenant(f"t{i}x"), running=2)
     with CaptureQueriesContext(connection) as many:
-        r = staff.get(RUNS)
+        r = ops.get(RUNS)
     assert r.json()["count"] == 15
     assert len(many) == len(few)
 
 
-def test_an_operator_stops_a_run_with_a_reason_its_owner_reads(staff, make_tenant, catalog):
+def test_an_operator_stops_a_run_with_a_reason_its_owner_reads(ops, make_tenant, catalog):
     alpha = make_tenant("alpha")
     study = _submit(alpha, running=1)
     queued = study.runs.filter(state="pending").first()
-    r = staff.post(f"{RUNS}{queued.pk}/stop/", {"reason": "cluster maintenance"}, format="json")
+    r = ops.post(f"{RUNS}{queued.pk}/stop/", {"reason": "cluster maintenance"}, format="json")
     assert r.status_code == 200, r.content
     assert (r.json()["state"], r.json()["end_reason"]) == ("cancelled", "cancelled_by_admin")
     owner = APIClient()
@@ -130,7 +120,7 @@ def test_an_operator_stops_a_run_with_a_reason_its_owner_reads(staff, make_tenan
     assert shown["message"] == "stopped by an administrator (ops-user): cluster maintenance"
 
     running = study.runs.get(state="running")
-    r = staff.post(f"{RUNS}{running.pk}/stop/", {"reason": "stuck"}, format="json")
+    r = ops.post(f"{RUNS}{running.pk}/stop/", {"reason": "stuck"}, format="json")
     assert r.status_code == 200, r.content
     fresh = Run.objects.get(pk=running.pk)
     assert fresh.state == "cancelled" and fresh.stop_requested  # its agent is told to stop
@@ -146,30 +136,30 @@ def test_an_operator_stops_a_run_with_a_reason_its_owner_reads(staff, make_tenan
     ],
 )
 def test_a_stop_without_a_usable_reason_is_a_400_naming_it(
-    staff, make_tenant, catalog, body, field, words
+    ops, make_tenant, catalog, body, field, words
 ):
     run = _submit(make_tenant("alpha")).runs.first()
-    r = staff.post(f"{RUNS}{run.pk}/stop/", body, format="json")
+    r = ops.post(f"{RUNS}{run.pk}/stop/", body, format="json")
     assert r.status_code == 400 and r.json()["field"] == field, r.content
     assert words in r.json()["message"]
     assert Run.objects.get(pk=run.pk).state == "pending"
 
 
-def test_stopping_a_run_that_ended_or_does_not_exist_says_so(staff, make_tenant, catalog):
+def test_stopping_a_run_that_ended_or_does_not_exist_says_so(ops, make_tenant, catalog):
     run = _submit(make_tenant("alpha")).runs.first()
     Run.objects.filter(pk=run.pk).update(state="completed")
-    r = staff.post(f"{RUNS}{run.pk}/stop/", {"reason": "late"}, format="json")
+    r = ops.post(f"{RUNS}{run.pk}/stop/", {"reason": "late"}, format="json")
     assert r.status_code == 409 and "already ended (completed)" in r.json()["message"]
     for missing in ("not-a-uuid", "00000000-0000-0000-0000-000000000000"):
-        assert staff.post(f"{RUNS}{missing}/stop/", {"reason": "x"}).status_code == 404
+        assert ops.post(f"{RUNS}{missing}/stop/", {"reason": "x"}).status_code == 404
 
 
 # --- a backend's limits and health --------------------------------------------------------
 
 
-def test_operators_set_a_backends_stall_floor_and_wall_time_default_and_cap(staff, catalog):
+def test_operators_set_a_backends_stall_floor_and_wall_time_default_and_cap(ops, catalog):
     url = "/api/v1/admin/backends/local/"
-    r = staff.patch(
+    r = ops.patch(
         url,
         {"stall_seconds": 300, "default_wall_seconds": 3600, "max_wall_seconds": 86400},
         format="json",
@@ -181,24 +171,24 @@ def test_operators_set_a_backends_stall_floor_and_wall_time_default_and_cap(staf
         3600,
         86400,
     )
-    r = staff.patch(url, {"default_wall_seconds": 90000}, format="json")
+    r = ops.patch(url, {"default_wall_seconds": 90000}, format="json")
     assert r.status_code == 400 and r.json()["field"] == "default_wall_seconds", r.content
     assert "above the backend's cap" in r.json()["message"]
-    r = staff.patch(url, {"stall_seconds": 0}, format="json")
+    r = ops.patch(url, {"stall_seconds": 0}, format="json")
     assert r.status_code == 400 and r.json()["field"] == "stall_seconds"
-    r = staff.patch(url, {"stall_seconds": None, "max_wall_seconds": None}, format="json")
+    r = ops.patch(url, {"stall_seconds": None, "max_wall_seconds": None}, format="json")
     assert r.status_code == 200
     assert (r.json()["stall_seconds"], r.json()["max_wall_seconds"]) == (None, None)
 
 
-def test_the_backends_health_counts_its_runs_that_stalled(staff, make_tenant, catalog):
+def test_the_backends_health_counts_its_runs_that_stalled(ops, make_tenant, catalog):
     study = _submit(make_tenant("alpha"))
     ids = list(study.runs.values_list("id", flat=True))
     Run.objects.filter(id__in=ids[:1]).update(
         state="failed", end_reason="stalled", finished_at=timezone.now()
     )
     local = next(
-        b for b in staff.get("/api/v1/admin/overview/").json()["backends"] if b["name"] == "local"
+        b for b in ops.get("/api/v1/admin/overview/").json()["backends"] if b["name"] == "local"
     )
     assert local["health"]["stalled"] == 1 and local["health"]["status"] == "ok"
     assert "1 run(s) stopped for making no progress" in local["health"]["detail"]
@@ -206,6 +196,6 @@ def test_the_backends_health_counts_its_runs_that_stalled(staff, make_tenant, ca
         state="failed", end_reason="stalled", finished_at=timezone.now()
     )
     local = next(
-        b for b in staff.get("/api/v1/admin/overview/").json()["backends"] if b["name"] == "local"
+        b for b in ops.get("/api/v1/admin/overview/").json()["backends"] if b["name"] == "local"
     )
     assert local["health"]["stalled"] == 3 and local["health"]["status"] == "degraded"
