@@ -108,7 +108,7 @@ def test_more_workers_than_the_private_redis_has_databases_for_are_refused():
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
         "PYTHONPATH": f"{ROOT / 'backend'}:{ROOT}",
         "TEST_REDIS_URL": "redis://127.0.0.1:6379/4",
-        "PYTEST_XDIST_WORKER": "gw3",
+        "PYTEST_XDIST_WORKER": "gw7",
     }
     done = subprocess.run(
         [sys.executable, "-c", "from django.conf import settings; settings.REDIS_URL"],
@@ -118,7 +118,7 @@ def test_more_workers_than_the_private_redis_has_databases_for_are_refused():
         check=False,
     )
     assert done.returncode != 0
-    assert "worker gw3 would need Redis DB 68" in done.stderr
+    assert "worker gw7 would need Redis DB 132" in done.stderr
 
 
 def test_this_test_runs_on_its_own_workers_database_and_queue():
@@ -153,11 +153,18 @@ def test_the_tests_of_one_xdist_group_run_on_one_worker(tmp_path: Path) -> None:
             "-v",
             "-p",
             "no:cacheprovider",
+            "-p",
+            "no:django",
         ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},
+        # a plain pytest, with none of this worker's settings (its database, its Redis DB)
+        env={
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTEST_ADDOPTS", "DJANGO_SETTINGS_MODULE", "PYTEST_XDIST_WORKER")
+        },
     ).stdout
     workers = {
         line.split()[0] for line in out.splitlines() if "PASSED" in line and "@cluster" in line
