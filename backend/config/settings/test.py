@@ -8,10 +8,10 @@ from django.core.exceptions import ImproperlyConfigured
 from config.env import ROOT_DIR, env
 from config.keys import TEST_SECRET_KEY
 
-# Redis databases apart between two workers (the private Redis of scripts/bootstrap has 64;
-# with the test runner's own below 16, workers gw0..gw2 take it + 16, + 32, + 48)
+# Redis databases apart between two workers (the private Redis of scripts/bootstrap has 128;
+# with the test runner's own below 16, workers gw0..gw6 take it + 16, + 32, ... + 112)
 WORKER_REDIS_STRIDE = 16
-REDIS_DATABASES = 64
+REDIS_DATABASES = 128
 
 
 def _worker_environ(environ: MutableMapping[str, str], *, worker: str) -> None:
