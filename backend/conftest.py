@@ -33,26 +33,84 @@ from tenancy.testing import LiveClient, TenantAPIClient
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _uses_stack(item: pytest.Item) -> bool:
+    return "stack" in getattr(item, "fixturenames", ())
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """Tests on the live stack (uvicorn + a Celery worker with beat, session-scoped, started
-    by the first test that needs it) run last: a ticking scheduler and reaper would break
-    the expectations of tests that drive admission and the reaper themselves.
+    """The order pytest-xdist hands tests out in (--dist loadgroup, no reordering): first the
+    xdist_groups (one worker runs each whole, one test after another), those with tests on
+    the live stack first, the largest first: the run's one Slurm cluster and OpenStack are
+    the longest such chain, so it starts at once beside everything else; then the other
+    tests without the live stack, then those on it.
 
-    On pytest-xdist workers each worker has its own stack, and runs what it is handed in
-    this order; a group (one worker runs it whole, see conftest.py) that holds a live test
-    goes with the live tests, so no worker runs a test without the stack after one with it."""
+    The live stack (uvicorn + a Celery worker with beat, session-scoped, started by the
+    first test that needs it) would break the expectations of tests that drive admission and
+    the reaper themselves: within a group its tests without the stack come first, and a
+    worker that already started its stack pauses its Celery worker for a test without it
+    (_StackPauser below)."""
 
     def group(item: pytest.Item) -> str:
         mark = item.get_closest_marker("xdist_group")
-        return str(mark.args[0]) if mark and mark.args else item.nodeid
+        return str(mark.args[0]) if mark and mark.args else ""
 
-    live_groups = {group(i) for i in items if "stack" in getattr(i, "fixturenames", ())}
-    if live_groups:
-        items[:] = [
-            *(i for i in items if group(i) not in live_groups),
-            *(i for i in items if group(i) in live_groups),
-        ]
+    sizes: dict[str, int] = {}
+    live_groups: dict[str, bool] = {}
+    for item in items:
+        if name := group(item):
+            sizes[name] = sizes.get(name, 0) + 1
+            live_groups[name] = live_groups.get(name, False) or _uses_stack(item)
+
+    def rank(pair: tuple[int, pytest.Item]) -> tuple:
+        index, item = pair
+        name = group(item)
+        if name:
+            return (0, not live_groups.get(name), -sizes[name], name, _uses_stack(item), index)
+        return (1, _uses_stack(item), index)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
+
+
+class _TestStack(Stack):
+    """The session's live stack, whose Celery worker (with beat) can be paused for a test
+    that drives the scheduler and the reaper itself, and started again for the next live
+    test."""
+
+    paused = False
+
+    def pause(self) -> None:
+        if not self.paused:
+            self.stop_worker()
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.paused:
+            # nothing the paused worker would find queued: tasks of tests since emptied
+            redis.Redis.from_url(settings.REDIS_URL).flushdb()
+            self.start_worker()
+            self.paused = False
+
+
+_STACK: _TestStack | None = None
+
+
+class _StackPauser:
+    """Before each test of the session (orchestration/tests' too: a plugin, not a hook of
+    this directory's), the live stack's Celery worker paused or started as the test needs."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if _STACK is None:
+            return
+        if _uses_stack(item):
+            _STACK.resume()
+        else:
+            _STACK.pause()
+
+
+def pytest_configure(config) -> None:
+    config.pluginmanager.register(_StackPauser(), "windtunnel-stack-pauser")
 
 
 @pytest.fixture(autouse=True)
@@ -170,11 +228,14 @@ flush_command.Command.handle = _flush_retrying_deadlocks  # type: ignore[method-
 
 @pytest.fixture(scope="session")
 def stack(django_db_setup) -> Iterator[Stack]:
+    global _STACK
     redis.Redis.from_url(settings.REDIS_URL).flushdb()  # no stale tasks from an aborted session
-    s = Stack()
+    s = _TestStack()
     s.start_web()
     s.start_worker()
+    _STACK = s
     yield s
+    _STACK = None
     s.stop()
 
 
