@@ -18,6 +18,7 @@ from core import jobs
 from core.jobs import Job
 from core.live import run_group, send, send_many, study_group
 from studies.choices import ACTIVE_STATES, StudyState
+from studies.figures import CORE_HOURS_SQL, WALL_SECONDS_SQL
 from studies.models import Run, Study
 
 ACTIVE = {str(s) for s in ACTIVE_STATES}
@@ -36,6 +37,8 @@ RUN_FIELDS = (
     "iterations",
     "started_at",
     "finished_at",
+    "peak_memory_bytes",
+    "cpu_seconds",
 )
 
 
@@ -82,7 +85,20 @@ def _json(value: Any) -> Any:
     return orjson.loads(value) if isinstance(value, str | bytes) else value
 
 
-_RUN_COLUMNS = ", ".join(("id", "study_id", "index", "parameters", "event_seq", *RUN_FIELDS))
+# with the resource figures the run's page and table show (studies.figures), computed as the
+# REST answer computes them: a run's row updated from its events shows what a reload would
+_RUN_COLUMNS = ", ".join(
+    (
+        "id",
+        "study_id",
+        "index",
+        "parameters",
+        "event_seq",
+        *RUN_FIELDS,
+        f"{CORE_HOURS_SQL} AS core_hours",
+        f"{WALL_SECONDS_SQL} AS wall_seconds",
+    )
+)
 _PROGRESS = (  # a study's runs counted by state, as {"completed": 3, …}
     "(SELECT coalesce(json_object_agg(p.state, p.n), '{{}}') FROM (SELECT state, count(*) AS n"
     " FROM {runs} WHERE study_id = {study} GROUP BY state) AS p)"

@@ -25,6 +25,9 @@ CORE_HOURS_SQL = (
     " / 3600.0)::float8"
 )
 
+# seconds from the start to the end; NULL until both happened (Run.wall_seconds)
+WALL_SECONDS_SQL = "EXTRACT(EPOCH FROM (finished_at - started_at))::float8"
+
 
 def core_hours_expression() -> RawSQL:
     """CORE_HOURS_SQL as an expression over a query of runs (e.g. `Sum(...)` per study)."""

@@ -358,3 +358,29 @@ def test_the_final_report_keeps_the_runs_peak_memory_and_cpu_time_once(running):
     assert ended.finished_at and ended.started_at
     held = (ended.finished_at - ended.started_at).total_seconds() / 3600  # one core
     assert ended.core_hours == pytest.approx(held)
+
+
+def test_the_live_row_of_an_ended_run_carries_its_resource_figures_as_a_reload_would(
+    running, published
+):
+    """The runs table updates a row from the study's live events: the event of the final
+    report carries the run's peak memory, CPU time, core-hours and wall time, the values
+    the REST API answers once the run ended (no row keeps a "—" until the page reloads)."""
+    run, client = running
+    r = send_final(client, run.pk, series=POINTS, peak_memory_bytes=123_456_789, cpu_seconds=4.5)
+    assert r.status_code == 200, r.content
+    rows = [
+        row
+        for _, m in published.messages
+        if m["type"] == "runs"
+        for row in m["runs"]
+        if row["id"] == str(run.pk) and row["state"] == "completed"
+    ]
+    assert rows, published.messages
+    row = rows[-1]
+    stored = Run.objects.get(pk=run.pk)
+    assert row["peak_memory_bytes"] == 123_456_789 == stored.peak_memory_bytes
+    assert row["cpu_seconds"] == 4.5 == stored.cpu_seconds
+    assert row["wall_seconds"] == pytest.approx(stored.wall_seconds, abs=1e-3)
+    assert row["core_hours"] == pytest.approx(stored.core_hours, rel=1e-6)
+    assert row["core_hours"] > 0

@@ -2097,6 +2097,10 @@ export interface components {
         /** @description A run as it is after a transition. */
         LiveRun: {
             attempt: number;
+            /** @description Cores held x the wall time of its steps, up to the event; null: never started. */
+            core_hours?: number | null;
+            /** @description User + system CPU seconds of its steps, from its agent's final report; null until it ended. */
+            cpu_seconds?: number | null;
             /** @enum {string} */
             end_reason?: "" | "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time" | "memory_limit" | "disk_budget" | "stalled" | "cancelled_by_admin";
             finished_at?: string | null;
@@ -2115,6 +2119,8 @@ export interface components {
             partial_objectives?: {
                 [key: string]: number | null;
             };
+            /** @description The highest resident memory its steps held at once, from its agent's final report; null until it ended. */
+            peak_memory_bytes?: number | null;
             phase?: string;
             started_at?: string | null;
             /** @enum {string} */
@@ -2124,6 +2130,8 @@ export interface components {
             wait_detail?: string;
             /** @enum {string} */
             wait_reason?: "" | "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker" | "storage";
+            /** @description From start to end; null until both happened. */
+            wall_seconds?: number | null;
         };
         /** @description Runs of the study that changed, with the study's state and its runs counted by state. */
         LiveRuns: {
