@@ -91,6 +91,20 @@ export function pageMayChange(q: RunQuery): boolean {
 }
 
 /**
+ * `reload` once when the study stops being active: its stream closes and polling stops then,
+ * so what the page shows is read once more (an event of its last moments, or a view the
+ * server computed after the last run ended, may have been missed, and nothing would correct
+ * it after).
+ */
+function useWhenEnded(active: boolean, reload: () => void) {
+  const wasActive = useRef(active);
+  useEffect(() => {
+    if (wasActive.current && !active) reload();
+    wasActive.current = active;
+  }, [active, reload]);
+}
+
+/**
  * One page of a study's runs, filtered and sorted by the server, live while the study is
  * active: a run event updates the rows shown in place; when the study's counts change and the
  * page's filters or sort depend on state, the page is fetched again (debounced); a gap in the
@@ -135,13 +149,7 @@ export function useStudyRunsPage(id: string, query: RunQuery, { active }: { acti
     [qc, id, reload, reloadSoon],
   );
   const live = useStudyStream(id, active, onEvent);
-  // the study ended: its stream closes and polling stops, so the page is read once more (an
-  // event of its last moments may have been missed, and nothing would correct it after)
-  const wasActive = useRef(active);
-  useEffect(() => {
-    if (wasActive.current && !active) reload();
-    wasActive.current = active;
-  }, [active, reload]);
+  useWhenEnded(active, reload);
   return useQuery({
     queryKey: key,
     queryFn: ({ signal }) => fetchRunsPage(query, { studyId: id, signal }),
@@ -223,6 +231,13 @@ function useStudyView<Q, T>(
     [changes, reloadSoon],
   );
   const live = useStudyStream(id, active && q !== null, onEvent);
+  useWhenEnded(
+    active,
+    useCallback(
+      () => void qc.invalidateQueries({ queryKey: [...studyKeys.detail(id), view] }),
+      [qc, id, view],
+    ),
+  );
   return useQuery({
     queryKey: [...studyKeys.detail(id), view, q] as const,
     queryFn: ({ signal }) => fetch(id, q!, { signal }),

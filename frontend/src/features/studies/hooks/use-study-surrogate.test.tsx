@@ -1,0 +1,50 @@
+import { screen, waitFor } from "@testing-library/react";
+import { afterEach, beforeEach, expect, it, vi } from "vitest";
+import { type FakeSocket, stubWebSockets } from "@/test/fake-socket";
+import { mockApi, renderWithApp } from "@/test/render";
+import { useStudySurrogate } from "./use-runs-table";
+
+let sockets: FakeSocket[] = [];
+beforeEach(() => {
+  sockets = stubWebSockets();
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const QUERY = { size: 20 };
+
+function Progress({ active }: { active: boolean }) {
+  const surrogate = useStudySurrogate("s1", QUERY, { active });
+  const p = surrogate.data?.progress;
+  return <output data-testid="progress">{p ? `${p.runs} of ${p.budget} runs` : "…"}</output>;
+}
+
+it("reads an adaptive study's surrogate once more when the study ends, for a batch it may have missed", async () => {
+  let runs = 2;
+  const { calls } = mockApi({
+    "GET /api/v1/studies/s1/surrogate/": () => ({
+      progress: {
+        goal: "map",
+        objectives: ["u_min"],
+        batch: runs > 2 ? 2 : 1,
+        max_batches: 2,
+        runs,
+        budget: 3,
+      },
+      parameters: [],
+      grid: null,
+      samples: [],
+      values: {},
+    }),
+  });
+  const { rerender } = renderWithApp(<Progress active />);
+  await waitFor(() => expect(screen.getByTestId("progress")).toHaveTextContent("2 of 3 runs"));
+  expect(sockets.length).toBeGreaterThan(0);
+  // the last batch ran and the study ended, but no event of it reached this page
+  runs = 3;
+  const before = calls.length;
+  rerender(<Progress active={false} />);
+  await waitFor(() => expect(screen.getByTestId("progress")).toHaveTextContent("3 of 3 runs"));
+  expect(calls.length).toBe(before + 1);
+});
