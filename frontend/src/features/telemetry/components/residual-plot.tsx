@@ -37,7 +37,7 @@ export function ResidualPlot({
         .sort(([a], [b]) => a.localeCompare(b))
         .map(([name, s]) =>
           lineTrace(fieldOf(name), s, MAX_POINTS, {
-            hovertemplate: `${fieldOf(name)}: %{y:.3e}<extra>iteration %{x}</extra>`,
+            hovertemplate: `${fieldOf(name)}: %{y:.3e}<extra>iteration / time %{x}</extra>`,
           }),
         ),
     [series],
@@ -59,7 +59,7 @@ export function ResidualPlot({
     <>
       <Group justify="space-between" mb={4}>
         <Text size="xs" c="dimmed">
-          Initial residuals (log scale){last !== null ? ` · iteration ${last}` : ""}
+          Initial residuals (log scale){last !== null ? ` · iteration / time ${last}` : ""}
         </Text>
         {(live ?? active) && <LiveMark />}
       </Group>
@@ -82,7 +82,7 @@ export function ResidualPlot({
 }
 
 const RESIDUAL_LAYOUT = {
-  xaxis: { title: { text: "iteration" }, zeroline: false },
+  xaxis: { title: { text: "iteration / time" }, zeroline: false },
   yaxis: {
     type: "log" as const,
     title: { text: "initial residual" },
