@@ -370,10 +370,20 @@ def test_the_kernel_holds_a_run_to_its_cores_and_processes(
     driver = LocalDriver(fork_server=False)
     driver.prepare(spec)
     handle = driver.start(spec)
-    assert wait_until(lambda: bool(_run_groups()), timeout=60), "the run has no cgroup"
-    groups = _run_groups()
-    cpu = next(g for g in groups if (g / "cpu.stat").exists())
-    pids = next(g for g in groups if (g / "pids.max").exists())
+
+    agent = f"run-{RUN_ID}-a1-p{handle.partition(':')[0]}"  # its agent's cgroups' name
+
+    def limited() -> tuple[Path, Path] | None:
+        """The run's cgroups of the CPU and pids controllers, once its agent made both (one
+        per hierarchy, one after another; named after the agent's pid, so a run of another
+        test on another worker is not taken for this one)."""
+        groups = [g for g in _run_groups() if g.name == agent]
+        cpu = next((g for g in groups if (g / "cpu.stat").exists()), None)
+        pids = next((g for g in groups if (g / "pids.max").exists()), None)
+        return (cpu, pids) if cpu and pids else None
+
+    assert wait_until(lambda: limited() is not None, timeout=60), "the run has no cgroup"
+    cpu, pids = limited() or (Path(), Path())
     quota = (
         (cpu / "cpu.cfs_quota_us").read_text()
         if (cpu / "cpu.cfs_quota_us").exists()
