@@ -43,7 +43,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     xdist_groups (one worker runs each whole, one test after another), those with tests on
     the live stack first, the largest first: the run's one Slurm cluster and OpenStack are
     the longest such chain, so it starts at once beside everything else; then the other
-    tests without the live stack, then those on it.
+    tests without the live stack, then those on it, each the slow ones first.
 
     The live stack (uvicorn + a Celery worker with beat, session-scoped, started by the
     first test that needs it) would break the expectations of tests that drive admission and
@@ -67,7 +67,8 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         name = group(item)
         if name:
             return (0, not live_groups.get(name), -sizes[name], name, _uses_stack(item), index)
-        return (1, _uses_stack(item), index)
+        # the longest first (marked slow), so that none starts last and ends the session late
+        return (1, _uses_stack(item), item.get_closest_marker("slow") is None, index)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
 

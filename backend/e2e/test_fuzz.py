@@ -23,6 +23,7 @@ from tenancy.services import api_token_create
 EXAMPLES = int(os.environ.get("WT_FUZZ_EXAMPLES", "10"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part", [p for _, p in PARTS], ids=[name for name, _ in PARTS])
 @pytest.mark.parametrize("who", ["member", "anonymous"])
 def test_no_operation_answers_5xx_or_breaks_its_schema(live, who, part) -> None:
