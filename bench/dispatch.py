@@ -41,11 +41,12 @@ def main() -> None:
     stack.start_worker()
     try:
         time.sleep(3)  # let the worker connect
-        # the submission below stands in for the web process's, which imports the apps' task
-        # modules at start-up (core.jobs): this process does it now, not inside the timing
-        from core.jobs import import_tasks
+        # the submission below stands in for the web process's, which makes at start-up what
+        # a submission needs (the task modules and the broker connection, the spec's schema):
+        # this process does the same now, not inside the timing
+        from config.startup import web_process_warm_up
 
-        import_tasks()
+        web_process_warm_up()
         spec = {
             "name": "dispatch bench",
             "template": "cavity",

@@ -84,16 +84,8 @@ application = ProtocolTypeRouter(
     }
 )
 
-from core import live  # noqa: E402
-from core.jobs import import_tasks  # noqa: E402
+from config.startup import web_process_warm_up  # noqa: E402
 from core.runtime import tune_gc  # noqa: E402
-from core.schemas import prepare  # noqa: E402
-from ingest.api.views import AGENT_MESSAGES  # noqa: E402
 
-# made before the first request, not on it: the tasks a request enqueues, the validators of
-# the agents' messages, the live courier (20 runs starting at once send their first reports
-# together, and each of these had made the first ones wait)
-import_tasks()
-prepare(AGENT_MESSAGES)
-live.warm_up()
+web_process_warm_up()
 tune_gc()  # last: everything imported at start-up is frozen out of the collector's way
