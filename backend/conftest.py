@@ -42,8 +42,8 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     """The order pytest-xdist hands tests out in (--dist loadgroup, no reordering): first the
     xdist_groups (one worker runs each whole, one test after another), those with tests on
     the live stack first, the largest first: the run's one Slurm cluster and OpenStack are
-    the longest such chain, so it starts at once beside everything else; then the other
-    tests without the live stack, then those on it, each the slow ones first.
+    the longest such chain, so it starts at once beside everything else; then the slow tests
+    on the live stack, the other tests without it (the slow ones first), the rest on it.
 
     The live stack (uvicorn + a Celery worker with beat, session-scoped, started by the
     first test that needs it) would break the expectations of tests that drive admission and
@@ -67,8 +67,10 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         name = group(item)
         if name:
             return (0, not live_groups.get(name), -sizes[name], name, _uses_stack(item), index)
-        # the longest first (marked slow), so that none starts last and ends the session late
-        return (1, _uses_stack(item), item.get_closest_marker("slow") is None, index)
+        # the longest (marked slow) first, those on the live stack before the others (the
+        # API fuzzing's parts), so that none starts last and ends the session late
+        slow, live = item.get_closest_marker("slow") is not None, _uses_stack(item)
+        return (1, 0 if slow and live else 1 if not live else 2, not slow, index)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
 
