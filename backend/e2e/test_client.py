@@ -215,6 +215,12 @@ def test_exit_codes_tell_a_script_how_a_study_ended(cli, tmp_path):
     run = client.study(study_id).runs()[0]
     wait_for(lambda: run.refresh().state == "running", timeout=120, what="the run to start")
     wait_for(run.series_names, timeout=120, what="the run's first telemetry")
+    # its first time steps are in its stored log (lines are stored apart from the points)
+    wait_for(
+        lambda: any("Time = " in line for line in run.log(lines=50)),
+        timeout=120,
+        what="the run's first time steps in its log",
+    )
     assert cli("status", study_id).returncode == 0  # running: nothing ended badly yet
     follow = subprocess.Popen(
         [str(WINDTUNNEL), "logs", run.id, "--follow"],
