@@ -79,12 +79,13 @@ def warm_up() -> None:
     start-up), not with the first job a request hands over: the first submission waited a
     quarter of a second for the connection and the producer pool."""
     import_tasks()
-    app = current_app._get_current_object()
+    app = current_app
     app.finalize(auto=True)  # the task registry, bound once
     # what sending a task message makes on first use: the result backend (found by a scan
     # of the installed packages' entry points), the router, the message makers
-    made_on_first_use = (app.backend, app.amqp.router, app.amqp.queues)
-    made_on_first_use += (app.amqp.create_task_message, app.amqp.send_task_message)
+    for made_on_first_use in ("router", "queues", "create_task_message", "send_task_message"):
+        getattr(app.amqp, made_on_first_use)
+    app.backend  # noqa: B018
     try:
         with app.producer_or_acquire() as producer:
             producer.connection.ensure_connection(max_retries=3)

@@ -7,21 +7,12 @@
  * Needs the OpenStack backend scripts/test-frontend adds when a loopback cloud runs
  * (E2E_CLOUD_BACKEND, E2E_CLOUD_IMAGE); skipped without it.
  */
-import { expect, test, type Page } from "@playwright/test";
+import { expect, test } from "@playwright/test";
+import { signIn } from "./support";
 
-const USER = process.env.E2E_USER ?? "alice";
-const PASSWORD = process.env.E2E_PASSWORD ?? "alice-password";
 const BACKEND = process.env.E2E_CLOUD_BACKEND;
 const IMAGE = process.env.E2E_CLOUD_IMAGE ?? "";
 const POOL = `e2e-pool-${Date.now().toString(36)}`;
-
-async function signIn(page: Page) {
-  await page.goto("/login");
-  await page.getByLabel("Username").fill(USER);
-  await page.getByLabel("Password").fill(PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByTestId("account-menu")).toContainText(USER);
-}
 
 test.skip(!BACKEND, "no loopback OpenStack backend (scripts/start-openstack)");
 

@@ -10,9 +10,8 @@ import { expect, test, type Locator, type Page } from "@playwright/test";
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
+import { csrfToken, signIn } from "./support";
 
-const USER = process.env.E2E_USER ?? "alice";
-const PASSWORD = process.env.E2E_PASSWORD ?? "alice-password";
 const SHOTS = process.env.SCREENSHOT_DIR;
 const SUFFIX = Date.now().toString(36);
 const MEAN_SPEED = "meanSpeed.volAverage(mag(U))";
@@ -31,18 +30,6 @@ interface StudyDetail {
   spec: Record<string, unknown>;
   objectives: Record<string, unknown>;
   convergence: Record<string, unknown>;
-}
-
-async function signIn(page: Page) {
-  await page.goto("/login");
-  await page.getByLabel("Username").fill(USER);
-  await page.getByLabel("Password").fill(PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByTestId("account-menu")).toContainText(USER);
-}
-
-async function csrfToken(page: Page): Promise<string> {
-  return (await page.context().cookies()).find((c) => c.name === "csrftoken")?.value ?? "";
 }
 
 async function createStudy(page: Page, spec: Record<string, unknown>): Promise<string> {

@@ -6,21 +6,12 @@
  * and the study's plot fills with it; an objective added afterwards is recomputed from the
  * stored series.
  */
-import { expect, test, type Page } from "@playwright/test";
+import { expect, test } from "@playwright/test";
 import path from "node:path";
+import { signIn } from "./support";
 
-const USER = process.env.E2E_USER ?? "alice";
-const PASSWORD = process.env.E2E_PASSWORD ?? "alice-password";
 const STUDY = `E2E own case ${Date.now().toString(36)}`;
 const ARCHIVE = path.join(import.meta.dirname, "fixtures", "pitzdaily-inletp.tar.gz");
-
-async function signIn(page: Page) {
-  await page.goto("/login");
-  await page.getByLabel("Username").fill(USER);
-  await page.getByLabel("Password").fill(PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByTestId("account-menu")).toContainText(USER);
-}
 
 test("an uploaded case's own function object becomes the study's objective", async ({ page }) => {
   test.setTimeout(240_000);
