@@ -220,10 +220,11 @@ function useStudyView<Q, T>(
   changes: (m: LiveMessage) => boolean,
 ) {
   const qc = useQueryClient();
-  const reloadSoon = useDebouncedCallback(
+  const reload = useCallback(
     () => void qc.invalidateQueries({ queryKey: [...studyKeys.detail(id), view] }),
-    REFETCH_DEBOUNCE_MS,
+    [qc, id, view],
   );
+  const reloadSoon = useDebouncedCallback(reload, REFETCH_DEBOUNCE_MS);
   const onEvent = useCallback<StudyEventHandler>(
     (m, missed) => {
       if (missed || changes(m)) reloadSoon();
@@ -231,13 +232,7 @@ function useStudyView<Q, T>(
     [changes, reloadSoon],
   );
   const live = useStudyStream(id, active && q !== null, onEvent);
-  useWhenEnded(
-    active,
-    useCallback(
-      () => void qc.invalidateQueries({ queryKey: [...studyKeys.detail(id), view] }),
-      [qc, id, view],
-    ),
-  );
+  useWhenEnded(active, reload);
   return useQuery({
     queryKey: [...studyKeys.detail(id), view, q] as const,
     queryFn: ({ signal }) => fetch(id, q!, { signal }),
