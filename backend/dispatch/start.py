@@ -41,7 +41,7 @@ from pools.selectors import pooled_run_ids
 from quotas.selectors import run_disk_budget_gb
 from runs.services import run_dispatch_later, run_requeue_or_fail
 from scheduler.admission import admit, tenants_with_queued_runs
-from studies.choices import EndReason
+from studies.choices import EndReason, RunState
 from studies.events import publish_runs_changed
 from studies.models import Run, Study
 from studies.policy import stall_seconds_effective, wall_seconds_effective
@@ -203,6 +203,26 @@ def prerendered(*, run: Run, study: Study) -> dict[str, str] | None:
     return texts
 
 
+def with_handover(backend: Any, specs: list[RunSpec]) -> list[RunSpec]:
+    """On a backend that hands cores over (trait hands_over; HANDOVER_LEAD > 0): the specs
+    with the lead their agents hand their cores over by, and the runs each must wait for."""
+    lead = settings.WINDTUNNEL["HANDOVER_LEAD"]
+    if not traits_of(backend).hands_over or lead <= 0:
+        return specs
+    after = handed_over_work_dirs(backend_id=backend.pk)
+    return [dataclasses.replace(spec, handover=lead, after=after) for spec in specs]
+
+
+def handed_over_work_dirs(*, backend_id: int) -> tuple[str, ...]:
+    """The work directories of the backend's runs that handed their cores over while their
+    last step may still run (trait hands_over): a run started now waits on the host until
+    each of them is over (orchestration/agent/handover.py), so it never runs beside them."""
+    rows = Run.objects.filter(
+        backend_id=backend_id, state=RunState.RUNNING, released_at__isnull=False
+    ).values_list("id", "attempt")
+    return tuple(run_work_dir(run_id=run_id, attempt=attempt) for run_id, attempt in rows)
+
+
 def run_case_refused(*, run: Run, error: casecheck.CaseCheckError) -> None:
     """A run whose rendered case the checks refuse fails before it starts, saying why."""
     run_requeue_or_fail(
@@ -251,6 +271,7 @@ def _start_group(runs: list[Run], tokens: dict[Any, str]) -> int:
             dataclasses.replace(spec, archive="portal") if d else spec
             for spec, d in zip(specs, dirs, strict=True)
         ]
+        specs = with_handover(backend, specs)
         for spec in specs:
             driver.prepare(spec)
         if len(specs) > 1 and isinstance(driver, BatchStart):

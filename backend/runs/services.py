@@ -187,6 +187,8 @@ def run_heartbeat_fenced(
         return None
     if phase == "archiving":  # the steps are over: local cores go back to the queue now
         run_release_cores(run_id=run_id, attempt=attempt)
+    elif phase == "finishing":  # the last step ends within moments: its cores go on now
+        run_release_cores(run_id=run_id, attempt=attempt, backend_kinds=hand_over_kinds())
     return bool(row[0])
 
 
@@ -195,8 +197,15 @@ def early_release_kinds() -> list[str]:
     return [k for k in kinds() if traits_of(k).releases_early]
 
 
-def run_release_cores(*, run_id: Any, attempt: int) -> bool:
-    """The run's solver has exited and the agent only archives results: on backends that run
+def hand_over_kinds() -> list[str]:
+    """Backend kinds whose runs hand their cores to the next run shortly before their last
+    step ends, that run waiting on the host for the step to be over (trait hands_over)."""
+    return [k for k in kinds() if traits_of(k).hands_over]
+
+
+def run_release_cores(*, run_id: Any, attempt: int, backend_kinds: list[str] | None = None) -> bool:
+    """The run's solver has exited and the agent only archives results (or, with `backend_kinds`
+    the backends that hand cores over, its last step is about to end): on backends that run
     on the portal's own cores (trait releases_early), those cores go back to the queue now
     rather than when the final report comes in. True when this call released them."""
     table, backends = Run._meta.db_table, Backend._meta.db_table
@@ -205,7 +214,12 @@ def run_release_cores(*, run_id: Any, attempt: int) -> bool:
             f"UPDATE {table} r SET released_at = now() FROM {backends} b WHERE r.id = %s"
             " AND r.attempt = %s AND r.state = %s AND r.released_at IS NULL"
             " AND b.id = r.backend_id AND b.kind = ANY(%s) RETURNING r.tenant_id",
-            [str(run_id), attempt, RunState.RUNNING, early_release_kinds()],
+            [
+                str(run_id),
+                attempt,
+                RunState.RUNNING,
+                early_release_kinds() if backend_kinds is None else backend_kinds,
+            ],
         )
         row = cur.fetchone()
     if row is None:

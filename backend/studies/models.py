@@ -183,7 +183,8 @@ class Run(PublicIdModel):
         null=True,
         blank=True,
         help_text="when a running run gave its cores back before it ended (its solver had "
-        "exited and it was archiving results; local and container backends)",
+        "exited and it was archiving results, local and container backends; or its last step "
+        "was about to end and the next run waited on the host for it, local backend)",
     )
     exit_code = models.IntegerField(null=True, blank=True)
     end_reason = models.CharField(

@@ -36,7 +36,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job sta
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["EXIT_BAD_SPEC", "EXIT_OK", "EXIT_STALE", "EXIT_UNREACHABLE", "main", "run"]
+__all__ = ["EXIT_BAD_SPEC", "EXIT_OK", "EXIT_STALE", "EXIT_UNREACHABLE", "main", "run", "warm_up"]
 
 EXIT_OK, EXIT_BAD_SPEC, EXIT_STALE, EXIT_UNREACHABLE = 0, 2, 3, 4
 START_TIMEOUT = 60.0  # how long the `running` report is retried before going on regardless
@@ -71,6 +71,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         f" {steps.ru_utime + steps.ru_stime:.2f} s in its steps"
     )
     return code
+
+
+def warm_up() -> None:
+    """What a fork server does once so that the agents it forks need not: the host's
+    description (platform.platform() reads the interpreter's binary: ~15 ms) and the
+    sandbox's probe."""
+    import platform
+
+    from orchestration.agent import sandbox
+
+    platform.platform()
+    sandbox.warm_up()
 
 
 def _install_signal_handlers(terminate: threading.Event) -> None:

@@ -135,6 +135,7 @@ class Reporter:
         self._batch_seq = 0  # the number of the last batch taken
         # a batch sent whose answer did not come: sent again, as it is, before anything newer
         self._unsent: dict[str, Any] | None = None
+        self._announce = False  # a phase to send at once (announce)
 
     # -- producers (any thread) -----------------------------------------------------------
 
@@ -242,6 +243,13 @@ class Reporter:
 
     def set_phase(self, phase: str) -> None:
         self.phase = phase
+
+    def announce(self, phase: str) -> None:
+        """Set the phase and have it reach the portal now, as a heartbeat ahead of any batch
+        (a run handing its cores over: orchestration/agent/handover.py)."""
+        self.phase = phase
+        self._announce = True
+        self._wakeup.set()
 
     def set_resources(self, *, cpu_percent: float, rss_bytes: int) -> None:
         self.resources = {"cpu_percent": round(cpu_percent, 1), "rss_bytes": int(rss_bytes)}
@@ -375,7 +383,14 @@ class Reporter:
             now = self.clock()
             if now >= self._retry_at:
                 try:
-                    if self.has_pending() and self._sendable(now):
+                    if self._announce:
+                        self._announce = False
+                        try:
+                            self._send_heartbeat()
+                        except TransientError:
+                            self._announce = True  # sent again after the backoff
+                            raise
+                    elif self.has_pending() and self._sendable(now):
                         self._next_telemetry = now + self.telemetry_interval
                         self._send_telemetry()
                     elif now - self._last_accepted >= self.heartbeat_interval:

@@ -52,6 +52,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "find_program",
+    "warm_up",
 ]
 
 MODES = ("bwrap", "uid", "off")
@@ -88,6 +89,30 @@ def find_program(name: str, path: str | None = None) -> str | None:
 
 class SandboxError(Exception):
     """The sandbox cannot be set up here: the run fails with this message."""
+
+
+# (as root, with the network) for which bubblewrap was seen to start here by this process or
+# the fork server it was forked from (warm_up): each agent need not start it once more
+_STARTS: set[tuple[bool, bool]] = set()
+
+
+def warm_up() -> None:
+    """Start bubblewrap once, in a scratch case of its own (a fork server does this before it
+    forks agents): the agents forked later skip their probe, a few milliseconds of CPU each.
+    Quiet: where it fails, each agent probes and says why."""
+    import shutil
+    import tempfile
+
+    top = tempfile.mkdtemp(prefix="windtunnel-probe-")
+    try:
+        os.makedirs(os.path.join(top, "case"))
+        Sandbox({"mode": "bwrap"}, run_id="probe").prepare(
+            case=os.path.join(top, "case"), home=os.path.join(top, "home")
+        )
+    except (SandboxError, OSError):
+        pass
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def _limit(limits: Mapping[str, Any], key: str) -> float:
@@ -255,7 +280,11 @@ class Sandbox:
                 os.close(fd)
 
     def _probe(self) -> None:
-        """bubblewrap can make its namespaces here (user namespaces may be disabled)."""
+        """bubblewrap can make its namespaces here (user namespaces may be disabled): once
+        per process (and its forks) for each way it starts."""
+        key = (self.as_root, self.network)
+        if key in _STARTS:
+            return
         try:
             proc = self.start(
                 ["true"],
@@ -274,6 +303,7 @@ class Sandbox:
                 "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
                 "user.max_user_namespaces > 0)"
             )
+        _STARTS.add(key)
 
     def command(self, argv: list[str], *, seccomp_fd: int = -1) -> list[str]:
         """The argv that runs `argv` in the sandbox, from the case directory (`start` runs

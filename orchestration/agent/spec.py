@@ -65,6 +65,8 @@ if TYPE_CHECKING:
         post_process: bool = True
         provenance: Mapping[str, Any] | None = None
         watchdog: Mapping[str, Any] | None = None
+        handover: float = 0.0
+        after: tuple[str, ...] = ()
 
 else:
     _StepFields = collections.namedtuple("AgentStep", "name argv role", defaults=("solve",))
@@ -95,6 +97,12 @@ _SPEC_DEFAULTS = {
     "provenance": None,  # Mapping: the portal's facts of the run, for the provenance file
     # Mapping: when a run that makes no progress or runs too long is stopped (watchdog.py)
     "watchdog": None,
+    # seconds before its last step's foreseen end the run hands its cores to the next run on
+    # this host (0: never); it holds its handover lock until the step is over
+    # (orchestration/agent/handover.py)
+    "handover": 0.0,
+    # the handover locks of the runs whose cores this run took: its first step waits for them
+    "after": (),
 }
 
 
@@ -240,7 +248,25 @@ def parse_spec(data: Any) -> AgentSpec:
         post_process=data.get("post_process", True) is not False,
         provenance=_provenance(data.get("provenance")),
         watchdog=_watchdog(data.get("watchdog")),
+        handover=_lead(data.get("handover")),
+        after=_after(data.get("after")),
     )
+
+
+def _lead(raw: Any) -> float:
+    if raw is None:
+        return 0.0
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw < math.inf:
+        raise SpecError("run.json: 'handover' must be a number of seconds (0: no handover)")
+    return float(raw)
+
+
+def _after(raw: Any) -> tuple[str, ...]:
+    if not raw:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(p, str) and os.path.isabs(p) for p in raw):
+        raise SpecError("run.json: 'after' must be a list of absolute paths")
+    return tuple(raw)
 
 
 def _watchdog(raw: Any) -> Mapping[str, Any] | None:

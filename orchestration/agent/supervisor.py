@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 from orchestration import nofollow
+from orchestration.agent.handover import Baton, Countdown, times_of, wait_for
 from orchestration.agent.logfollow import LogFollower, LogWrites, log_header_text
 from orchestration.agent.procs import (
     TreeSampler,
@@ -145,6 +146,10 @@ class Supervisor:
         # the steps' CPU time is what RUSAGE_CHILDREN gains while they run (usage_figures)
         self._children_at_start: resource.struct_rusage | None = None
         self._single_peak = 0  # the largest one process of the steps reached, where known
+        # where the runs' cores are handed over on this host: the run's own lock, held until
+        # its last step is over, and when that step is foreseen to end (handover.py)
+        self.baton = Baton(spec.work_dir) if spec.handover > 0 else None
+        self._countdown: Countdown | None = None
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -170,12 +175,45 @@ class Supervisor:
             note = f"resource limits: not enforced by a cgroup ({self.sandbox.cgroup_problem})"
             log(note)
             self.reporter.add_log([note])
-        return self._run_steps(messages, converged)
+        try:
+            if self.spec.after:
+                stopped = self._wait_for_cores()
+                if stopped:
+                    return Outcome(state="cancelled", reason=stopped)
+            return self._run_steps(messages, converged)
+        finally:
+            if self.baton is not None:
+                self.baton.release()
+
+    def _wait_for_cores(self) -> str:
+        """Before the first step: wait until the runs whose cores this one took have ended
+        their last step (handover.py); why it stopped waiting instead, if it did."""
+
+        def should_stop() -> str:
+            self._check_interrupts()
+            if self.terminate.is_set():
+                return "terminated"
+            if self.reporter.stop_requested.is_set():
+                return "stopped by the portal"
+            return ""
+
+        def on_wait() -> None:
+            self.reporter.set_phase("waiting")
+            log("waiting for the cores it was given to be free")
+
+        began = self.clock()
+        stopped = wait_for(self.spec.after, should_stop=should_stop, on_wait=on_wait)
+        waited = self.clock() - began
+        if waited >= 0.001:
+            log(f"the cores were free after {waited * 1000:.0f} ms")
+        return stopped
 
     def close(self) -> None:
         """Give back what the steps held: the run's cgroup (its last processes killed) and
         the case's descriptor."""
         cgroup = self.sandbox.cgroup
+        if self.baton is not None:
+            self.baton.release()
         if cgroup is not None:
             cgroup.kill_all(reap=(lambda: reap_orphans(timeout=0.05)) if self._reap else None)
             cgroup.leave()
@@ -192,7 +230,8 @@ class Supervisor:
                 return Outcome(state="cancelled", reason="terminated")
             if self.reporter.stop_requested.is_set():
                 return Outcome(state="cancelled", reason="stopped by the portal")
-            result = self.run_step(step)
+            last = index == len(self.spec.steps) - 1
+            result = self.run_step(step, last=last)
             if result.converged:
                 converged = True
                 messages.append(f"{step.name}: solution converged")
@@ -364,7 +403,7 @@ class Supervisor:
             raise Stale()
 
     def run_step(
-        self, step: AgentStep, *, interruptible: bool = True, shown: str = ""
+        self, step: AgentStep, *, interruptible: bool = True, shown: str = "", last: bool = False
     ) -> StepResult:
         self.reporter.set_phase(PHASES.get(step.role, "solving"))
         self.reporter.add_log([f"== {step.name}: {shown or ' '.join(step.argv)} =="])
@@ -394,12 +433,18 @@ class Supervisor:
             record.update(exit_code=127, ended_at=_utc_now())
             return StepResult(returncode=127, fatal_error=problem)
         try:
-            return self._run_step(step, fd, record, interruptible=interruptible)
+            return self._run_step(step, fd, record, interruptible=interruptible, last=last)
         finally:
             os.close(fd)
 
     def _run_step(
-        self, step: AgentStep, fd: int, record: dict[str, Any], *, interruptible: bool
+        self,
+        step: AgentStep,
+        fd: int,
+        record: dict[str, Any],
+        *,
+        interruptible: bool,
+        last: bool = False,
     ) -> StepResult:
         program = step.argv[0] if step.argv else ""
         if "/" not in program and find_program(program, self.env.get("PATH", "")) is None:
@@ -429,11 +474,20 @@ class Supervisor:
         parser = LogParser()
         follower = LogFollower(fd, parser, self.reporter, solve=step.role == "solve")
         self.watchdog.step_started(step.name, solve=step.role == "solve")
+        if last and step.role == "solve" and self.baton is not None and self.baton.held:
+            times = times_of(self.case_fd)
+            self._countdown = (
+                None
+                if times is None
+                else Countdown(times[1], start_time=times[0], lead=self.spec.handover)
+            )
         interrupted = self._watch(proc, follower, interruptible=interruptible)
         proc.wait()
         if self._reap:
             reap_orphans(timeout=1.0)
         self._end_leftovers()
+        if last and self.baton is not None:
+            self.baton.release()  # the step's processes are gone: the next run may start
         self._note_single_peak()
         follower.poll(final=True)
         if step.role == "solve":
@@ -492,6 +546,10 @@ class Supervisor:
                 if interruptible and self.reporter.stop_requested.is_set():
                     self.kill(proc, grace=self.spec.kill_grace)
                     return "stop"
+                if self._countdown is not None and self._countdown.due(follower.parser.last_time):
+                    self._countdown = None
+                    log("the last step is about to end: its cores go to the next run")
+                    self.reporter.announce("finishing")
                 self.watchdog.observe(
                     iterations=follower.parser.iterations, log_bytes=follower.offset
                 )

@@ -77,6 +77,12 @@ class RunSpec:
     # "stall_factor", "startup_seconds", "wall_seconds"} (orchestration/agent/watchdog.py);
     # None: the agent's defaults
     watchdog: Mapping[str, Any] | None = None
+    # on a backend that hands cores over (trait `hands_over`): the agent hands this run's
+    # cores over this many seconds before its last step is foreseen to end (0: never), and
+    # `after` names the runs (their work_dir) whose cores this run took, whose last step
+    # must be over before its first
+    handover: float = 0.0
+    after: Sequence[str] = ()
 
     def to_json(self, *, sandbox: str = "bwrap") -> str:
         """run.json; `sandbox`: the driver's way of confining steps, where the portal has
@@ -182,6 +188,9 @@ class DriverTraits:
       for nodes); the reaper asks why at every pass.
     - `releases_early`: runs use the portal's own cores, which go back to the queue as soon as
       the solver has exited (the agent only archives results then).
+    - `hands_over`: a run's cores go to the next run shortly before its last step is expected
+      to end, and the next run's agent waits on the host for that step to be over before
+      its first (orchestration/agent/handover.py): no gap between runs, never two at once.
     - `prerenders_case`: the agent takes the case's rendered templates in run.json (backends
       whose run.json travels through size-limited user data render on the node instead).
     - `frees_on_end`: `collect()` deletes what a run held (a cloud server): call it as soon as
@@ -199,6 +208,7 @@ class DriverTraits:
     holds_nodes: bool = False
     queues_runs: bool = False
     releases_early: bool = False
+    hands_over: bool = False
     prerenders_case: bool = False
     frees_on_end: bool = False
     on_portal_host: bool = False
@@ -219,6 +229,7 @@ class Driver(Protocol):
     holds_nodes: ClassVar[bool]
     queues_runs: ClassVar[bool]
     releases_early: ClassVar[bool]
+    hands_over: ClassVar[bool]
     prerenders_case: ClassVar[bool]
     frees_on_end: ClassVar[bool]
     on_portal_host: ClassVar[bool]
@@ -250,6 +261,7 @@ class DriverBase:
     holds_nodes: ClassVar[bool] = False
     queues_runs: ClassVar[bool] = False
     releases_early: ClassVar[bool] = False
+    hands_over: ClassVar[bool] = False
     prerenders_case: ClassVar[bool] = False
     frees_on_end: ClassVar[bool] = False
     on_portal_host: ClassVar[bool] = False

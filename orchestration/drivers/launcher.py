@@ -127,8 +127,12 @@ def _spawn(request: dict[str, Any]) -> dict[str, Any]:
 
 def serve(fd: int) -> int:
     # everything the agent needs, imported once here (the forks share it)
-    import orchestration.agent.main  # noqa: F401  # lazy: the launcher start-up, shared by forks
+    import orchestration.agent.main  # lazy: the launcher start-up, shared by forks
     import orchestration.case.render  # noqa: F401  # lazy: cases the portal did not render
+
+    # and what every agent would otherwise find out for itself (the host's description for
+    # its provenance, that bubblewrap starts here): once, before the forks
+    orchestration.agent.main.warm_up()
 
     # out of the cyclic collector's sight: a fork's collections would otherwise walk (and so
     # copy, page by page) every object imported above

@@ -21,6 +21,7 @@ import psutil
 
 import orchestration
 from orchestration.agent.cgroups import limits_problem
+from orchestration.agent.handover import LOCK_NAME as HANDOVER_LOCK
 from orchestration.drivers.base import (
     Capabilities,
     DriverBase,
@@ -243,6 +244,7 @@ class LocalDriver(DriverBase):
     """The agent as a detached session on the portal's own host."""
 
     releases_early = True
+    hands_over = True
     prerenders_case = True
     on_portal_host = True
 
@@ -287,6 +289,13 @@ class LocalDriver(DriverBase):
             work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             data = json.loads(spec.to_json(sandbox=self.sandbox))
             data["work_dir"] = str(work_dir)
+            if spec.handover > 0:  # orchestration/agent/handover.py
+                data["handover"] = spec.handover
+                data["after"] = [
+                    str(self._work_dir_of(w) / HANDOVER_LOCK)
+                    for w in spec.after
+                    if w != spec.work_dir
+                ]
             write_private_json(work_dir / "run.json", data)
         except OSError as exc:
             raise DriverError(f"cannot prepare {work_dir}: {exc}", retryable=True) from exc
@@ -421,10 +430,13 @@ class LocalDriver(DriverBase):
         return str(self._work_dir(spec) / "case")
 
     def _work_dir(self, spec: RunSpec) -> Path:
-        path = Path(spec.work_dir)
+        return self._work_dir_of(spec.work_dir)
+
+    def _work_dir_of(self, work_dir: str) -> Path:
+        path = Path(work_dir)
         if not path.is_absolute():
             if not self.work_root:
-                raise DriverError(f"work_dir {spec.work_dir!r} is relative and no work_root is set")
+                raise DriverError(f"work_dir {work_dir!r} is relative and no work_root is set")
             path = Path(self.work_root) / path
         return path
 

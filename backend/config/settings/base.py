@@ -244,6 +244,11 @@ WINDTUNNEL = {
     # after a cancel or a policy stop, the agent ends cleanly on its next report; the backend
     # kill follows after this many seconds as a safety net
     "STOP_GRACE": env.float("WINDTUNNEL_STOP_GRACE", default=30.0),
+    # on a backend of the portal's own cores (local), a run hands its cores to the next run
+    # this many seconds before its last step is foreseen to end; the next run's agent
+    # prepares meanwhile and starts the moment the step is over (orchestration/agent/
+    # handover.py); 0: the cores go back with the final report
+    "HANDOVER_LEAD": env.float("WINDTUNNEL_HANDOVER_LEAD", default=0.5),
     # a run's agent stops a solver that makes no progress (no new time step) for
     # max(STALL_SECONDS, STALL_FACTOR x its longest gap between time steps so far), or before
     # its first time step for max(STALL_SECONDS, STALL_STARTUP_SECONDS); a backend's or a
