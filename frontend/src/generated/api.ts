@@ -2618,7 +2618,7 @@ export interface components {
             events?: components["schemas"]["SubscribableEventEnum"][];
             url?: string;
         };
-        /** @description What the agent is doing: preparing, solving, archiving (archiving gives a local run's cores back early), … */
+        /** @description What the agent is doing: preparing, waiting, solving, finishing, archiving (finishing and archiving give a local run's cores back early), … */
         Phase: string;
         /** @description What every pilot call is answered (200); a 409 tells the pilot the portal no longer counts its worker (lost, drained, deleted): it stops its runs and exits. */
         PilotAnswer: {
