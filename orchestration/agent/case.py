@@ -10,13 +10,14 @@ import math
 import os
 from collections.abc import Mapping
 
+from orchestration import nofollow
 from orchestration.case.casefiles import copy_case
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["decompose_par_dict", "prepare_case", "split_subdomains"]
+__all__ = ["decompose_par_dict", "has_mesh", "prepare_case", "split_subdomains"]
 
 _HEADER = """/*--------------------------------*- C++ -*----------------------------------*\\
   Written by the Windtunnel run agent.
@@ -75,3 +76,19 @@ def prepare_case(
         with open(os.path.join(system, "decomposeParDict"), "w") as fh:
             fh.write(decompose_par_dict(decompose))
     return written
+
+
+def has_mesh(case_fd: int) -> bool:
+    """Whether the case (its descriptor) holds a mesh the post-processing can read:
+    constant/polyMesh/points (plain or gzipped) in the case, or in its first processor
+    directory (a decomposed run that was not reconstructed); no link is followed."""
+    if case_fd < 0:
+        return False
+    for root in ("", "processor0/"):
+        for name in ("points", "points.gz"):
+            try:
+                os.close(nofollow.open_file(case_fd, f"{root}constant/polyMesh/{name}"))
+            except OSError:
+                continue
+            return True
+    return False

@@ -30,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["LEAD", "LOCK_NAME", "Baton", "Countdown", "times_of", "wait_for"]
+__all__ = ["LEAD", "LOCK_NAME", "Baton", "Countdown", "Handover", "times_of", "wait_for"]
 
 LOCK_NAME = "handover.lock"
 # how long before its expected end a last step hands its cores over (the portal's
@@ -180,3 +180,68 @@ class Countdown:
             return False
         remaining = (self.end_time - sim_time) * (now - w0) / done
         return remaining <= self.lead
+
+
+class Handover:
+    """One run's side of it: its own lock (held from the start, when `lead` > 0), the wait for
+    the runs in `after` before its first step, and its announcement (`announce("finishing")`)
+    once its last step is foreseen to end within `lead`."""
+
+    def __init__(
+        self,
+        *,
+        work_dir: str,
+        lead: float,
+        after: Sequence[str],
+        announce: Callable[[str], None],
+        set_phase: Callable[[str], None],
+        log: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.baton = Baton(work_dir) if lead > 0 else None
+        self.lead = lead
+        self.after = tuple(after)
+        self.announce = announce
+        self.set_phase = set_phase
+        self.log = log
+        self.clock = clock
+        self._countdown: Countdown | None = None
+
+    def wait(self, should_stop: Callable[[], str]) -> str:
+        """Before the first step: wait until the runs whose cores this one took have ended
+        their last step; why it stopped waiting instead, if it did."""
+        if not self.after:
+            return ""
+
+        def on_wait() -> None:
+            self.set_phase("waiting")
+            self.log("waiting for the cores it was given to be free")
+
+        began = self.clock()
+        stopped = wait_for(self.after, should_stop=should_stop, on_wait=on_wait)
+        waited = self.clock() - began
+        if waited >= 0.001:
+            self.log(f"the cores were free after {waited * 1000:.0f} ms")
+        return stopped
+
+    def last_step_started(self, case_fd: int) -> None:
+        """The last step, a solver, has started: count down to its end when the case says
+        where that is."""
+        if self.baton is None or not self.baton.held:
+            return
+        times = times_of(case_fd)
+        if times is not None:
+            self._countdown = Countdown(times[1], start_time=times[0], lead=self.lead)
+
+    def observe(self, sim_time: float | None) -> None:
+        """The last step's simulated time, as it goes: announce once the end is near."""
+        if self._countdown is not None and self._countdown.due(sim_time):
+            self._countdown = None
+            self.log("the last step is about to end: its cores go to the next run")
+            self.announce("finishing")
+
+    def release(self) -> None:
+        """The last step's processes are gone (or no step will run): the next run may start."""
+        self._countdown = None
+        if self.baton is not None:
+            self.baton.release()

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 
 from orchestration import nofollow
-from orchestration.agent import AGENT_VERSION, PROVENANCE_FILE, README_FILE
+from orchestration.agent import AGENT_VERSION, PROVENANCE_FILE, README_FILE, sandbox
 from orchestration.agent.case import prepare_case
 from orchestration.agent.client import (
     PortalClient,
@@ -78,8 +78,6 @@ def warm_up() -> None:
     description (platform.platform() reads the interpreter's binary: ~15 ms) and the
     sandbox's probe."""
     import platform
-
-    from orchestration.agent import sandbox
 
     platform.platform()
     sandbox.warm_up()

@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable
 
 from orchestration import nofollow
-from orchestration.agent.handover import Baton, Countdown, times_of, wait_for
+from orchestration.agent.case import has_mesh
+from orchestration.agent.handover import Handover
 from orchestration.agent.logfollow import LogFollower, LogWrites, log_header_text
 from orchestration.agent.procs import (
     TreeSampler,
@@ -36,7 +37,7 @@ TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job sta
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Outcome", "Stale", "StepResult", "Supervisor", "has_mesh", "log"]
+__all__ = ["Outcome", "Stale", "StepResult", "Supervisor", "log"]
 
 PHASES = {
     "prepare": "meshing",
@@ -148,8 +149,15 @@ class Supervisor:
         self._single_peak = 0  # the largest one process of the steps reached, where known
         # where the runs' cores are handed over on this host: the run's own lock, held until
         # its last step is over, and when that step is foreseen to end (handover.py)
-        self.baton = Baton(spec.work_dir) if spec.handover > 0 else None
-        self._countdown: Countdown | None = None
+        self.handover = Handover(
+            work_dir=spec.work_dir,
+            lead=spec.handover,
+            after=spec.after,
+            announce=reporter.announce,
+            set_phase=reporter.set_phase,
+            log=log,
+            clock=clock,
+        )
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -176,44 +184,25 @@ class Supervisor:
             log(note)
             self.reporter.add_log([note])
         try:
-            if self.spec.after:
-                stopped = self._wait_for_cores()
-                if stopped:
-                    return Outcome(state="cancelled", reason=stopped)
+            stopped = self.handover.wait(self._stop_reason)
+            if stopped:
+                return Outcome(state="cancelled", reason=stopped)
             return self._run_steps(messages, converged)
         finally:
-            if self.baton is not None:
-                self.baton.release()
+            self.handover.release()
 
-    def _wait_for_cores(self) -> str:
-        """Before the first step: wait until the runs whose cores this one took have ended
-        their last step (handover.py); why it stopped waiting instead, if it did."""
-
-        def should_stop() -> str:
-            self._check_interrupts()
-            if self.terminate.is_set():
-                return "terminated"
-            if self.reporter.stop_requested.is_set():
-                return "stopped by the portal"
-            return ""
-
-        def on_wait() -> None:
-            self.reporter.set_phase("waiting")
-            log("waiting for the cores it was given to be free")
-
-        began = self.clock()
-        stopped = wait_for(self.spec.after, should_stop=should_stop, on_wait=on_wait)
-        waited = self.clock() - began
-        if waited >= 0.001:
-            log(f"the cores were free after {waited * 1000:.0f} ms")
-        return stopped
+    def _stop_reason(self) -> str:
+        """Why the run must stop now ("" if it need not); Stale for a superseded attempt."""
+        self._check_interrupts()
+        if self.terminate.is_set():
+            return "terminated"
+        return "stopped by the portal" if self.reporter.stop_requested.is_set() else ""
 
     def close(self) -> None:
         """Give back what the steps held: the run's cgroup (its last processes killed) and
         the case's descriptor."""
         cgroup = self.sandbox.cgroup
-        if self.baton is not None:
-            self.baton.release()
+        self.handover.release()
         if cgroup is not None:
             cgroup.kill_all(reap=(lambda: reap_orphans(timeout=0.05)) if self._reap else None)
             cgroup.leave()
@@ -474,20 +463,15 @@ class Supervisor:
         parser = LogParser()
         follower = LogFollower(fd, parser, self.reporter, solve=step.role == "solve")
         self.watchdog.step_started(step.name, solve=step.role == "solve")
-        if last and step.role == "solve" and self.baton is not None and self.baton.held:
-            times = times_of(self.case_fd)
-            self._countdown = (
-                None
-                if times is None
-                else Countdown(times[1], start_time=times[0], lead=self.spec.handover)
-            )
+        if last and step.role == "solve":
+            self.handover.last_step_started(self.case_fd)
         interrupted = self._watch(proc, follower, interruptible=interruptible)
         proc.wait()
         if self._reap:
             reap_orphans(timeout=1.0)
         self._end_leftovers()
-        if last and self.baton is not None:
-            self.baton.release()  # the step's processes are gone: the next run may start
+        if last:
+            self.handover.release()  # the step's processes are gone: the next run may start
         self._note_single_peak()
         follower.poll(final=True)
         if step.role == "solve":
@@ -546,10 +530,7 @@ class Supervisor:
                 if interruptible and self.reporter.stop_requested.is_set():
                     self.kill(proc, grace=self.spec.kill_grace)
                     return "stop"
-                if self._countdown is not None and self._countdown.due(follower.parser.last_time):
-                    self._countdown = None
-                    log("the last step is about to end: its cores go to the next run")
-                    self.reporter.announce("finishing")
+                self.handover.observe(follower.parser.last_time)
                 self.watchdog.observe(
                     iterations=follower.parser.iterations, log_bytes=follower.offset
                 )
@@ -617,19 +598,3 @@ class Supervisor:
     def poll_dat(self) -> None:
         if self._follow_dat or os.path.isdir(os.path.join(self.spec.case_path, "postProcessing")):
             self.reporter.add_columns(self.dat.poll_columns())
-
-
-def has_mesh(case_fd: int) -> bool:
-    """Whether the case (its descriptor) holds a mesh the post-processing can read:
-    constant/polyMesh/points (plain or gzipped) in the case, or in its first processor
-    directory (a decomposed run that was not reconstructed); no link is followed."""
-    if case_fd < 0:
-        return False
-    for root in ("", "processor0/"):
-        for name in ("points", "points.gz"):
-            try:
-                os.close(nofollow.open_file(case_fd, f"{root}constant/polyMesh/{name}"))
-            except OSError:
-                continue
-            return True
-    return False

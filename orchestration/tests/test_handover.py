@@ -173,9 +173,10 @@ def test_the_next_run_starts_its_first_step_as_the_last_one_ends(tmp_path: Path)
         )
         driver.prepare(spec_a)
         handle_a = driver.start(spec_a)
-        finishing = lambda: any(  # noqa: E731
-            c.body.get("phase") == "finishing" for c in portals[0].of("heartbeat/")
-        )
+
+        def finishing() -> bool:
+            return any(c.body.get("phase") == "finishing" for c in portals[0].of("heartbeat/"))
+
         deadline = time.monotonic() + 120
         while not finishing() and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -192,7 +193,11 @@ def test_the_next_run_starts_its_first_step_as_the_last_one_ends(tmp_path: Path)
         driver.prepare(spec_b)
         handle_b = driver.start(spec_b)
         for handle in (handle_a, handle_b):
-            assert wait_until(lambda h=handle: driver.poll(h).phase == RunPhase.EXITED)
+
+            def exited(handle: str = handle) -> bool:
+                return driver.poll(handle).phase == RunPhase.EXITED
+
+            assert wait_until(exited)
             assert driver.poll(handle).exit_code == 0
     finally:
         for fake in portals:
