@@ -52,10 +52,11 @@ def fuzz(
     examples: int,
     seed: int = 20261124,
     operations: tuple[str, ...] = (),
+    phases: str = "",
 ) -> Fuzzed:
     """Every operation of the portal at `url` (or those `operations`, schemathesis's filter
     options, select: one of PARTS), `examples` cases each, with `token` (an API token) or
-    anonymously."""
+    anonymously; `phases`: schemathesis's phases to run (all when empty)."""
     argv = [
         str(SCHEMATHESIS),
         "run",
@@ -71,6 +72,8 @@ def fuzz(
         "--no-color",
         *operations,
     ]
+    if phases:
+        argv += ["--phases", phases]
     if token:
         argv += ["--header", f"Authorization: Token {token}"]
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "e2e.fuzzing"}

@@ -25,10 +25,11 @@ from orchestration.agent.client import (
     TransientError,
     with_retries,
 )
+from orchestration.agent.outcome import Outcome, Stale
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.rerun import readme_text
 from orchestration.agent.spec import AgentSpec, load_spec
-from orchestration.agent.supervisor import Outcome, Stale, Supervisor, log
+from orchestration.agent.supervisor import Supervisor, log
 from orchestration.case.casefiles import RenderError
 from orchestration.environment import environment_allowlist
 
@@ -131,9 +132,8 @@ def run(spec: AgentSpec, *, terminate: threading.Event) -> int:
         try:
             outcome = _fetch(spec, client) or _prepare(spec)
             if outcome is None:
-                began = time.monotonic()
+                supervisor.after_steps = _test_only_slowdown
                 outcome = supervisor.run_steps()
-                _test_only_slowdown(time.monotonic() - began)
             if reporter.stale.is_set():
                 raise Stale()
         except Stale:
@@ -151,7 +151,7 @@ def run(spec: AgentSpec, *, terminate: threading.Event) -> int:
 
 def _test_only_slowdown(steps_s: float) -> None:
     """The test-only wait of TEST_ONLY_SLOWDOWN_VAR after steps that took `steps_s` (nothing
-    when it is unset)."""
+    when it is unset), before the run's cores may go to the next run."""
     factor = float(os.environ.get(TEST_ONLY_SLOWDOWN_VAR) or 0)
     if factor > 0:
         time.sleep(factor * steps_s)

@@ -35,7 +35,6 @@ import os
 import subprocess
 import zlib
 
-from orchestration.agent import seccomp
 from orchestration.agent.cgroups import CgroupError, RunCgroup
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
@@ -89,6 +88,18 @@ def find_program(name: str, path: str | None = None) -> str | None:
 
 class SandboxError(Exception):
     """The sandbox cannot be set up here: the run fails with this message."""
+
+
+def _seccomp_filter() -> str:
+    """The compiled seccomp filter's path (bwrap mode); SandboxError when there is none."""
+    try:
+        from orchestration.agent import seccomp  # lazy: bwrap mode only; images leave it out
+    except ImportError as exc:  # an image's agent (its runs are in "uid" mode)
+        raise SandboxError(f"the bwrap sandbox needs its seccomp filter: {exc}") from exc
+    try:
+        return seccomp.filter_file()
+    except seccomp.SeccompError as exc:
+        raise SandboxError(str(exc)) from exc
 
 
 # (as root, with the network) for which bubblewrap was seen to start here by this process or
@@ -222,10 +233,7 @@ class Sandbox:
                     if not source.endswith(":ro") and os.path.isdir(path) and not os.listdir(path):
                         os.chown(path, self.uid, self.uid)
         if self.mode == "bwrap":
-            try:
-                self._filter = seccomp.filter_file()
-            except seccomp.SeccompError as exc:
-                raise SandboxError(str(exc)) from exc
+            self._filter = _seccomp_filter()
             self._probe()
 
     def attach(self, *, case: str, home: str = "") -> None:
@@ -234,10 +242,7 @@ class Sandbox:
         Changes nothing on disk."""
         self._case, self._home = case, home
         if self.mode == "bwrap":
-            try:
-                self._filter = seccomp.filter_file()
-            except seccomp.SeccompError as exc:
-                raise SandboxError(str(exc)) from exc
+            self._filter = _seccomp_filter()
 
     def make_cgroup(self, name: str) -> None:
         """The run's cgroup, with its memory, cores and processes (an agent as root, in a

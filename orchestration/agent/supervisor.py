@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import os
 import resource
 import subprocess
@@ -13,8 +12,8 @@ from collections.abc import Callable
 
 from orchestration import nofollow
 from orchestration.agent.case import has_mesh
-from orchestration.agent.handover import Handover
 from orchestration.agent.logfollow import LogFollower, LogWrites, log_header_text
+from orchestration.agent.outcome import Outcome, Stale, StepResult
 from orchestration.agent.procs import (
     TreeSampler,
     become_subreaper,
@@ -36,6 +35,8 @@ from orchestration.results.logparse import LogParser
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
     from typing import Any
+
+    from orchestration.agent.handover import Handover
 
 __all__ = ["Outcome", "Stale", "StepResult", "Supervisor", "log"]
 
@@ -65,34 +66,6 @@ def log(message: str) -> None:
 
 def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-class Stale(Exception):
-    """The portal answered 409: this attempt is over."""
-
-
-class Outcome(
-    collections.namedtuple(
-        "Outcome",
-        "state exit_code reason message solver_converged",
-        defaults=(None, "", "", False),
-    )
-):
-    """state: completed | failed | cancelled; exit_code: int or None; reason, message: str;
-    solver_converged: the solver itself said so (e.g. SIMPLE residualControl)."""
-
-    __slots__ = ()
-
-
-class StepResult(
-    collections.namedtuple(
-        "StepResult", "returncode interrupted fatal_error converged", defaults=("", None, False)
-    )
-):
-    """returncode: int; interrupted: "" | "stop" | "terminated" | "disk" | "stalled" | "wall"
-    (the last two the watchdog's); fatal_error: str or None; converged: bool."""
-
-    __slots__ = ()
 
 
 class Supervisor:
@@ -147,17 +120,22 @@ class Supervisor:
         # the steps' CPU time is what RUSAGE_CHILDREN gains while they run (usage_figures)
         self._children_at_start: resource.struct_rusage | None = None
         self._single_peak = 0  # the largest one process of the steps reached, where known
-        # where the runs' cores are handed over on this host: the run's own lock, held until
-        # its last step is over, and when that step is foreseen to end (handover.py)
-        self.handover = Handover(
-            work_dir=spec.work_dir,
-            lead=spec.handover,
-            after=spec.after,
-            announce=reporter.announce,
-            set_phase=reporter.set_phase,
-            log=log,
-            clock=clock,
-        )
+        # where the runs' cores are handed over on this host (the local backend): the run's
+        # own lock, held until its last step is over, and when that step is foreseen to end
+        self.handover: Handover | None = None
+        self.after_steps: Callable[[float], None] | None = None  # with the steps' seconds
+        if spec.handover > 0 or spec.after:
+            from orchestration.agent.handover import Handover  # lazy: left out of VM images
+
+            self.handover = Handover(
+                work_dir=spec.work_dir,
+                lead=spec.handover,
+                after=spec.after,
+                announce=reporter.announce,
+                set_phase=reporter.set_phase,
+                log=log,
+                clock=clock,
+            )
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -183,12 +161,23 @@ class Supervisor:
             note = f"resource limits: not enforced by a cgroup ({self.sandbox.cgroup_problem})"
             log(note)
             self.reporter.add_log([note])
+        if self.handover is None:
+            return self._run_steps(messages, converged)
         try:
             stopped = self.handover.wait(self._stop_reason)
             if stopped:
                 return Outcome(state="cancelled", reason=stopped)
             return self._run_steps(messages, converged)
         finally:
+            self.handover.release()
+
+    def _steps_over(self) -> None:
+        """The last step's processes are gone: `after_steps` (main.py's test-only wait), and
+        then the next run may start."""
+        if self.after_steps is not None:
+            self.after_steps(self.clock() - self.started)
+            self.after_steps = None
+        if self.handover is not None:
             self.handover.release()
 
     def _stop_reason(self) -> str:
@@ -202,7 +191,8 @@ class Supervisor:
         """Give back what the steps held: the run's cgroup (its last processes killed) and
         the case's descriptor."""
         cgroup = self.sandbox.cgroup
-        self.handover.release()
+        if self.handover is not None:
+            self.handover.release()
         if cgroup is not None:
             cgroup.kill_all(reap=(lambda: reap_orphans(timeout=0.05)) if self._reap else None)
             cgroup.leave()
@@ -463,7 +453,7 @@ class Supervisor:
         parser = LogParser()
         follower = LogFollower(fd, parser, self.reporter, solve=step.role == "solve")
         self.watchdog.step_started(step.name, solve=step.role == "solve")
-        if last and step.role == "solve":
+        if self.handover is not None and last and step.role == "solve":
             self.handover.last_step_started(self.case_fd)
         interrupted = self._watch(proc, follower, interruptible=interruptible)
         proc.wait()
@@ -471,7 +461,7 @@ class Supervisor:
             reap_orphans(timeout=1.0)
         self._end_leftovers()
         if last:
-            self.handover.release()  # the step's processes are gone: the next run may start
+            self._steps_over()
         self._note_single_peak()
         follower.poll(final=True)
         if step.role == "solve":
@@ -530,7 +520,8 @@ class Supervisor:
                 if interruptible and self.reporter.stop_requested.is_set():
                     self.kill(proc, grace=self.spec.kill_grace)
                     return "stop"
-                self.handover.observe(follower.parser.last_time)
+                if self.handover is not None:
+                    self.handover.observe(follower.parser.last_time)
                 self.watchdog.observe(
                     iterations=follower.parser.iterations, log_bytes=follower.offset
                 )

@@ -215,12 +215,21 @@ def _containerfile(closure: tuple[Manifest, ...], base: BaseSpec, env: Mapping[s
 def lean_python(source: bytes) -> bytes:
     """Python source without its comments, its functions', classes' and module's
     docstrings (the module's stays when the module reads `__doc__`: a program's --help may
-    print it), its functions' annotations and what only a type checker reads (the bodies
-    of `if TYPE_CHECKING:`): the same program, less than half the size. The VM recipe
+    print it), its functions' annotations, what only a type checker reads (the bodies of
+    `if TYPE_CHECKING:`) and its `__all__`: the same program, less than half the size. The VM recipe
     carries its packages inside the cloud-init user data, which a cloud limits to 64 KiB.
     Annotations of class bodies stay (dataclasses and named tuples read them)."""
     tree = ast.parse(source)
     keep_module_doc = b"__doc__" in source
+    # `__all__` is read by `import *` and by linters, neither of which runs in an image
+    tree.body = [
+        node
+        for node in tree.body
+        if not (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        )
+    ] or [ast.Pass()]
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
