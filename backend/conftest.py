@@ -347,6 +347,8 @@ class Live:
 def published(monkeypatch, db) -> Live:
     """Live events and worker jobs, recorded instead of sent."""
     seen = Live()
+    # every run as if a websocket client followed it: its state events are recorded too
+    monkeypatch.setattr(events, "runs_watched", set)
     monkeypatch.setattr(events, "send_many", lambda messages: seen._messages.extend(messages))
     monkeypatch.setattr(
         events, "send", lambda group, message: seen._messages.append((group, message))

@@ -129,4 +129,11 @@ def vm_image_host(backend: Backend) -> VmImageHost:
 
 def run_work_dir(*, run_id: Any, attempt: int) -> str:
     """Where an attempt of a run keeps its files on the portal's host."""
-    return str(Path(settings.RUNS_DIR) / str(run_id) / f"attempt-{attempt}")
+    return f"{_runs_prefix(str(settings.RUNS_DIR))}{run_id}/attempt-{attempt}"
+
+
+@functools.lru_cache(maxsize=4)
+def _runs_prefix(runs_dir: str) -> str:
+    """RUNS_DIR as pathlib joins onto it (normalised, with its separator): a run's directory
+    is made for every dispatched run, and pathlib cost more than the rest of its spec."""
+    return str(Path(runs_dir) / "x")[:-1]

@@ -9,13 +9,17 @@ studies.events for runs and studies); a client that sees a gap re-syncs from RES
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 import orjson
+import redis
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +30,33 @@ def run_group(run_id) -> str:
 
 def study_group(study_id) -> str:
     return f"study.{study_id}"
+
+
+def watch_key(run_id) -> str:
+    """The Redis key that marks a run as followed by a websocket client (telemetry.watch
+    sets it while a run subscription lasts)."""
+    return f"wt:watched:run:{run_id}"
+
+
+@functools.cache
+def redis_client() -> redis.Redis:
+    """One process-wide Redis client for the watch marks (Django's cache would connect anew
+    for every request under ASGI)."""
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+
+
+def runs_watched(run_ids: Sequence[str]) -> set[str]:
+    """Of these runs (ids as text), those a websocket client follows now, in one Redis round
+    trip; all of them when Redis cannot say."""
+    if not run_ids:
+        return set()
+    try:
+        keys = [watch_key(run_id) for run_id in run_ids]
+        marks = cast(list[Any], redis_client().mget(keys))  # the sync client: a list
+    except redis.RedisError as exc:  # when in doubt, publish
+        log.warning("cannot tell which runs are watched: %s", exc)
+        return set(run_ids)
+    return {run_id for run_id, mark in zip(run_ids, marks, strict=True) if mark is not None}
 
 
 def send(group: str, message: dict[str, Any]) -> None:

@@ -14,7 +14,6 @@ import dataclasses
 import functools
 import logging
 import math
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -36,13 +35,13 @@ from core import jobs
 from core.ids import parse_uuid
 from core.jobs import Job
 from core.metrics import DISPATCH_FAILURES, DISPATCH_LATENCY
-from orchestration.case import casecheck, render
-from pools.selectors import pooled_run_ids
+from orchestration.case import casecheck, caseplan, render
+from pools.selectors import any_pool_active, pooled_run_ids
 from quotas.selectors import run_disk_budget_gb
 from runs.services import run_dispatch_later, run_requeue_or_fail
 from scheduler.admission import admit, tenants_with_queued_runs
 from studies.choices import EndReason, RunState
-from studies.events import publish_runs_changed
+from studies.events import publish_runs_taken
 from studies.models import Run, Study
 from studies.policy import stall_seconds_effective, wall_seconds_effective
 from studies.provenance import provenance_seed
@@ -60,11 +59,13 @@ PRERENDER_MAX_BYTES = 1024 * 1024  # larger rendered texts: the agent renders
 def schedule_and_start(*, tenant_id: int) -> list[Any]:
     """Admit the tenant's runs that fit, and start them: the few one ending run makes room
     for from here (no second task round trip, and no `admitted` event, which their
-    `provisioning` one follows at once); a larger admission as parallel dispatch tasks."""
-    admitted = admit(tenant_id=tenant_id, publish=False)
-    if len(admitted) > INLINE_DISPATCH:
-        publish_runs_changed(admitted)
+    `provisioning` one follows at once); a larger admission as parallel dispatch tasks,
+    its `admitted` events published once the tasks are on their way (the seqs were taken
+    with the admission: publishing reads the runs, and holds none a claim would skip)."""
+    admitted = admit(tenant_id=tenant_id, publish=False, seqs_over=INLINE_DISPATCH)
     dispatch_admitted(admitted, inline=INLINE_DISPATCH)
+    if len(admitted) > INLINE_DISPATCH:
+        publish_runs_taken(admitted)
     return admitted
 
 
@@ -94,7 +95,11 @@ def runs_dispatch(*, run_ids: list[Any]) -> int:
     """Claim admitted runs (admitted → provisioning, attempt + 1) and start them on their
     backends; how many started. Runs a warm pool takes stay admitted: a pool worker's pilot
     leases them (dispatch.pilots), and the autoscaler is woken to boot one if need be."""
-    pooled = pooled_run_ids(runs_qs=Run.objects.filter(pk__in=list(run_ids)))
+    pooled = (
+        pooled_run_ids(runs_qs=Run.objects.filter(pk__in=list(run_ids)))
+        if any_pool_active()
+        else {}
+    )
     if pooled:
         run_ids = [x for x in run_ids if parse_uuid(x) not in pooled]
         jobs.send(Job.AUTOSCALE_POOLS)
@@ -105,9 +110,17 @@ def runs_dispatch(*, run_ids: list[Any]) -> int:
     return sum(_start_group(group, tokens) for group in by_backend.values())
 
 
-def run_spec(*, run: Run, study: Study, token: str, disk_gb: float | None = None) -> RunSpec:
+def run_spec(
+    *,
+    run: Run,
+    study: Study,
+    token: str,
+    disk_gb: float | None = None,
+    plan: caseplan.CasePlan | None = None,
+) -> RunSpec:
     """Everything the driver and the agent need for the run's current attempt (`disk_gb`:
-    its tenant's run disk budget, when the caller read it already for a batch of runs)."""
+    its tenant's run disk budget, `plan`: its study's case plan, when the caller has them
+    already for a batch of runs)."""
     return RunSpec(
         run_id=str(run.id),
         attempt=run.attempt,
@@ -130,7 +143,7 @@ def run_spec(*, run: Run, study: Study, token: str, disk_gb: float | None = None
         telemetry_interval=settings.WINDTUNNEL["TELEMETRY_INTERVAL"],
         archive_max_mb=settings.WINDTUNNEL["ARCHIVE_MAX_MB"],
         image=image_reference(image=study.image, backend=run.backend),
-        rendered=prerendered(run=run, study=study),
+        rendered=prerendered(run=run, study=study, plan=plan),
         allow_system_operations=settings.WINDTUNNEL["CASE_SYSTEM_OPERATIONS"],
         sandbox=case_sandbox(run, disk_gb=disk_gb),
         fields=tuple((study.spec or {}).get("fields") or ()),
@@ -182,21 +195,33 @@ def case_sandbox(run: Run, *, disk_gb: float | None = None) -> dict[str, Any]:
     return config
 
 
-def prerendered(*, run: Run, study: Study) -> dict[str, str] | None:
+def study_case_plan(study: Study) -> caseplan.CasePlan:
+    """The study's case as it is now, read once for a batch of its runs
+    (orchestration.case.caseplan); RenderError or OSError when it cannot be read."""
+    etc_dir = casecheck.etc_folder(settings.WINDTUNNEL["OPENFOAM_DIR"])
+    return caseplan.case_plan(study.case_dir, etc_dir=etc_dir)
+
+
+def prerendered(
+    *, run: Run, study: Study, plan: caseplan.CasePlan | None = None
+) -> dict[str, str] | None:
     """The case's templates rendered here with the run's values, and checked whatever the
     run's backend (orchestration.case.casecheck: a CaseCheckError for what a run may not do, the
-    run's values being able to write what its upload could not). The texts go to agents
-    that would otherwise import Jinja and render in their run slot; None (the agent renders,
-    and reports any error) when the backend does not take them (trait prerenders_case),
-    rendering fails or the texts are large."""
-    etc_dir = casecheck.etc_folder(settings.WINDTUNNEL["OPENFOAM_DIR"])
+    run's values being able to write what its upload could not; a run whose values have the
+    shape of a run that passed passes on sight, orchestration.case.caseplan). The texts go to
+    agents that would otherwise import Jinja and render in their run slot; None (the agent
+    renders, and reports any error) when the backend does not take them (trait
+    prerenders_case), rendering fails or the texts are large. `plan`: the study's case plan
+    (study_case_plan), else read here."""
+    takes = traits_of(run.backend).prerenders_case
     try:
-        texts = casecheck.render_checked(Path(study.case_dir), run.context, etc_dir=etc_dir)
+        plan = study_case_plan(study) if plan is None else plan
+        texts = plan.checked(run.context, texts=takes)
     except casecheck.CaseCheckError:
         raise
     except (render.RenderError, OSError):
         return None
-    if not traits_of(run.backend).prerenders_case:
+    if not takes or texts is None:
         return None
     if sum(len(t) for t in texts.values()) > PRERENDER_MAX_BYTES:
         return None
@@ -238,13 +263,23 @@ def _specs(runs: list[Run], tokens: dict[Any, str]) -> tuple[list[Run], list[Run
     kept: list[Run] = []
     specs: list[RunSpec] = []
     budgets: dict[int, float] = {}  # one read per tenant of the batch, not one per run
+    plans: dict[Any, caseplan.CasePlan | None] = {}  # one read per study of the batch
     for run in runs:
         if run.tenant_id not in budgets:
             budgets[run.tenant_id] = run_disk_budget_gb(tenant_id=run.tenant_id)
+        if run.study_id not in plans:
+            try:
+                plans[run.study_id] = study_case_plan(run.study)
+            except (render.RenderError, OSError):
+                plans[run.study_id] = None  # each run tries, and its agent reports why
         try:
             specs.append(
                 run_spec(
-                    run=run, study=run.study, token=tokens[run.pk], disk_gb=budgets[run.tenant_id]
+                    run=run,
+                    study=run.study,
+                    token=tokens[run.pk],
+                    disk_gb=budgets[run.tenant_id],
+                    plan=plans[run.study_id],
                 )
             )
         except casecheck.CaseCheckError as exc:
@@ -263,10 +298,8 @@ def _start_group(runs: list[Run], tokens: dict[Any, str]) -> int:
         driver = driver_for(backend)
         # where the portal reads a run's files itself, its agent uploads no archive: the
         # archive is built from the run's directory when someone downloads it
-        dirs = [
-            (driver.results_dir(spec) or "") if isinstance(driver, ResultsReader) else ""
-            for spec in specs
-        ]
+        reads = isinstance(driver, ResultsReader)  # a protocol check: once, not per run
+        dirs = [(driver.results_dir(spec) or "") if reads else "" for spec in specs]
         specs = [
             dataclasses.replace(spec, archive="portal") if d else spec
             for spec, d in zip(specs, dirs, strict=True)

@@ -13,6 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
+
+from catalog.models import Backend
 from pools.choices import LIVE_WORKER_STATES, REGISTERED_STATES
 from pools.models import Pool, PoolWorker
 
@@ -59,6 +62,19 @@ def run_shapes(qs: Any) -> list[RunShape]:
             "id", "backend_id", "study__image_id", "nodes", "processes", "memory_gb"
         )
     ]
+
+
+def any_pool_active() -> bool:
+    """Whether any pool takes runs (as active_pools: enabled, not draining, its backend
+    enabled), in one statement without the ORM: dispatch asks before every batch of runs
+    whether to look for pooled runs, and most deployments have no pool at all."""
+    pools, backends = Pool._meta.db_table, Backend._meta.db_table
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {pools} p JOIN {backends} b ON b.id = p.backend_id"
+            " WHERE p.enabled AND NOT p.draining AND b.enabled)"
+        )
+        return bool(cur.fetchone()[0])
 
 
 def pooled_run_ids(*, runs_qs: Any) -> dict[Any, Pool]:

@@ -50,13 +50,17 @@ from tenancy.models import Tenant
 
 
 @ADMISSION_DURATION.time()  # every pass, also one that finds nothing to admit
-def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
+def admit(*, tenant_id: int, publish: bool = True, seqs_over: int | None = None) -> list[Any]:
     """Admit the tenant's queued runs that fit; return their ids. Safe to run concurrently.
 
     A backend is shared by tenants: capacity that frees up is held for another tenant's
     waiting run (the oldest under fifo and priority, the one of the tenant furthest below
     its fair share under fair_share): a later run takes only what that run does not need.
-    The tenants holding such a reservation are scheduled next."""
+    The tenants holding such a reservation are scheduled next.
+
+    `publish`: the admitted runs' events go out after commit. `seqs_over` (without
+    `publish`): when more runs than that are admitted, their event seqs are taken with the
+    admission and the caller publishes them (studies.events.publish_runs_taken)."""
     with transaction.atomic(), connection.cursor() as cur:
         cur.execute(_QUOTA_SQL, [tenant_id])
         row = cur.fetchone()
@@ -109,7 +113,8 @@ def admit(*, tenant_id: int, publish: bool = True) -> list[Any]:
         )
         admitted, held_for = decision.admitted, decision.held_for
         quota_problem, full_backends = decision.quota_problem, decision.full_backends
-        runs_admit(run_ids=admitted, publish=publish)
+        take_seqs = seqs_over is not None and len(admitted) > seqs_over
+        runs_admit(run_ids=admitted, publish=publish, take_seqs=take_seqs)
         for other_tenant in sorted(held_for):  # their turn: the capacity may be theirs now
             jobs.enqueue(Job.SCHEDULE_TENANT, other_tenant)
     RUNS_ADMITTED.inc(len(admitted))

@@ -8,34 +8,27 @@ request. The ingest API tells the agent which interval applies in every answer
 
 A subscription marks the run as watched in Redis for WATCH_TTL seconds and renews the mark
 every WATCH_REFRESH seconds while the socket is open. The mark is not removed when a socket
-closes (another may still be open): it runs out within WATCH_TTL. The marks use one
-process-wide Redis client (Django's cache would connect anew for every request under ASGI).
+closes (another may still be open): it runs out within WATCH_TTL. The marks (core.live's
+`watch_key`) use core.live's one process-wide Redis client; studies.events reads them too,
+to publish a run's state events only while it is watched.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 
 import redis
 from django.conf import settings
 
+from core.live import redis_client, watch_key
+
 log = logging.getLogger(__name__)
 
 WATCH_TTL = 30.0
 WATCH_REFRESH = 10.0
-
-
-def watch_key(run_id) -> str:
-    return f"wt:watched:run:{run_id}"
-
-
-@functools.cache
-def redis_client() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
 def _mark(run_id) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["BinaryData", "Token", "tokenize"]
+__all__ = ["BULK_CHARS", "BULK_MIN", "BinaryData", "Token", "number_starts", "tokenize"]
 
 SPACE = " \t\n\v\f\r"
 PUNCTUATION = frozenset(";()[]{}:,=+*/")
@@ -34,7 +34,10 @@ _WORD = re.compile(r"[^ \t\n\v\f\r\"'/;{}\x00]+")
 _VARIABLE = re.compile(r"[^ \t\n\v\f\r\"';{}\x00]+")  # a word that may hold '/' (scoping)
 _SPACES = re.compile(r"[ \t\n\v\f\r]+")
 _SKIP = re.compile(r"(?:[ \t\n\v\f\r]+|//[^\n]*|/\*.*?\*/)*", re.S)  # white space, comments
-_BULK = re.compile(r"[ \t\n\v\f\r0-9.eE+\-()]{512,}")  # long runs of numbers in lists
+# long runs of numbers in lists: at least BULK_MIN of BULK_CHARS after a '(' (bulk mode)
+BULK_CHARS = frozenset(" \t\n\v\f\r0123456789.eE+-()")
+BULK_MIN = 512
+_BULK = re.compile(rf"[ \t\n\v\f\r0-9.eE+\-()]{{{BULK_MIN},}}")
 _RAW_AFTER = frozenset(("#eval", "#message", "#word"))
 _LINE_AFTER = frozenset(("#if", "#elif"))
 # components of the types of OpenFOAM's contiguous binary lists (List<T> N(raw bytes))
@@ -402,3 +405,28 @@ def tokenize(
     nesting it makes, so hundreds of megabytes are read at a regular expression's speed).
     Raises BinaryData for binary data that cannot be sized, or past `limit` tokens."""
     return _Lexer(text, templates, bulk, limit).run()
+
+
+class _NumberLexer(_Lexer):
+    """The lexer, noting where each number token starts."""
+
+    def __init__(self, text: str, bulk: bool, limit: int | None) -> None:
+        super().__init__(text, False, bulk, limit)
+        self.numbers: dict[int, Token] = {}
+
+    def number(self, line: int) -> None:
+        start, count = self.i, len(self.out)
+        super().number(line)
+        self.numbers[start] = self.out[count]
+
+
+def number_starts(
+    text: str, *, bulk: bool = False, limit: int | None = None
+) -> tuple[dict[int, Token], bool]:
+    """What `tokenize` reads in `text` (no templates) as numbers, by the offset each starts
+    at (a number token's text is the characters from there; a lone ``-`` is punctuation),
+    and whether the text is in OpenFOAM's binary format (where a count's digits decide
+    how many bytes are skipped). Raises as `tokenize` does."""
+    lexer = _NumberLexer(text, bulk, limit)
+    lexer.run()
+    return lexer.numbers, lexer.binary is not None

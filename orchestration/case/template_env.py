@@ -148,6 +148,17 @@ def _format_value(value: Any) -> Any:
     return out
 
 
+def placeholder_text(value: Any) -> str:
+    """What ``{{ name }}`` writes for a value `value` of its context (Jinja writes
+    ``str(finalize(value))``): RenderError for a `#` or a number that is not finite."""
+    kind = type(value)  # the common cases first: an ABC check costs more than the rest
+    if kind is float and math.isfinite(value):
+        return repr(value)
+    if kind is int:
+        return str(value)
+    return str(_format_value(value))
+
+
 def _formatted(value: Any) -> Any:
     if isinstance(value, jinja2.Undefined):
         return value

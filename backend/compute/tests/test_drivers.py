@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
+
+import pytest
+
 from catalog.choices import BackendKind
 from catalog.models import Backend
 from compute.capacity import capacity_of
-from compute.drivers import CloudLimited, driver_for, kinds, supports, traits_of
+from compute.drivers import CloudLimited, driver_for, kinds, run_work_dir, supports, traits_of
 
 
 def test_the_backend_kinds_a_row_may_have_are_the_registered_drivers() -> None:
@@ -35,3 +40,10 @@ def test_cloud_limits_cap_a_backend_only_where_its_driver_has_them() -> None:
     caps = capacity_of(cloud).cloud
     assert caps is not None and caps.cores == 4
     assert capacity_of(local).cloud is None
+
+
+@pytest.mark.parametrize("runs_dir", ["/srv/runs", "/srv/runs/", "/srv//a/./runs", "rel/runs", "."])
+def test_a_runs_directory_is_where_pathlib_puts_it(settings, runs_dir):
+    settings.RUNS_DIR = runs_dir
+    run_id = uuid.uuid4()
+    assert run_work_dir(run_id=run_id, attempt=3) == str(Path(runs_dir) / str(run_id) / "attempt-3")

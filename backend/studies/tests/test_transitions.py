@@ -79,6 +79,8 @@ def test_claim_starts_a_new_attempt_with_a_fresh_token_once(study, published) ->
     again, _ = transitions.runs_claim(run_ids=[run.pk])  # a redelivered dispatch task
     assert again == [] and Run.objects.get(pk=run.pk).attempt == 1
     assert [s for s, _ in published.states(run)] == ["provisioning"]
+    # the claim took the event's seq with the change: its event carries it, none is skipped
+    assert published.states(run)[0][1] == fresh.event_seq == run.event_seq + 1
 
 
 def test_each_attempts_token_is_its_own_and_still_recognised_once_it_is_over(

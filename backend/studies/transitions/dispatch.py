@@ -9,27 +9,60 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from catalog.models import Backend
 from core import jobs
 from core.jobs import Job
 from studies.choices import RunState, StudyState
-from studies.events import publish_runs_changed
+from studies.events import publish_runs_changed, publish_runs_taken
 from studies.models import Run, Study
 from studies.transitions.tokens import hash_run_token, run_token
+
+# what starting a run reads of it (its spec, its agent's run.json, a start that fails): the
+# other fields are loaded only if read (a query each); a run has some sixty
+CLAIMED_FIELDS = (
+    "id",
+    "study",
+    "tenant",
+    "backend",
+    "index",
+    "context",
+    "state",
+    "attempt",
+    "processes",
+    "nodes",
+    "memory_gb",
+    "identity",
+    "queued_at",
+    "admitted_at",
+    "started_at",
+    "released_at",
+    "handle",
+    "dispatch_failures",
+)
+
+
+# the batch's rows, studies and backends read by plain statements made once (the ORM would
+# compile each query anew, about as long as the rows take to load)
+_CLAIMED_COLUMNS = [str(f.column) for f in Run._meta.concrete_fields if f.name in CLAIMED_FIELDS]
+_CLAIM_SQL = (
+    f"SELECT {', '.join(_CLAIMED_COLUMNS)}"
+    f" FROM {Run._meta.db_table} WHERE id = ANY(%s::uuid[]) AND state = %s"
+    " ORDER BY queued_at, index FOR UPDATE SKIP LOCKED"
+)
+_STUDIES_SQL = f"SELECT * FROM {Study._meta.db_table} WHERE id = ANY(%s::uuid[])"
+_BACKENDS_SQL = f"SELECT * FROM {Backend._meta.db_table} WHERE id = ANY(%s::bigint[])"
 
 
 def runs_claim(*, run_ids: Iterable[Any]) -> tuple[list[Run], dict[Any, str]]:
     """Claim admitted runs for a start: attempt + 1 and its token each (run_token; only its
     hash is stored). A redelivered dispatch finds them no longer admitted and claims nothing,
-    so a run never starts twice. The claimed runs (with study and backend) and their tokens."""
+    so a run never starts twice. The claimed runs (CLAIMED_FIELDS, with study and backend,
+    one instance of each for the runs that share it) and their tokens."""
     now = timezone.now()
     tokens: dict[Any, str] = {}
     with transaction.atomic():
-        runs = list(
-            Run.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("study", "backend")
-            .filter(pk__in=list(run_ids), state=RunState.ADMITTED)
-            .order_by("queued_at", "index")
-        )
+        ids = [str(i) for i in run_ids]
+        runs = list(Run.objects.raw(_CLAIM_SQL, [ids, RunState.ADMITTED.value]))
         for run in runs:
             run.attempt += 1
             tokens[run.pk] = run_token(run_id=run.pk, attempt=run.attempt)
@@ -44,18 +77,29 @@ def runs_claim(*, run_ids: Iterable[Any]) -> tuple[list[Run], dict[Any, str]]:
             run.batch_seq = 0  # the new attempt's agent numbers its batches from 1
             run.updated_at = now
         if runs:
-            _update_from_values(
+            # the rows are locked, and were admitted at the attempt read: fenced by it (a
+            # fence by state would let the planner, whose statistics lag behind a large
+            # admission, scan every admitted run for each batch)
+            _update_from_arrays(
                 "attempt = v.attempt, state = %s, provisioning_at = %s, heartbeat_at = NULL, "
                 "token_hash = v.token_hash, handle = '', results_dir = '', results_at = NULL, "
-                "phase = '', batch_seq = 0, updated_at = %s",
+                "phase = '', batch_seq = 0, updated_at = %s, event_seq = s.event_seq + 1",
                 [RunState.PROVISIONING.value, now, now],
-                "(%s::uuid, %s::int, %s)",
+                ("id uuid", "attempt int", "token_hash text"),
                 [(str(r.pk), r.attempt, r.token_hash) for r in runs],
-                "v(id, attempt, token_hash)",
-                where="AND s.state = %s",
-                where_params=[RunState.ADMITTED.value],
+                where="AND s.attempt = v.attempt - 1",
             )
-    publish_runs_changed([r.pk for r in runs])
+    if not runs:
+        return [], tokens
+    studies = {
+        s.pk: s for s in Study.objects.raw(_STUDIES_SQL, [sorted({str(r.study_id) for r in runs})])
+    }
+    backends = {
+        b.pk: b for b in Backend.objects.raw(_BACKENDS_SQL, [sorted({r.backend_id for r in runs})])
+    }
+    for run in runs:
+        run.study, run.backend = studies[run.study_id], backends[run.backend_id]
+    publish_runs_taken([r.pk for r in runs])  # their event seqs taken by the claim
     return runs, tokens
 
 
@@ -64,12 +108,11 @@ def runs_record_handles(*, rows: list[tuple[str, int, str, str]]) -> set[str]:
     where the attempt is still the run's and started; the ids stored."""
     if not rows:
         return set()
-    return _update_from_values(
+    return _update_from_arrays(
         "handle = v.handle, results_dir = v.results_dir",
         [],
-        "(%s::uuid, %s::int, %s, %s)",
+        ("id uuid", "attempt int", "handle text", "results_dir text"),
         rows,
-        "v(id, attempt, handle, results_dir)",
         where="AND s.attempt = v.attempt AND s.state IN (%s, %s)",
         where_params=[RunState.PROVISIONING.value, RunState.RUNNING.value],
     )
@@ -87,23 +130,25 @@ def run_record_superseded_handle(*, run_id: Any, attempt: int, handle: str) -> N
     Run.objects.filter(pk=run_id, attempt=attempt).update(handle=handle)
 
 
-def _update_from_values(
+def _update_from_arrays(
     assignments: str,
     params: list[Any],
-    row_sql: str,
+    columns: tuple[str, ...],
     rows: list[tuple[Any, ...]],
-    alias: str,
     *,
     where: str = "",
     where_params: list[Any] | None = None,
 ) -> set[str]:
-    """One `UPDATE … FROM (VALUES …)` for many runs (Django's bulk_update is far slower)."""
-    values = ", ".join([row_sql] * len(rows))
+    """One `UPDATE … FROM unnest(…) AS v(columns)` for many runs, a typed array per column
+    (`columns`: "name type", the first the run's id; Django's bulk_update is far slower, and
+    a statement of a few arrays is parsed once, not once per row)."""
+    names = ", ".join(c.split()[0] for c in columns)
+    arrays = ", ".join(f"%s::{c.split()[1]}[]" for c in columns)
     with connection.cursor() as cur:
         cur.execute(
-            f"UPDATE {Run._meta.db_table} AS s SET {assignments} FROM (VALUES {values}) AS {alias} "
-            f"WHERE s.id = v.id {where} RETURNING s.id",
-            [*params, *(x for row in rows for x in row), *(where_params or [])],
+            f"UPDATE {Run._meta.db_table} AS s SET {assignments} FROM unnest({arrays}) "
+            f"AS v({names}) WHERE s.id = v.id {where} RETURNING s.id",
+            [*params, *(list(column) for column in zip(*rows, strict=True)), *(where_params or [])],
         )
         return {str(r[0]) for r in cur.fetchall()}
 
