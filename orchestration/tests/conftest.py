@@ -307,6 +307,16 @@ def run_locally(portal: FakePortal, spec: RunSpec) -> dict[str, Any]:
     return body
 
 
+class Clock:
+    """A monotonic clock a test moves by hand (`clock.now += 1.0`)."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float = 180.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -14,6 +14,7 @@ from orchestration.agent.watchdog import Watchdog
 from orchestration.drivers.base import RunPhase
 from orchestration.drivers.local import LocalDriver, parse_handle
 from orchestration.tests.conftest import (
+    Clock,
     FakePortal,
     make_cavity,
     make_spec,
@@ -21,14 +22,6 @@ from orchestration.tests.conftest import (
     serial_steps,
     wait_until,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _solving_dog(clock: Clock, **config: float) -> Watchdog:

@@ -16,6 +16,7 @@ from orchestration.agent.handover import LOCK_NAME, Baton, Countdown, times_of, 
 from orchestration.drivers.base import RunPhase
 from orchestration.drivers.local import LocalDriver
 from orchestration.tests.conftest import (
+    Clock,
     FakePortal,
     make_cavity,
     make_spec,
@@ -25,16 +26,8 @@ from orchestration.tests.conftest import (
 )
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_countdown_hands_over_once_the_foreseen_rest_is_within_the_lead() -> None:
-    clock = _Clock()
+    clock = Clock()
     countdown = Countdown(10.0, lead=0.5, clock=clock)
     assert not countdown.due(None)  # no time step printed yet
     assert not countdown.due(1.0)  # the first one sets the start of the pace
@@ -47,7 +40,7 @@ def test_the_countdown_hands_over_once_the_foreseen_rest_is_within_the_lead() ->
 
 
 def test_the_countdown_waits_for_enough_progress_before_it_trusts_the_pace() -> None:
-    clock = _Clock()
+    clock = Clock()
     countdown = Countdown(100.0, lead=0.5, clock=clock)
     countdown.due(0.0)
     clock.now += 0.001
@@ -57,7 +50,7 @@ def test_the_countdown_waits_for_enough_progress_before_it_trusts_the_pace() -> 
 
 
 def test_the_countdown_from_the_start_time_hands_a_short_step_over_at_its_first_line() -> None:
-    clock = _Clock()
+    clock = Clock()
     countdown = Countdown(0.5, start_time=0.0, lead=0.5, clock=clock)
     clock.now += 0.1
     assert countdown.due(0.1)  # 0.1 s for a fifth: the rest takes 0.4 s
