@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from orchestration.agent.handover import Handover
 
-__all__ = ["Outcome", "Stale", "StepResult", "Supervisor", "log"]
+__all__ = ["Supervisor", "log"]
 
 PHASES = {
     "prepare": "meshing",

@@ -291,11 +291,7 @@ class LocalDriver(DriverBase):
             data["work_dir"] = str(work_dir)
             if spec.handover > 0:  # orchestration/agent/handover.py
                 data["handover"] = spec.handover
-                data["after"] = [
-                    str(self._work_dir_of(w) / HANDOVER_LOCK)
-                    for w in spec.after
-                    if w != spec.work_dir
-                ]
+                data["after"] = [str(self._work_dir_of(w) / HANDOVER_LOCK) for w in spec.after]
             write_private_json(work_dir / "run.json", data)
         except OSError as exc:
             raise DriverError(f"cannot prepare {work_dir}: {exc}", retryable=True) from exc

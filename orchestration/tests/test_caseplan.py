@@ -318,11 +318,15 @@ def templates(draw: st.DrawFn) -> dict[str, str]:
     return files
 
 
-@settings(
+# the property tests: many cases each, however slow a case's rendering
+PROPERTY = settings(
     max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+@PROPERTY
 @given(
     files=templates(),
     contexts=st.lists(
@@ -348,11 +352,7 @@ def test_the_plan_concludes_what_the_full_check_concludes_for_any_values_in_any_
             _agree(root, context)
 
 
-@settings(
-    max_examples=200,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@PROPERTY
 @given(
     files=templates(),
     contexts=st.lists(

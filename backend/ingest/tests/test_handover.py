@@ -4,6 +4,7 @@ schedules the tenant, and a run started then is told to wait for it (run.json `a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def test_the_local_driver_writes_the_lead_and_the_locks_to_wait_for(running, set
     run.refresh_from_db()
     earlier = run_work_dir(run_id="00000000-0000-0000-0000-000000000001", attempt=1)
     spec = run_spec(run=run, study=run.study, token="t")
-    spec = spec.__class__(**{**spec.__dict__, "handover": 0.5, "after": (earlier,)})
+    spec = dataclasses.replace(spec, handover=0.5, after=(earlier,))
     driver = driver_for(local)
     driver.prepare(spec)
     written = json.loads((Path(spec.work_dir) / "run.json").read_text())
