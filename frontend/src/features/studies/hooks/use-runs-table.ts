@@ -220,10 +220,15 @@ function useStudyView<Q, T>(
   changes: (m: LiveMessage) => boolean,
 ) {
   const qc = useQueryClient();
-  const reload = useCallback(
-    () => void qc.invalidateQueries({ queryKey: [...studyKeys.detail(id), view] }),
-    [qc, id, view],
-  );
+  const viewKey = useMemo(() => [...studyKeys.detail(id), view] as const, [id, view]);
+  // An answer in flight may have been computed before the change that asks for a reload (a
+  // slow first read is not cancelled by an invalidation: it would be joined): ask once more
+  // when it arrives.
+  const again = useRef(false);
+  const reload = useCallback(() => {
+    if (qc.isFetching({ queryKey: viewKey }) > 0) again.current = true;
+    else void qc.invalidateQueries({ queryKey: viewKey });
+  }, [qc, viewKey]);
   const reloadSoon = useDebouncedCallback(reload, REFETCH_DEBOUNCE_MS);
   const onEvent = useCallback<StudyEventHandler>(
     (m, missed) => {
@@ -233,14 +238,21 @@ function useStudyView<Q, T>(
   );
   const live = useStudyStream(id, active && q !== null, onEvent);
   useWhenEnded(active, reload);
-  return useQuery({
-    queryKey: [...studyKeys.detail(id), view, q] as const,
+  const result = useQuery({
+    queryKey: [...viewKey, q] as const,
     queryFn: ({ signal }) => fetch(id, q!, { signal }),
     enabled: q !== null,
     placeholderData: keepPreviousData,
     staleTime: 5_000,
     refetchInterval: studyPoll(active, live, env.pollMs * 3),
   });
+  const fetching = result.isFetching;
+  useEffect(() => {
+    if (fetching || !again.current) return;
+    again.current = false;
+    void qc.invalidateQueries({ queryKey: viewKey });
+  }, [fetching, qc, viewKey]);
+  return result;
 }
 
 /**

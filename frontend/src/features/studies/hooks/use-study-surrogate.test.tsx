@@ -48,3 +48,36 @@ it("reads an adaptive study's surrogate once more when the study ends, for a bat
   await waitFor(() => expect(screen.getByTestId("progress")).toHaveTextContent("3 of 3 runs"));
   expect(calls.length).toBe(before + 1);
 });
+
+it("reads the surrogate once more when the study ends while a slow first answer is on its way", async () => {
+  let runs = 2;
+  let answer: (() => void) | null = null;
+  const { calls } = mockApi({
+    "GET /api/v1/studies/s1/surrogate/": async () => {
+      const shown = runs; // the answer as the server computed it when asked
+      if (calls.length === 1) await new Promise<void>((resolve) => (answer = resolve));
+      return {
+        progress: {
+          goal: "map",
+          objectives: ["u_min"],
+          batch: 1,
+          max_batches: 2,
+          runs: shown,
+          budget: 3,
+        },
+        parameters: [],
+        grid: null,
+        samples: [],
+        values: {},
+      };
+    },
+  });
+  const { rerender } = renderWithApp(<Progress active />);
+  await waitFor(() => expect(answer).not.toBeNull());
+  // the last batch ran and the study ended while the first answer was being computed
+  runs = 3;
+  rerender(<Progress active={false} />);
+  answer!();
+  await waitFor(() => expect(screen.getByTestId("progress")).toHaveTextContent("3 of 3 runs"));
+  expect(calls.length).toBe(2);
+});
