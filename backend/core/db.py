@@ -1,4 +1,5 @@
-"""Statements that carry large values: parameters bound on the server, float arrays in binary.
+"""Statements that carry large values: parameters bound on the server, float arrays in binary;
+and the advisory lock that keeps a periodic pass or a build to one worker at a time.
 
 Django's psycopg cursors bind parameters on the client: every value is written into the SQL
 as a quoted literal, which PostgreSQL then lexes and parses. For a telemetry batch (tens of
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import hashlib
 import struct
 import sys
 from collections.abc import Iterator, Sequence
@@ -87,3 +89,25 @@ def bound_cursor() -> Iterator:
         yield cursor
     finally:
         raw.close()
+
+
+def lock_key(name: str) -> int:
+    """A PostgreSQL advisory lock key for `name` (e.g. an image build, a pool's pass)."""
+    digest = hashlib.sha256(name.encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@contextlib.contextmanager
+def advisory_lock(name: str) -> Iterator[bool]:
+    """Hold a session advisory lock named `name` while the block runs, if it was free:
+    yields whether this process holds it (False: another worker does; do nothing)."""
+    key = lock_key(name)
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        held = bool(cur.fetchone()[0])
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_unlock(%s)", [key])

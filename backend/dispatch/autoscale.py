@@ -14,16 +14,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import zlib
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from catalog.images import image_digests, image_reference
 from compute.drivers import DriverError, PoolHost, WorkerSpec, driver_for
+from core.db import advisory_lock
 from core.metrics import POOL_DECISIONS
 from dispatch.pilots import worker_token
 from orchestration.backoff import backoff_delay
@@ -44,32 +44,16 @@ def pools_autoscale() -> dict[str, int]:
     waiting = pooled_run_ids(runs_qs=Run.objects.filter(state=RunState.ADMITTED))
     out = {}
     for pool in Pool.objects.select_related("backend", "image").all():
-        if not _try_lock(pool):
-            continue  # another pass is at it
-        try:
-            out[pool.name] = pool_autoscale(
-                pool=pool, waiting=[rid for rid, p in waiting.items() if p.pk == pool.pk]
-            )
-        except DriverError as exc:
-            log.warning("pool %s: %s", pool.name, exc)
-        finally:
-            _unlock(pool)
+        with advisory_lock(f"windtunnel.pool.{pool.pk}") as held:
+            if not held:
+                continue  # another pass is at it
+            try:
+                out[pool.name] = pool_autoscale(
+                    pool=pool, waiting=[rid for rid, p in waiting.items() if p.pk == pool.pk]
+                )
+            except DriverError as exc:
+                log.warning("pool %s: %s", pool.name, exc)
     return out
-
-
-def _lock_key(pool: Pool) -> int:
-    return zlib.crc32(f"windtunnel.pool.{pool.pk}".encode())
-
-
-def _try_lock(pool: Pool) -> bool:
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_try_advisory_lock(%s)", [_lock_key(pool)])
-        return bool(cur.fetchone()[0])
-
-
-def _unlock(pool: Pool) -> None:
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_advisory_unlock(%s)", [_lock_key(pool)])
 
 
 def decide(pool: Pool, action: str, *, count: int, queue: int, size: int, reason: str) -> None:

@@ -118,7 +118,11 @@ def runs_reap() -> dict[str, int]:
         if ended:  # e.g. "Slurm: TIMEOUT (time limit)" fails; NODE_FAIL / PREEMPTED retry
             message, retry = f"{ended[0]}; the agent sent no final report", ended[1]
             end = EndReason.TERMINATED
-        outcome = run_requeue_or_fail(run=run, reason=end, message=message, retry=retry)
+        # as seen: another pass, or the agent, may have acted while this one polled and
+        # killed (a requeued run admitted again keeps its attempt until it starts)
+        outcome = run_requeue_or_fail(
+            run=run, reason=end, message=message, retry=retry, as_seen=True
+        )
         if outcome == RunState.PENDING:
             stats["requeued"] += 1
         elif outcome == RunState.FAILED:
@@ -169,4 +173,5 @@ def run_ended_before_its_agent(*, run: Run, driver: Any, reason: str) -> str:
         reason=EndReason.TERMINATED if ended else EndReason.DISPATCH_FAILED,
         message=message,
         retry=bool(ended and (ended[1] or not tail)),
+        as_seen=True,
     )

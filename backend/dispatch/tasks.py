@@ -2,6 +2,7 @@
 
 from celery import shared_task
 
+from core.db import advisory_lock
 from dispatch import autoscale, leaks, reaper, start
 
 
@@ -22,7 +23,12 @@ def dispatch_runs(run_ids: list[str]) -> None:
 
 @shared_task(name="dispatch.reap", ignore_result=True)
 def reap() -> None:
-    reaper.runs_reap()
+    # one pass at a time: a pass waiting on a slow backend (a cancel can take a minute) would
+    # otherwise be joined by one a second, each judging the same runs, until they held every
+    # worker thread
+    with advisory_lock("windtunnel.reaper") as held:
+        if held:
+            reaper.runs_reap()
 
 
 @shared_task(name="dispatch.reap_leaks", ignore_result=True)

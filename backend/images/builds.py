@@ -20,9 +20,10 @@ from django.utils import timezone
 from catalog.choices import ImageKind, ImageStatus
 from catalog.images import composition_for, image_label
 from catalog.models import Image
+from core.db import advisory_lock
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from images.log_stream import LogStream
-from images.outcomes import advisory_lock, fail, wake_waiting
+from images.outcomes import fail, wake_waiting
 from images.vm import vm_bake_enqueue
 from orchestration.composer import Buildah, BuildError
 from studies.choices import HOLDING_STATES

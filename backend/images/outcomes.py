@@ -1,14 +1,8 @@
-"""What a build's end means for the runs that wait for its image, and the lock a build or
-bake step holds (one worker at a time per image, or per image and backend)."""
+"""What a build's end means for the runs that wait for its image."""
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import logging
-from collections.abc import Iterator
-
-from django.db import connection
 
 from catalog.choices import ImageStatus
 from catalog.models import Image
@@ -19,28 +13,6 @@ from studies.models import Run
 from studies.transitions import runs_fail_waiting_for_image
 
 log = logging.getLogger(__name__)
-
-
-def lock_key(name: str) -> int:
-    """A PostgreSQL advisory lock key for `name` (e.g. an image build, a bake step)."""
-    digest = hashlib.sha256(name.encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
-@contextlib.contextmanager
-def advisory_lock(name: str) -> Iterator[bool]:
-    """Hold a session advisory lock named `name` while the block runs, if it was free:
-    yields whether this process holds it (False: another worker does; do nothing)."""
-    key = lock_key(name)
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_try_advisory_lock(%s)", [key])
-        held = bool(cur.fetchone()[0])
-    try:
-        yield held
-    finally:
-        if held:
-            with connection.cursor() as cur:
-                cur.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
 def wake_waiting(image: Image) -> None:

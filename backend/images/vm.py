@@ -40,10 +40,11 @@ from catalog.images import image_label
 from catalog.models import Backend, Image
 from compute.drivers import DriverError, traits_of, vm_image_host
 from core import jobs
+from core.db import advisory_lock
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from core.jobs import Job
 from images.log_stream import LogStream
-from images.outcomes import advisory_lock, fail, wake_waiting
+from images.outcomes import fail, wake_waiting
 from orchestration.composer.bake import BakeImage, BakeStep, bake_step, new_record
 from orchestration.composer.vm_host import META_BACKEND, META_DIGEST, META_IMAGE, glance_name
 

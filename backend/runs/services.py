@@ -38,14 +38,17 @@ def retries_left(run: Run) -> bool:
     return run.attempt - run.dispatch_failures <= settings.WINDTUNNEL["MAX_RETRIES"]
 
 
-def run_requeue_or_fail(*, run: Run, reason: str, message: str, retry: bool = True) -> str:
+def run_requeue_or_fail(
+    *, run: Run, reason: str, message: str, retry: bool = True, as_seen: bool = False
+) -> str:
     """End this attempt: back to the queue while retries remain, else failed. The outcome
-    (pending | failed), or "" when the attempt had ended already."""
+    (pending | failed), or "" when the attempt had ended already (as_seen: or the run changed
+    since `run` was read: studies.transitions.run_requeue)."""
     if retry and retries_left(run):
-        done = transitions.run_requeue(run=run, message=message)
+        done = transitions.run_requeue(run=run, message=message, as_seen=as_seen)
         outcome = RunState.PENDING
     else:
-        done = transitions.run_fail(run=run, reason=reason, message=message)
+        done = transitions.run_fail(run=run, reason=reason, message=message, as_seen=as_seen)
         outcome = RunState.FAILED
     if not done:
         return ""

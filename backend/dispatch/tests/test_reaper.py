@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.utils import timezone
+
 from core import jobs
 from core.jobs import Job
 from dispatch.reaper import runs_reap
+from runs.services import run_requeue_or_fail
 from studies import services, state
 from studies.models import Run, Study
 
@@ -38,3 +43,38 @@ def test_the_reaper_settles_a_study_whose_last_refresh_was_lost(api, monkeypatch
     busy.refresh_from_db()
     assert (done.state, busy.state) == ("completed", "running")
     assert done.finished_at is not None
+
+
+def _running_run(api) -> Run:
+    spec = {"name": "silent", "template": "cavity", "parameters": {"lid_velocity": 1}}
+    study = services.study_create(tenant=api.tenant, owner=api.tenant.user, spec=spec, submit=True)
+    run = Run.objects.get(study=study)
+    silent_since = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(pk=run.pk).update(
+        state="running", attempt=2, handle="job-2", heartbeat_at=silent_since
+    )
+    return Run.objects.get(pk=run.pk)
+
+
+def test_a_silent_run_requeued_and_admitted_again_since_the_reaper_looked_stays_admitted(api):
+    """A pass of the reaper that judged a run lost a minute ago (its backend slow to answer)
+    must not requeue it again once another pass did and the scheduler admitted it: the run
+    keeps its attempt until it starts, so only the state it was seen in tells them apart."""
+    seen = _running_run(api)
+    assert run_requeue_or_fail(run=seen, reason="agent_lost", message="lost", as_seen=True)
+    Run.objects.filter(pk=seen.pk).update(state="admitted", wait_reason="")  # admitted again
+    stale = Run.objects.get(pk=seen.pk)
+    stale.state, stale.heartbeat_at = seen.state, seen.heartbeat_at  # the slow pass's reading
+    assert run_requeue_or_fail(run=stale, reason="agent_lost", message="lost", as_seen=True) == ""
+    run = Run.objects.get(pk=seen.pk)
+    assert (run.state, run.attempt, run.wait_reason) == ("admitted", 2, "")
+
+
+def test_a_run_whose_agent_spoke_since_the_reaper_looked_is_not_requeued(api):
+    seen = _running_run(api)
+    Run.objects.filter(pk=seen.pk).update(heartbeat_at=timezone.now())  # a late heartbeat
+    assert run_requeue_or_fail(run=seen, reason="agent_lost", message="lost", as_seen=True) == ""
+    assert Run.objects.get(pk=seen.pk).state == "running"
+    # without the fence (a caller that just read the run) the same call ends the attempt
+    fresh = Run.objects.get(pk=seen.pk)
+    assert run_requeue_or_fail(run=fresh, reason="agent_lost", message="lost") == "pending"

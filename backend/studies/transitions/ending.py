@@ -109,8 +109,11 @@ def run_stop_by_policy(
     return True
 
 
-def run_requeue(*, run: Run, message: str) -> bool:
-    """The attempt ended without a result (agent lost, node failed): back to the queue."""
+def run_requeue(*, run: Run, message: str, as_seen: bool = False) -> bool:
+    """The attempt ended without a result (agent lost, node failed): back to the queue.
+
+    as_seen: only if the run is still as `run` was read (its state and last heartbeat), for a
+    caller that judged it from that reading (the reaper, whose look can take a minute)."""
     fields = {
         "state": RunState.PENDING,
         "wait_reason": WaitReason.RETRY,
@@ -121,15 +124,16 @@ def run_requeue(*, run: Run, message: str) -> bool:
         "message": message[:MESSAGE_MAX],
         "updated_at": timezone.now(),
     }
-    if not _holding(run).update(**fields):
+    if not _holding(run, as_seen=as_seen).update(**fields):
         return False
     fields_assign(run, fields)
     after_end(run, requeued=True)
     return True
 
 
-def run_fail(*, run: Run, reason: str, message: str) -> bool:
-    """The attempt failed and no retry is left (or none is due): the run is over."""
+def run_fail(*, run: Run, reason: str, message: str, as_seen: bool = False) -> bool:
+    """The attempt failed and no retry is left (or none is due): the run is over (as_seen:
+    as run_requeue's)."""
     now = timezone.now()
     fields = {
         "state": RunState.FAILED,
@@ -139,7 +143,7 @@ def run_fail(*, run: Run, reason: str, message: str) -> bool:
         "token_hash": "",
         "updated_at": now,
     }
-    if not _holding(run).update(**fields):
+    if not _holding(run, as_seen=as_seen).update(**fields):
         return False
     fields_assign(run, fields)
     after_end(run)
@@ -197,5 +201,8 @@ def runs_fail_waiting_for_image(*, image_id: int, message: str) -> int:
     return len(ids)
 
 
-def _holding(run: Run) -> Any:
-    return Run.objects.filter(pk=run.pk, attempt=run.attempt, state__in=HOLDING_STATES)
+def _holding(run: Run, *, as_seen: bool = False) -> Any:
+    """The run while this attempt holds its resources; as_seen: and unchanged since `run` was
+    read (a run requeued and admitted again meanwhile keeps its attempt until it starts)."""
+    holding = Run.objects.filter(pk=run.pk, attempt=run.attempt, state__in=HOLDING_STATES)
+    return holding.filter(state=run.state, heartbeat_at=run.heartbeat_at) if as_seen else holding
