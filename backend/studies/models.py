@@ -302,6 +302,9 @@ class Run(PublicIdModel):
                 name="run_active_recent",
                 condition=models.Q(state__in=list(ACTIVE_STATES)),
             ),
+            # all the tenant's runs, newest first (the runs page unfiltered, or filtered by a
+            # column that is not indexed): a top-N read from the head, never a sort of them all
+            models.Index("tenant", models.F("queued_at").desc(), "index", name="run_recent"),
             # the runs whose agents the reaper times: only started runs, so a submission's
             # COPY does not index its queued runs here
             models.Index(

@@ -29,6 +29,9 @@ from studies.models import Run
 from studies.transitions import run_cancel
 from telemetry.selectors import log_since, log_tail, series_names, series_read
 
+# the query parameters of a runs list that leave every run in it
+UNFILTERED = frozenset({"page", "page_size", "ordering", "format"})
+
 
 class RunViewSet(viewsets.GenericViewSet):
     queryset = Run.objects.none()
@@ -54,9 +57,10 @@ class RunViewSet(viewsets.GenericViewSet):
     )
     def list(self, request):
         """The tenant's runs across studies (newest first), filtered and sorted as a study's."""
-        return runs_page(
-            self, runs_query(self.filter_queryset(self.get_queryset()), request), request
-        )
+        queryset = runs_query(self.filter_queryset(self.get_queryset()), request)
+        if set(request.query_params) <= UNFILTERED:  # all of them: counted from the studies
+            queryset.known_count = selectors.run_count_visible_to(user=request.user)
+        return runs_page(self, queryset, request)
 
     @extend_schema(responses=s.RunDetailSerializer)
     def retrieve(self, request, pk=None):

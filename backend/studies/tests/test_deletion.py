@@ -107,6 +107,30 @@ def test_another_tenants_deletions_are_not_shown(api, make_tenant, published):
     assert api.delete(f"/api/v1/studies/{study.pk}/").status_code == 404
 
 
+def test_the_runs_pages_count_is_the_number_of_runs_it_lists(api, make_tenant, published):
+    """The unfiltered runs page takes its count from the studies (not a COUNT of every run):
+    it must still be exactly the runs listed, through submission, drafts, another tenant's
+    runs, a cancel and a deletion whose rows are still there."""
+    study = _noop_study(api.tenant, runs=250)
+    _noop_study(api.tenant, runs=3, submit=False)  # a draft: its runs are made at submission
+    _noop_study(make_tenant(), runs=5)
+
+    def count(query: str = "") -> int:
+        body = api.get(f"/api/v1/runs/?page_size=1000{query}").json()
+        assert body["count"] == len(body["results"]), body["count"]
+        return body["count"]
+
+    assert count() == 250 == Run.objects.filter(tenant=api.tenant).count()
+    assert count("&ordering=-index") == 250
+    assert count("&state=pending") == 250
+    study_cancel(study=study, by=api.tenant.user)
+    study_cancel_queued(study_id=study.pk)
+    assert (count(), count("&state=pending"), count("&state=cancelled")) == (250, 0, 250)
+    assert api.delete(f"/api/v1/studies/{study.pk}/").status_code == 204
+    assert Run.objects.filter(study_id=study.pk).count() == 250  # removed in the background
+    assert (count(), count("&state=cancelled")) == (0, 0)
+
+
 @pytest.mark.slow
 def test_the_worker_removes_a_deleted_studys_runs_and_files_and_frees_its_storage(live):
     """Through the running portal: DELETE answers, the worker's job removes the rows and
