@@ -335,6 +335,15 @@ class Run(PublicIdModel):
                 condition=models.Q(disk_bytes__isnull=False) & ~models.Q(results_dir=""),
             ),
             models.Index(fields=["study", "state"], name="run_study_state"),
+            # a study's runs that started, with what their core-hours are made of: the study
+            # page's core-hours read without visiting the runs that never started (a large
+            # study's queued runs, or its cancelled ones)
+            models.Index(
+                fields=["study"],
+                name="run_study_started",
+                include=["processes", "started_at", "released_at", "finished_at"],
+                condition=models.Q(started_at__isnull=False),
+            ),
             # a tenant's completed runs by identity: what a submission may reuse (one probe
             # per new run, in one UPDATE: studies.transitions.runs_reuse)
             models.Index(
