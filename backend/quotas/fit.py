@@ -13,6 +13,7 @@ names the limit; submission phrases it as what to change, admission as why a run
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any, Literal
 
 from compute.capacity import BackendCapacity
@@ -283,6 +284,21 @@ def storage_problem(*, quota: Quota, stored_bytes: int, adding_bytes: int = 0) -
         need=adding_bytes / GB,
         used=stored_bytes / GB,
         allowed=quota.storage_gb,
+    )
+
+
+def budget_problem(*, budget: float | None, used: float, resets: datetime) -> str | None:
+    """The tenant's monthly core-hour budget: once its runs have used it (studies.usage.
+    core_hours_used, over the calendar month), nothing more is admitted until the month
+    ends or an admin raises it; runs already running finish (a budget is checked when a
+    run starts, so the month may end a little over it). None: no budget, or room left. The
+    words name no figure that grows while runs run: admission rewrites a queue's reasons only
+    when they change."""
+    if budget is None or used < budget:
+        return None
+    return (
+        f"monthly core-hour budget of {budget:g} core-hours used up: runs start again on"
+        f" {resets:%-d %B %Y} (00:00 UTC), or when an admin raises the budget"
     )
 
 

@@ -28,7 +28,7 @@ from compute.capacity import BackendCapacity, capacity_of
 from core import jobs
 from core.jobs import Job
 from core.metrics import ADMISSION_DURATION, RUNS_ADMITTED
-from quotas.fit import Shape, Usage, storage_problem
+from quotas.fit import Shape, Usage, budget_problem, storage_problem
 from quotas.models import Quota
 from scheduler.backfill import Held
 from scheduler.decide import (
@@ -40,12 +40,18 @@ from scheduler.decide import (
 )
 from scheduler.fairshare import Recent
 from scheduler.policies import POLICIES, AdmissionPolicy, Candidate, policy_named
-from scheduler.reasons import ACTIVE_STUDY_STATES, runs_hold_for_storage, wait_reasons_write
+from scheduler.reasons import ACTIVE_STUDY_STATES, runs_hold, wait_reasons_write
 from studies.choices import HOLDING_STATES, RunState, WaitReason
 from studies.models import Run, Study
 from studies.policy import wall_seconds_sql
 from studies.transitions import runs_admit
-from studies.usage import node_holding_kinds, storage_used_bytes
+from studies.usage import (
+    budget_period_end,
+    budget_period_start,
+    core_hours_used,
+    node_holding_kinds,
+    storage_used_bytes,
+)
 from tenancy.models import Tenant
 
 
@@ -76,7 +82,11 @@ def admit(*, tenant_id: int, publish: bool = True, seqs_over: int | None = None)
             return []
         full = storage_problem(quota=quota, stored_bytes=storage_used_bytes(tenant_id=tenant_id))
         if full is not None:  # no room for the files of another run: every queued run waits
-            runs_hold_for_storage(cur, tenant_id=tenant_id, detail=str(full))
+            runs_hold(cur, tenant_id=tenant_id, reason=WaitReason.STORAGE, detail=str(full))
+            return []
+        spent = _budget_spent(tenant_id=tenant_id, budget=row[7])
+        if spent is not None:  # the month's core-hours are used: every queued run waits
+            runs_hold(cur, tenant_id=tenant_id, reason=WaitReason.BUDGET, detail=spent)
             return []
         cur.execute(_BACKENDS_SQL, [backend_ids])  # locked in id order: no deadlocks
         rows = cur.fetchall()
@@ -187,8 +197,20 @@ def _reservations(cur: Any, *, tenant_id: int, backends: list[int]) -> dict[int,
     return out
 
 
+def _budget_spent(*, tenant_id: int, budget: float | None) -> str | None:
+    """Why nothing is admitted while the tenant's monthly core-hour budget is used up, or
+    None (no budget: nothing is summed)."""
+    if budget is None:
+        return None
+    now = timezone.now()
+    since = budget_period_start(now=now)
+    used = core_hours_used(tenant_id=tenant_id, since=since, until=now)
+    return budget_problem(budget=budget, used=used, resets=budget_period_end(start=since))
+
+
 _QUOTA_SQL = (
-    "SELECT q.cores, q.memory_gb, q.max_runs, q.max_nodes, t.is_active, t.name, q.storage_gb"
+    "SELECT q.cores, q.memory_gb, q.max_runs, q.max_nodes, t.is_active, t.name, q.storage_gb,"
+    " q.core_hours_budget"
     f" FROM {Quota._meta.db_table} q JOIN {Tenant._meta.db_table} t ON t.id = q.tenant_id"
     " WHERE q.tenant_id = %s FOR UPDATE OF q"
 )

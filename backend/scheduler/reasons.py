@@ -132,12 +132,13 @@ def _record_wait_reasons(
         )
 
 
-def runs_hold_for_storage(cur: Any, *, tenant_id: int, detail: str) -> None:
-    """The tenant's storage quota is used up: its queued runs wait for that (wait reason
-    `storage`, the figures and what to do in the detail), written as the other reasons are,
-    only when they changed and not twice for the same conclusion (the fingerprint). A
-    run waiting for its image or a retry keeps that reason; so do a cancelled study's."""
-    fingerprint = _reasons_fingerprint(f"storage: {detail}", {}, {})
+def runs_hold(cur: Any, *, tenant_id: int, reason: WaitReason, detail: str) -> None:
+    """Something of the tenant's stops its whole queue (its storage quota or its monthly
+    core-hour budget is used up): its queued runs wait for that (`reason`, the figures and
+    what to do in the detail), written as the other reasons are, only when they changed and
+    not twice for the same conclusion (the fingerprint). A run waiting for its image or a
+    retry keeps that reason; so do a cancelled study's."""
+    fingerprint = _reasons_fingerprint(f"{reason.value}: {detail}", {}, {})
     if _reasons_current(cur, tenant_id=tenant_id, fingerprint=fingerprint):
         return
     table, studies = Run._meta.db_table, Study._meta.db_table
@@ -150,7 +151,7 @@ def runs_hold_for_storage(cur: Any, *, tenant_id: int, detail: str) -> None:
         " AND s.state = ANY(%(active)s) AND NOT EXISTS (SELECT 1 FROM"
         f" {Image._meta.db_table} i WHERE i.id = s.image_id AND i.status <> %(ready)s))",
         {
-            "reason": WaitReason.STORAGE.value,
+            "reason": reason.value,
             "detail": detail[:200],
             "tenant": tenant_id,
             "pending": RunState.PENDING.value,

@@ -55,6 +55,7 @@ class WaitReason(models.TextChoices):
     CLOUD = "cloud_limit", "Cloud project limit"
     POOL = "pool_worker", "Waiting for a pool worker"
     STORAGE = "storage", "Tenant storage quota is used up"
+    BUDGET = "core_hour_budget", "Monthly core-hour budget is used up"
 
 
 class EndReason(models.TextChoices):

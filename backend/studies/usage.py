@@ -8,7 +8,7 @@ whose runs hold whole nodes (compute.traits_of).
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -157,6 +157,11 @@ def storage_summary(*, quota: Quota) -> dict[str, Any]:
 def budget_period_start(*, now: datetime) -> datetime:
     """The start of the core-hour budget's period: the calendar month (UTC) `now` is in."""
     return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def budget_period_end(*, start: datetime) -> datetime:
+    """When the budget's period that began at `start` ends: the next month's first day."""
+    return (start + timedelta(days=32)).replace(day=1)
 
 
 def core_hours_used(*, tenant_id: int, since: datetime, until: datetime) -> float:

@@ -4163,9 +4163,10 @@ export interface components {
          *     * `cloud_limit` - Cloud project limit
          *     * `pool_worker` - Waiting for a pool worker
          *     * `storage` - Tenant storage quota is used up
+         *     * `core_hour_budget` - Monthly core-hour budget is used up
          * @enum {string}
          */
-        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker" | "storage";
+        WaitReasonEnum: "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker" | "storage" | "core_hour_budget";
         Webhook: {
             readonly active: boolean;
             /** Format: date-time */

@@ -31,6 +31,7 @@ const WAIT: Record<string, string> = {
   image: "image building",
   pool_worker: "waiting for a pool worker",
   storage: "storage quota full",
+  core_hour_budget: "monthly core-hour budget used up",
 };
 
 export function DashboardPage() {

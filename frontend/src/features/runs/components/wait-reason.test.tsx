@@ -58,6 +58,19 @@ describe("WaitReason", () => {
     );
   });
 
+  it("says a run waits for the next month's core-hour budget, and until when", () => {
+    show(
+      run({
+        wait_reason: "core_hour_budget",
+        wait_detail:
+          "monthly core-hour budget of 10 core-hours used up: runs start again on 1 January 2027 (00:00 UTC), or when an admin raises the budget",
+      }),
+    );
+    expect(screen.getByTestId("wait-reason")).toHaveTextContent(
+      "Your tenant's monthly core-hour budget is used up. Now: monthly core-hour budget of 10 core-hours used up: runs start again on 1 January 2027 (00:00 UTC), or when an admin raises the budget.",
+    );
+  });
+
   it("says why a submitted job waits in the cluster's own queue, not the earlier attempt", () => {
     show(
       run({

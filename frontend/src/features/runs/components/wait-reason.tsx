@@ -11,6 +11,7 @@ const REASONS: Record<string, string> = {
   retry: "The previous attempt was lost; the run waits to be retried.",
   image: "Its machine image is being built; the run starts when the image is ready.",
   storage: "Your tenant's storage quota is used up; the run starts once there is room again.",
+  core_hour_budget: "Your tenant's monthly core-hour budget is used up.",
 };
 
 /** The scheduler's detail without the reason it repeats ("backend capacity: …"). */
