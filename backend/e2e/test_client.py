@@ -261,7 +261,11 @@ def test_a_bad_spec_is_refused_with_the_apis_message_and_exit_code(cli, live, tm
     preview = cli("preview", str(fixed))
     assert preview.returncode == 0, preview.stderr
     assert preview.stdout.startswith("3 runs of simpleFoam on local"), preview.stdout
-    assert cli.json("preview", str(fixed))["rows"][2]["parameters"]["aoa"] == 8
+    # what it will cost, from the tenant's earlier runs of the case (or that there are none)
+    assert "\nestimated cost: " in preview.stdout, preview.stdout
+    previewed = cli.json("preview", str(fixed))
+    assert previewed["rows"][2]["parameters"]["aoa"] == 8
+    assert previewed["estimate"]["runs"] == 3, previewed["estimate"]
 
     broken = write_yaml(tmp_path / "broken.yaml", "name: x\nparameters: {aoa: [1, 2}\n")
     done = cli("submit", str(broken))

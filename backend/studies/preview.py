@@ -22,6 +22,7 @@ from core.text import plural
 from quotas.fit import GB, queue_problem, run_fit_problem, runs_at_once_limited, storage_problem
 from quotas.models import Quota
 from studies.adaptive import AdaptivePlan
+from studies.estimate import study_estimate
 from studies.services import resolved_shape
 from studies.spec import ResolvedSpec, spec_resolve
 from studies.usage import active_run_count, storage_used_bytes, usage_for_tenant
@@ -38,6 +39,7 @@ def study_preview(*, tenant: Any, spec: dict[str, Any], rows: int = 20) -> dict[
     ]
     # the values (bounds, derived values) and the case's placeholders, at a bounded cost
     checked = resolved.check_within(limit=PREVIEW_CHECKED_RUNS)
+    quota = quota_impact(tenant=tenant, resolved=resolved)
     return {
         "run_count": resolved.run_count,
         "checked_runs": checked,
@@ -52,8 +54,11 @@ def study_preview(*, tenant: Any, spec: dict[str, Any], rows: int = 20) -> dict[
         },
         "steps": resolved.steps,
         "objectives": resolved.objectives,
-        "quota": quota_impact(tenant=tenant, resolved=resolved),
+        "quota": quota,
         "adaptive": adaptive_outline(resolved.adaptive),
+        "estimate": study_estimate(
+            tenant=tenant, resolved=resolved, concurrent=quota["concurrent_runs"]
+        ),
     }
 
 

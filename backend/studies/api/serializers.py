@@ -12,7 +12,6 @@ from core.api.fields import SchemaField
 from core.exceptions import ApplicationError
 from core.schemas import component_ref, map_of
 from studies.api.provenance import ProvenanceSerializer, ReusedSourceSerializer
-from studies.api.quota import QuotaAmountsSerializer, ShapeSerializer
 from studies.choices import TERMINAL_STATES, EndReason, RunState, StudyState
 from studies.models import Run, Study, Upload
 from studies.provenance import run_provenance
@@ -500,83 +499,3 @@ class UploadSerializer(serializers.ModelSerializer):
 
 class UploadCreateSerializer(serializers.Serializer):
     file = serializers.FileField(help_text=".tar.gz, .tgz or .zip of an OpenFOAM case")
-
-
-class PreviewRowSerializer(serializers.Serializer):
-    index = serializers.IntegerField()
-    parameters = SchemaField(SCALARS)
-    context = SchemaField(  # type: ignore[assignment]  # the API key, as on RunDetail
-        SCALARS, help_text="parameters plus derived values"
-    )
-
-
-class PreviewStepSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    argv = serializers.ListField(child=serializers.CharField())
-    role = serializers.CharField(help_text="prepare, decompose, solve, reconstruct or other")
-
-
-class QuotaImpactSerializer(serializers.Serializer):
-    """What a study would take of the tenant's quota (studies/preview.py)."""
-
-    per_run = ShapeSerializer()
-    total = ShapeSerializer()
-    limits = QuotaAmountsSerializer(help_text="the tenant's quota")
-    in_use = QuotaAmountsSerializer(
-        help_text="what the tenant's runs hold now; storage_gb: what the portal stores for it"
-    )
-    concurrent_runs = serializers.IntegerField()
-    limited_by = serializers.CharField(
-        allow_blank=True,
-        help_text="what sets concurrent_runs: your quota of 4 cores, backend local's 2 cores, …",
-    )
-    refused_by = serializers.CharField(
-        allow_blank=True,
-        help_text="the limit a single run does not fit, when it does not: your quota of 4 "
-        "cores, backend local's 2 cores, the OpenStack project of backend os (6 cores); "
-        "blank when a run fits",
-    )
-    waves = serializers.IntegerField(allow_null=True)
-    fits = serializers.BooleanField(help_text="a single run fits, with room to store its files")
-    storage_full = serializers.BooleanField(
-        help_text="the storage quota is used up: a submission is refused (a draft may be saved)"
-    )
-    problem = serializers.CharField(allow_null=True)
-    summary = serializers.CharField()
-
-
-class PreviewAdaptiveSerializer(serializers.Serializer):
-    """An adaptive study's plan: the initial design first, then batches up to the budget."""
-
-    goal = serializers.ChoiceField(choices=["map", "optimise"])
-    objectives = serializers.ListField(
-        child=serializers.CharField(), help_text="the objectives the surrogate learns"
-    )
-    direction = serializers.CharField(allow_null=True, help_text="optimise: max or min")
-    initial = serializers.IntegerField(help_text="runs of the initial design (run_count)")
-    batch = serializers.IntegerField(help_text="runs per later batch")
-    budget = serializers.IntegerField(help_text="the most runs, the initial design included")
-    max_batches = serializers.IntegerField(
-        help_text="the most batches, the initial design included"
-    )
-    tolerance = serializers.FloatField(allow_null=True)
-
-
-class PreviewSerializer(serializers.Serializer):
-    run_count = serializers.IntegerField()
-    checked_runs = serializers.IntegerField(
-        help_text="how many runs' values (bounds, derived values) the preview checked: "
-        "run_count unless the space is too large to check them all here (then the first "
-        "ones; submission checks every run)"
-    )
-    parameters = serializers.ListField(child=serializers.CharField())
-    rows = PreviewRowSerializer(many=True, help_text="the first runs")
-    solver = serializers.CharField()
-    backend = serializers.CharField()
-    resources = EffectiveResourcesSerializer()
-    steps = PreviewStepSerializer(many=True, help_text="the commands each run will run")
-    objectives = SchemaField(OBJECTIVE_SPECS)
-    quota = QuotaImpactSerializer()
-    adaptive = PreviewAdaptiveSerializer(
-        allow_null=True, help_text="combine: adaptive: the batches that follow the first runs"
-    )

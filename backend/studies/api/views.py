@@ -33,6 +33,7 @@ from studies import (
 from studies.api import serializers as s
 from studies.api.pagination import study_runs_pagination
 from studies.api.plots import PlotQuerySerializer, PlotSerializer, SurrogateSerializer
+from studies.api.preview import PreviewSerializer
 from studies.api.results import ResultsSerializer
 from studies.choices import RunState, StudyState, Trust
 from studies.models import Run, Study, Upload
@@ -230,7 +231,7 @@ class StudyViewSet(viewsets.GenericViewSet):
         studies = deletion.studies_deleting(tenant_id=tenant.pk)
         return Response(s.StudyDeletionSerializer(studies, many=True).data)
 
-    @extend_schema(request=spec_body(s.SPEC_REQUEST), responses=s.PreviewSerializer)
+    @extend_schema(request=spec_body(s.SPEC_REQUEST), responses=PreviewSerializer)
     @action(detail=False, methods=["post"])
     def preview(self, request):
         """What a spec would make: run count, first rows, quota impact. Creates nothing.
@@ -240,7 +241,7 @@ class StudyViewSet(viewsets.GenericViewSet):
         _preview_throttle(tenant)
         return Response(preview.study_preview(tenant=tenant, spec=s.spec_of(request.data)))
 
-    @extend_schema(responses=s.PreviewSerializer, operation_id="studies_preview_saved")
+    @extend_schema(responses=PreviewSerializer, operation_id="studies_preview_saved")
     @action(detail=True, methods=["get"], url_path="preview")
     def preview_saved(self, request, pk=None):
         """The preview of a saved study (e.g. a draft): run count, first rows, quota impact.

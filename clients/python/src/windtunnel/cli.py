@@ -316,7 +316,8 @@ def _spec_and_case(state: State, spec: str, case: str | None) -> tuple[dict[str,
 @json_option
 @pass_state
 def preview(state: State, spec: str, case: str | None) -> None:
-    """What SPEC would make (run count, first rows, quota impact), creating nothing."""
+    """What SPEC would make (run count, first rows, quota impact, estimated cost), creating
+    nothing."""
     body, case_id = _spec_and_case(state, spec, case)
     answer = state.client().preview(body, case=case_id)
     if state.json:
@@ -326,6 +327,9 @@ def preview(state: State, spec: str, case: str | None) -> None:
     summary = answer.quota.get("summary")
     if summary:
         state.out.print(str(summary))
+    cost = answer.estimate.get("summary")
+    if cost:
+        state.out.print(f"estimated cost: {cost}")
     state.out.print(rows_table(answer.parameters, [], answer.rows))
 
 

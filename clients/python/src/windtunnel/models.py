@@ -247,6 +247,8 @@ class Preview:
     solver: str
     backend: str
     quota: dict[str, Any]
+    #: what the study will cost, from earlier runs of its case (ranges; `summary` in words)
+    estimate: dict[str, Any] = dataclasses.field(default_factory=dict)
     raw: dict[str, Any] = _raw()
 
 

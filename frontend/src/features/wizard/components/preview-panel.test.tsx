@@ -72,6 +72,26 @@ describe("PreviewPanel: storage", () => {
   });
 });
 
+describe("PreviewPanel: estimated cost", () => {
+  it("says what the study will cost, from earlier runs of the case", () => {
+    const summary =
+      "about 0.083–0.17 core-hours and 90 s–3 min at 2 at a time, from 3 earlier runs of this case with icoFoam";
+    show({
+      ...preview({}),
+      estimate: {
+        based_on: 3,
+        runs: 5,
+        run_core_hours: [0.0167, 0.0333],
+        run_wall_seconds: [30, 60],
+        core_hours: [0.083, 0.167],
+        wall_seconds: [90, 180],
+        summary,
+      },
+    });
+    expect(screen.getByTestId("preview-estimate")).toHaveTextContent(`Estimated cost: ${summary}.`);
+  });
+});
+
 describe("PreviewPanel: counts in words", () => {
   it("says 1 core and 1 run, not 1 cores", () => {
     show({

@@ -137,6 +137,15 @@ export function PreviewPanel({
               full={Boolean(q.storage_full)}
             />
           )}
+          {preview?.estimate && (
+            <Text
+              size="sm"
+              data-testid="preview-estimate"
+              c={preview.estimate.based_on ? undefined : "dimmed"}
+            >
+              Estimated cost: {preview.estimate.summary}.
+            </Text>
+          )}
           <Text size="xs" c="dimmed">
             Whole study: {plural(q.total.cores, "core")} and {formatGb(q.total.memory_gb)} in all,
             added up over its runs; each run holds its share only while it runs. A study may be

@@ -1,0 +1,110 @@
+"""What the preview answers (studies/preview.py, studies/estimate.py): the runs a spec makes,
+what they take of the quota, an adaptive study's batches and what the study will cost."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from core.api.fields import SchemaField
+from studies.api.quota import QuotaAmountsSerializer, ShapeSerializer
+from studies.api.serializers import OBJECTIVE_SPECS, SCALARS, EffectiveResourcesSerializer
+
+
+class PreviewRowSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    parameters = SchemaField(SCALARS)
+    context = SchemaField(  # type: ignore[assignment]  # the API key, as on RunDetail
+        SCALARS, help_text="parameters plus derived values"
+    )
+
+
+class PreviewStepSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    argv = serializers.ListField(child=serializers.CharField())
+    role = serializers.CharField(help_text="prepare, decompose, solve, reconstruct or other")
+
+
+class QuotaImpactSerializer(serializers.Serializer):
+    """What a study would take of the tenant's quota (studies/preview.py)."""
+
+    per_run = ShapeSerializer()
+    total = ShapeSerializer()
+    limits = QuotaAmountsSerializer(help_text="the tenant's quota")
+    in_use = QuotaAmountsSerializer(
+        help_text="what the tenant's runs hold now; storage_gb: what the portal stores for it"
+    )
+    concurrent_runs = serializers.IntegerField()
+    limited_by = serializers.CharField(
+        allow_blank=True,
+        help_text="what sets concurrent_runs: your quota of 4 cores, backend local's 2 cores, …",
+    )
+    refused_by = serializers.CharField(
+        allow_blank=True,
+        help_text="the limit a single run does not fit, when it does not: your quota of 4 "
+        "cores, backend local's 2 cores, the OpenStack project of backend os (6 cores); "
+        "blank when a run fits",
+    )
+    waves = serializers.IntegerField(allow_null=True)
+    fits = serializers.BooleanField(help_text="a single run fits, with room to store its files")
+    storage_full = serializers.BooleanField(
+        help_text="the storage quota is used up: a submission is refused (a draft may be saved)"
+    )
+    problem = serializers.CharField(allow_null=True)
+    summary = serializers.CharField()
+
+
+class PreviewAdaptiveSerializer(serializers.Serializer):
+    """An adaptive study's plan: the initial design first, then batches up to the budget."""
+
+    goal = serializers.ChoiceField(choices=["map", "optimise"])
+    objectives = serializers.ListField(
+        child=serializers.CharField(), help_text="the objectives the surrogate learns"
+    )
+    direction = serializers.CharField(allow_null=True, help_text="optimise: max or min")
+    initial = serializers.IntegerField(help_text="runs of the initial design (run_count)")
+    batch = serializers.IntegerField(help_text="runs per later batch")
+    budget = serializers.IntegerField(help_text="the most runs, the initial design included")
+    max_batches = serializers.IntegerField(
+        help_text="the most batches, the initial design included"
+    )
+    tolerance = serializers.FloatField(allow_null=True)
+
+
+class PreviewEstimateSerializer(serializers.Serializer):
+    """What the study will cost, from the tenant's earlier completed runs of the same case
+    and solver (studies/estimate.py): ranges [low, high], null without an earlier run."""
+
+    based_on = serializers.IntegerField(help_text="earlier completed runs the estimate reads")
+    runs = serializers.IntegerField(help_text="runs counted (an adaptive study: its budget)")
+    run_core_hours = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    run_wall_seconds = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, help_text="at this study's cores"
+    )
+    core_hours = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    wall_seconds = serializers.ListField(
+        child=serializers.FloatField(),
+        allow_null=True,
+        help_text="its waves at the runs that fit at once, queueing left out",
+    )
+    summary = serializers.CharField()
+
+
+class PreviewSerializer(serializers.Serializer):
+    run_count = serializers.IntegerField()
+    checked_runs = serializers.IntegerField(
+        help_text="how many runs' values (bounds, derived values) the preview checked: "
+        "run_count unless the space is too large to check them all here (then the first "
+        "ones; submission checks every run)"
+    )
+    parameters = serializers.ListField(child=serializers.CharField())
+    rows = PreviewRowSerializer(many=True, help_text="the first runs")
+    solver = serializers.CharField()
+    backend = serializers.CharField()
+    resources = EffectiveResourcesSerializer()
+    steps = PreviewStepSerializer(many=True, help_text="the commands each run will run")
+    objectives = SchemaField(OBJECTIVE_SPECS)
+    quota = QuotaImpactSerializer()
+    adaptive = PreviewAdaptiveSerializer(
+        allow_null=True, help_text="combine: adaptive: the batches that follow the first runs"
+    )
+    estimate = PreviewEstimateSerializer()
