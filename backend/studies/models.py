@@ -71,6 +71,11 @@ class Study(PublicIdModel):
     decompose = models.JSONField(null=True, blank=True)
     env = models.JSONField(default=dict, blank=True)
     run_count = models.PositiveIntegerField(default=0)
+    cost_estimate = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="what it was estimated to cost when it was submitted (studies/estimate.py)",
+    )
     delete_total = models.PositiveIntegerField(
         default=0, help_text="runs its deletion removes (while deleting)"
     )

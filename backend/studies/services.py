@@ -21,7 +21,14 @@ from compute.capacity import capacity_of
 from core import jobs
 from core.exceptions import ApplicationError, Conflict, ErrorCode
 from core.jobs import Job
-from quotas.fit import GB, Shape, queue_problem, run_fit_problem, storage_problem
+from quotas.fit import (
+    GB,
+    Shape,
+    queue_problem,
+    run_fit_problem,
+    runs_at_once_limited,
+    storage_problem,
+)
 from quotas.models import Quota
 from studies.bulk import runs_copy
 from studies.choices import (
@@ -30,6 +37,7 @@ from studies.choices import (
     StudyState,
     WaitReason,
 )
+from studies.estimate import study_estimate
 from studies.identity import identity_base, identity_inputs
 from studies.models import Run, Study
 from studies.space import point_key
@@ -228,12 +236,23 @@ def study_submit(*, study: Study, resolved: ResolvedSpec | None = None) -> Study
             study=study, resolved=resolved, points=itertools.chain([first], points)
         )
     study.run_count = inserted
+    study.cost_estimate = _estimate(study, resolved)  # shown beside what it used
     study.batches = 1 if resolved.adaptive else 0  # an adaptive study's initial design
     study.state = StudyState.SUBMITTED
     study.submitted_at = timezone.now()
     study.save()
     jobs.enqueue(Job.SCHEDULE_TENANT, study.tenant_id)
     return study
+
+
+def _estimate(study: Study, resolved: ResolvedSpec) -> dict[str, Any]:
+    """What the preview would say the study costs, at the runs that fit at once now."""
+    concurrent, _ = runs_at_once_limited(
+        shape=resolved_shape(resolved),
+        quota=Quota.objects.get(tenant_id=study.tenant_id),
+        backend=capacity_of(resolved.backend),
+    )
+    return study_estimate(tenant=study.tenant, resolved=resolved, concurrent=concurrent)
 
 
 @transaction.atomic

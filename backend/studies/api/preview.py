@@ -6,7 +6,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from core.api.fields import SchemaField
-from studies.api.quota import QuotaAmountsSerializer, ShapeSerializer
+from studies.api.quota import EstimateSerializer, QuotaAmountsSerializer, ShapeSerializer
 from studies.api.serializers import OBJECTIVE_SPECS, SCALARS, EffectiveResourcesSerializer
 
 
@@ -70,25 +70,6 @@ class PreviewAdaptiveSerializer(serializers.Serializer):
     tolerance = serializers.FloatField(allow_null=True)
 
 
-class PreviewEstimateSerializer(serializers.Serializer):
-    """What the study will cost, from the tenant's earlier completed runs of the same case
-    and solver (studies/estimate.py): ranges [low, high], null without an earlier run."""
-
-    based_on = serializers.IntegerField(help_text="earlier completed runs the estimate reads")
-    runs = serializers.IntegerField(help_text="runs counted (an adaptive study: its budget)")
-    run_core_hours = serializers.ListField(child=serializers.FloatField(), allow_null=True)
-    run_wall_seconds = serializers.ListField(
-        child=serializers.FloatField(), allow_null=True, help_text="at this study's cores"
-    )
-    core_hours = serializers.ListField(child=serializers.FloatField(), allow_null=True)
-    wall_seconds = serializers.ListField(
-        child=serializers.FloatField(),
-        allow_null=True,
-        help_text="its waves at the runs that fit at once, queueing left out",
-    )
-    summary = serializers.CharField()
-
-
 class PreviewSerializer(serializers.Serializer):
     run_count = serializers.IntegerField()
     checked_runs = serializers.IntegerField(
@@ -107,4 +88,4 @@ class PreviewSerializer(serializers.Serializer):
     adaptive = PreviewAdaptiveSerializer(
         allow_null=True, help_text="combine: adaptive: the batches that follow the first runs"
     )
-    estimate = PreviewEstimateSerializer()
+    estimate = EstimateSerializer()

@@ -90,6 +90,25 @@ class QuotaSerializer(serializers.Serializer):
     storage = StorageSerializer()
 
 
+class EstimateSerializer(serializers.Serializer):
+    """What the study will cost, from the tenant's earlier completed runs of the same case
+    and solver (studies/estimate.py): ranges [low, high], null without an earlier run."""
+
+    based_on = serializers.IntegerField(help_text="earlier completed runs the estimate reads")
+    runs = serializers.IntegerField(help_text="runs counted (an adaptive study: its budget)")
+    run_core_hours = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    run_wall_seconds = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, help_text="at this study's cores"
+    )
+    core_hours = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    wall_seconds = serializers.ListField(
+        child=serializers.FloatField(),
+        allow_null=True,
+        help_text="its waves at the runs that fit at once, queueing left out",
+    )
+    summary = serializers.CharField()
+
+
 class QuotaView(APIView):
     @extend_schema(responses=QuotaSerializer)
     def get(self, request):

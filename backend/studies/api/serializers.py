@@ -12,6 +12,7 @@ from core.api.fields import SchemaField
 from core.exceptions import ApplicationError
 from core.schemas import component_ref, map_of
 from studies.api.provenance import ProvenanceSerializer, ReusedSourceSerializer
+from studies.api.quota import EstimateSerializer
 from studies.choices import TERMINAL_STATES, EndReason, RunState, StudyState
 from studies.models import Run, Study, Upload
 from studies.provenance import run_provenance
@@ -216,6 +217,12 @@ class StudySerializer(serializers.ModelSerializer):
         help_text="core-hours its runs held: each run's cores × the wall time of its steps "
         "(from its start until its cores went back or it ended; up to now while it runs)"
     )
+    estimate = EstimateSerializer(
+        source="cost_estimate",
+        read_only=True,
+        allow_null=True,
+        help_text="what the preview estimated it would cost when it was submitted; null before",
+    )
     last_seq = serializers.IntegerField(
         source="event_seq", read_only=True, help_text="seq of the study's live stream at read time"
     )
@@ -251,6 +258,7 @@ class StudySerializer(serializers.ModelSerializer):
             "run_count",
             "progress",
             "core_hours",
+            "estimate",
             "spec",
             "owner",
             "created_at",

@@ -101,3 +101,23 @@ def test_reused_and_unfinished_runs_are_not_read(make_tenant, backend):
     body = _estimate(client, {**CAVITY, "name": "next"})
     assert body["based_on"] == 1
     assert body["run_wall_seconds"] == pytest.approx([60, 60])
+
+
+def test_a_submitted_study_keeps_its_estimate_beside_what_it_used(make_tenant, backend):
+    client = TenantAPIClient()
+    tenant = make_tenant(cores=4, max_runs=4)
+    client.force_authenticate(tenant.user)
+    draft = client.post(
+        "/api/v1/studies/", {**CAVITY, "name": "draft", "draft": True}, format="json"
+    )
+    assert draft.status_code == 201, draft.json()
+    assert draft.json()["estimate"] is None  # estimated when submitted
+    first = client.post("/api/v1/studies/", {**CAVITY, "name": "first"}, format="json").json()
+    assert first["estimate"]["based_on"] == 0 and first["estimate"]["core_hours"] is None
+    _ran(tenant, CAVITY, walls=[60.0, 120.0])
+    r = client.post("/api/v1/studies/", {**CAVITY, "name": "second"}, format="json")
+    assert r.status_code == 201, r.json()
+    shown = client.get(f"/api/v1/studies/{r.json()['id']}/").json()
+    assert shown["estimate"]["based_on"] == 2
+    assert shown["estimate"]["core_hours"] == pytest.approx([60 / 3600, 120 / 3600])
+    assert shown["core_hours"] == 0  # what it used, beside it, once it runs

@@ -1858,6 +1858,23 @@ export interface components {
          * @enum {string}
          */
         EndReasonEnum: "success" | "exit_code" | "cancelled_by_user" | "diverged" | "agent_lost" | "dispatch_failed" | "terminated" | "converged" | "max_wall_time" | "memory_limit" | "disk_budget" | "stalled" | "cancelled_by_admin";
+        /**
+         * @description What the study will cost, from the tenant's earlier completed runs of the same case
+         *     and solver (studies/estimate.py): ranges [low, high], null without an earlier run.
+         */
+        Estimate: {
+            /** @description earlier completed runs the estimate reads */
+            based_on: number;
+            core_hours: number[] | null;
+            run_core_hours: number[] | null;
+            /** @description at this study's cores */
+            run_wall_seconds: number[] | null;
+            /** @description runs counted (an adaptive study: its budget) */
+            runs: number;
+            summary: string;
+            /** @description its waves at the runs that fit at once, queueing left out */
+            wall_seconds: number[] | null;
+        };
         FieldGrid: {
             /** Format: double */
             dx: number;
@@ -2907,7 +2924,7 @@ export interface components {
             backend: string;
             /** @description how many runs' values (bounds, derived values) the preview checked: run_count unless the space is too large to check them all here (then the first ones; submission checks every run) */
             checked_runs: number;
-            estimate: components["schemas"]["PreviewEstimate"];
+            estimate: components["schemas"]["Estimate"];
             objectives: {
                 [key: string]: components["schemas"]["ObjectiveSpec"];
             };
@@ -2938,23 +2955,6 @@ export interface components {
             objectives: string[];
             /** Format: double */
             tolerance: number | null;
-        };
-        /**
-         * @description What the study will cost, from the tenant's earlier completed runs of the same case
-         *     and solver (studies/estimate.py): ranges [low, high], null without an earlier run.
-         */
-        PreviewEstimate: {
-            /** @description earlier completed runs the estimate reads */
-            based_on: number;
-            core_hours: number[] | null;
-            run_core_hours: number[] | null;
-            /** @description at this study's cores */
-            run_wall_seconds: number[] | null;
-            /** @description runs counted (an adaptive study: its budget) */
-            runs: number;
-            summary: string;
-            /** @description its waves at the runs that fit at once, queueing left out */
-            wall_seconds: number[] | null;
         };
         PreviewRow: {
             /** @description parameters plus derived values */
@@ -3682,6 +3682,8 @@ export interface components {
             /** Format: date-time */
             readonly created_at: string;
             description?: string;
+            /** @description what the preview estimated it would cost when it was submitted; null before */
+            readonly estimate: components["schemas"]["Estimate"] | null;
             /** Format: date-time */
             finished_at?: string | null;
             /** Format: uuid */

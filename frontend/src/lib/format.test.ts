@@ -1,7 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { formatBytes, formatDuration, formatNumber, plural } from "./format";
+import { formatBytes, formatCoreHoursRange, formatDuration, formatNumber, plural } from "./format";
 
 describe("format", () => {
+  it("says an estimate's range of core-hours as one figure", () => {
+    expect(formatCoreHoursRange([0.0833, 0.1667])).toBe("0.083–0.17 core-h");
+    expect(formatCoreHoursRange([2, 2])).toBe("2 core-h");
+    expect(formatCoreHoursRange([12.34, 250.2])).toBe("12.3–250.2 core-h");
+  });
+
   it("says durations the way people read them", () => {
     expect(formatDuration(9.26)).toBe("9.3 s");
     expect(formatDuration(75)).toBe("1 min 15 s");

@@ -106,6 +106,12 @@ export function formatCoreHours(hours: number | null | undefined): string {
   return `${Number(hours.toPrecision(digits))} core-h`;
 }
 
+/** A range of core-hours (an estimate's [low, high]) as one figure: "0.08–0.17 core-h". */
+export function formatCoreHoursRange([low, high]: number[]): string {
+  const [a, b] = [formatCoreHours(low), formatCoreHours(high)];
+  return a === b ? a : `${a.replace(" core-h", "")}–${b}`;
+}
+
 /** What core-hours count, for tooltips: the one definition (backend studies/figures.py). */
 export const CORE_HOURS_HINT =
   "Core-hours: the cores the run held × the wall time of its steps (from its start until its " +

@@ -43,6 +43,7 @@ import { ApiError } from "@/lib/api-client";
 import {
   CORE_HOURS_HINT,
   formatCoreHours,
+  formatCoreHoursRange,
   formatDateTime,
   formatGb,
   formatNumber,
@@ -207,6 +208,18 @@ export function StudyPage() {
                   {formatCoreHours(s.core_hours)} used
                 </Text>
               </Tooltip>
+              {s.estimate?.core_hours && (
+                <Tooltip label={s.estimate.summary} multiline w={320} withArrow>
+                  <Text
+                    size="xs"
+                    c="dimmed"
+                    data-testid="study-estimate"
+                    style={{ cursor: "help" }}
+                  >
+                    · estimated {formatCoreHoursRange(s.estimate.core_hours)}
+                  </Text>
+                </Tooltip>
+              )}
               <Text size="xs" c="dimmed">
                 · {s.submitted_at ? `submitted ${formatDateTime(s.submitted_at)}` : "not submitted"}
                 {s.finished_at ? ` · finished ${formatDateTime(s.finished_at)}` : ""}
