@@ -984,6 +984,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/studies/{id}/mesh-independence/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Mesh independence of a study's objectives (docs/api.md, "Mesh independence"). */
+        get: operations["studies_mesh_independence"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/studies/{id}/objectives/": {
         parameters: {
             query?: never;
@@ -1910,6 +1927,50 @@ export interface components {
             axes: string[];
             normal: string;
         };
+        Gci: {
+            /**
+             * Format: double
+             * @description GCI32 / (r21^p GCI21): near 1
+             */
+            asymptotic_ratio: number;
+            /**
+             * Format: double
+             * @description approximate relative error, fine vs medium
+             */
+            e_a: number;
+            /**
+             * Format: double
+             * @description extrapolated relative error of the fine level
+             */
+            e_ext: number;
+            /** Format: double */
+            gci_coarse: number;
+            /**
+             * Format: double
+             * @description the fine-grid convergence index (a fraction)
+             */
+            gci_fine: number;
+            h: number[];
+            in_asymptotic_range: boolean;
+            /** @description the values go up and down with h */
+            oscillatory: boolean;
+            /**
+             * Format: double
+             * @description the observed order of accuracy
+             */
+            p: number;
+            /** @description fine, medium, coarse */
+            phi: number[];
+            /**
+             * Format: double
+             * @description the extrapolated value (h → 0)
+             */
+            phi_ext: number;
+            /** Format: double */
+            r21: number;
+            /** Format: double */
+            r32: number;
+        };
         /**
          * @description * `map` - map
          *     * `optimise` - optimise
@@ -2078,6 +2139,18 @@ export interface components {
             series: string[];
             /** @description controlDict's application */
             solver: string | null;
+        };
+        Level: {
+            /**
+             * Format: double
+             * @description its representative cell size
+             */
+            h: number;
+            /**
+             * Format: double
+             * @description the refinement parameter's value
+             */
+            value: number;
         };
         Limits: {
             /** Format: double */
@@ -2255,6 +2328,20 @@ export interface components {
             role?: components["schemas"]["RoleEnum"];
             /** @description an existing username or e-mail */
             user: string;
+        };
+        MeshIndependence: {
+            dims: number;
+            kind: string;
+            /** @description the three finest levels, fine to coarse */
+            levels: components["schemas"]["Level"][];
+            objectives: {
+                [key: string]: components["schemas"]["Gci"];
+            };
+            parameter: string;
+            /** @description objectives whose values allow no order, why */
+            refused: {
+                [key: string]: string;
+            };
         };
         NamedBackend: {
             kind: string;
@@ -6122,6 +6209,46 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Study"];
+                };
+            };
+        };
+    };
+    studies_mesh_independence: {
+        parameters: {
+            query: {
+                /**
+                 * @description kind total: the mesh's dimensions
+                 *
+                 *     * `1` - 1
+                 *     * `2` - 2
+                 *     * `3` - 3
+                 */
+                dims?: 1 | 2 | 3;
+                /**
+                 * @description its value is cells per direction (h = 1/n), a total cell count (h = N^(-1/dims)) or the cell size itself
+                 *
+                 *     * `per_direction` - per_direction
+                 *     * `total` - total
+                 *     * `size` - size
+                 */
+                kind?: "per_direction" | "total" | "size";
+                /** @description the refinement parameter, e.g. cells */
+                parameter: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MeshIndependence"];
                 };
             };
         };
