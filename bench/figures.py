@@ -114,6 +114,7 @@ FIGURES: dict[str, Figure] = {
         bench="elastic", target=at_most(1.5, margin=0.1), smoke_margin=1.0
     ),
     "compose_cached_speedup": Figure(bench="compose_build"),
+    "gci_rel_err_vs_hand": Figure(bench="analysis", target=at_most(1e-6), smoke_margin=0),
     "fuzz_failures": Figure(bench="fuzz", target=at_most(0), smoke_margin=0),
     "chaos_lost_runs": Figure(bench="chaos", target=at_most(0), smoke_margin=0),
     "chaos_double_runs": Figure(bench="chaos", target=at_most(0), smoke_margin=0),
