@@ -40,6 +40,8 @@ export type PlotGroup = Schemas["PlotGroup"];
 
 /** An adaptive study's surrogate (`GET /studies/{id}/surrogate/`): its map and progress. */
 export type StudySurrogate = Schemas["Surrogate"];
+export type MeshIndependence = Schemas["MeshIndependence"];
+export type GridConvergence = Schemas["Gci"];
 export type SurrogateGrid = Schemas["SurrogateGrid"];
 export type SurrogateProgress = Schemas["SurrogateProgress"];
 

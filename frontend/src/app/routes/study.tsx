@@ -27,6 +27,7 @@ import {
   RunsTable,
   StudyActions,
   StudyProgress,
+  MeshIndependencePanel,
   SurrogateMap,
   useRunQueryInUrl,
   useSelectedRuns,
@@ -65,6 +66,7 @@ export function StudyPage() {
   const live = active || study.data?.state === undefined;
   const [query, setQuery] = useRunQueryInUrl();
   const runs = useStudyRunsPage(id, query, { active: live });
+  const [meshOpen, setMeshOpen] = useState(false);
   const [specOpen, setSpecOpen] = useState(false);
 
   const setParam = usePatchSearchParams();
@@ -297,6 +299,32 @@ export function StudyPage() {
                     axes={surrogateAxes}
                     onAxesChange={(a) => setParam({ sx: a.x, sy: a.y })}
                   />
+                )}
+              </Card>
+            )}
+
+            {parameters.length > 0 && (
+              <Card padding="md">
+                <UnstyledButton
+                  onClick={() => setMeshOpen((o) => !o)}
+                  aria-expanded={meshOpen}
+                  data-testid="mesh-independence-toggle"
+                >
+                  <Group gap={6}>
+                    <IconChevronRight
+                      size={16}
+                      style={{
+                        transform: meshOpen ? "rotate(90deg)" : undefined,
+                        transition: "transform 120ms",
+                      }}
+                    />
+                    <Title order={3}>Mesh independence</Title>
+                  </Group>
+                </UnstyledButton>
+                {meshOpen && (
+                  <Stack mt="sm">
+                    <MeshIndependencePanel studyId={s.id} parameters={parameters} />
+                  </Stack>
                 )}
               </Card>
             )}

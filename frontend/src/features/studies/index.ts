@@ -4,6 +4,7 @@ export { RunsTable } from "./components/runs-table";
 export { StudiesTable } from "./components/studies-table";
 export { StudyActions } from "./components/study-actions";
 export { StudyProgress } from "./components/study-progress";
+export { MeshIndependencePanel } from "./components/mesh-independence";
 export { SurrogateMap } from "./components/surrogate-map";
 export {
   describeRunFilter,

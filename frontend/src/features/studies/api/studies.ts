@@ -1,5 +1,6 @@
 import { api, unwrap } from "@/lib/api-client";
 import type {
+  MeshIndependence,
   CaseInspection,
   ObjectiveSpec,
   ParameterSpec,
@@ -146,6 +147,22 @@ export async function fetchStudySurrogate(
     }),
   );
   return data;
+}
+
+export type MeshKind = "per_direction" | "total" | "size";
+
+/** The grid convergence index of a study's objectives over a refinement parameter. */
+export async function fetchMeshIndependence(
+  id: string,
+  q: { parameter: string; kind: MeshKind },
+  { signal }: { signal?: AbortSignal } = {},
+): Promise<MeshIndependence> {
+  return await unwrap(
+    api.GET("/api/v1/studies/{id}/mesh-independence/", {
+      params: { path: { id }, query: { parameter: q.parameter, kind: q.kind } },
+      signal,
+    }),
+  );
 }
 
 export async function fetchActiveRuns(): Promise<Page<Run>> {
