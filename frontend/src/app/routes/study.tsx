@@ -13,7 +13,7 @@ import {
   UnstyledButton,
 } from "@mantine/core";
 import { IconChevronRight } from "@/components/icons";
-import { useCallback, useMemo, useState } from "react";
+import { type ReactNode, useCallback, useMemo, useState } from "react";
 import { useNavigate, useParams, useSearchParams } from "react-router";
 import { PageHeader } from "@/components/page-header";
 import { usePatchSearchParams } from "@/lib/search-params";
@@ -305,22 +305,13 @@ export function StudyPage() {
 
             {parameters.length > 0 && (
               <Card padding="md">
-                <UnstyledButton
-                  onClick={() => setMeshOpen((o) => !o)}
-                  aria-expanded={meshOpen}
-                  data-testid="mesh-independence-toggle"
+                <Disclosure
+                  open={meshOpen}
+                  onToggle={() => setMeshOpen((o) => !o)}
+                  testId="mesh-independence-toggle"
                 >
-                  <Group gap={6}>
-                    <IconChevronRight
-                      size={16}
-                      style={{
-                        transform: meshOpen ? "rotate(90deg)" : undefined,
-                        transition: "transform 120ms",
-                      }}
-                    />
-                    <Title order={3}>Mesh independence</Title>
-                  </Group>
-                </UnstyledButton>
+                  <Title order={3}>Mesh independence</Title>
+                </Disclosure>
                 {meshOpen && (
                   <Stack mt="sm">
                     <MeshIndependencePanel studyId={s.id} parameters={parameters} />
@@ -361,23 +352,14 @@ export function StudyPage() {
         )}
 
         <Card padding="md">
-          <UnstyledButton onClick={() => setSpecOpen((o) => !o)} aria-expanded={specOpen}>
-            <Group gap={6}>
-              <IconChevronRight
-                size={16}
-                style={{
-                  transform: specOpen ? "rotate(90deg)" : undefined,
-                  transition: "transform 120ms",
-                }}
-              />
-              <Text fw={600} size="sm">
-                Study spec
-              </Text>
-              <Badge size="xs" variant="light">
-                YAML
-              </Badge>
-            </Group>
-          </UnstyledButton>
+          <Disclosure open={specOpen} onToggle={() => setSpecOpen((o) => !o)}>
+            <Text fw={600} size="sm">
+              Study spec
+            </Text>
+            <Badge size="xs" variant="light">
+              YAML
+            </Badge>
+          </Disclosure>
           <Collapse in={specOpen}>
             <Code block mt="sm">
               {specToYaml(s.spec)}
@@ -386,5 +368,30 @@ export function StudyPage() {
         </Card>
       </Stack>
     </>
+  );
+}
+
+/** A section's title that opens and closes it, its chevron pointing down while open. */
+function Disclosure({
+  open,
+  onToggle,
+  testId,
+  children,
+}: {
+  open: boolean;
+  onToggle: () => void;
+  testId?: string;
+  children: ReactNode;
+}) {
+  return (
+    <UnstyledButton onClick={onToggle} aria-expanded={open} data-testid={testId}>
+      <Group gap={6}>
+        <IconChevronRight
+          size={16}
+          style={{ transform: open ? "rotate(90deg)" : undefined, transition: "transform 120ms" }}
+        />
+        {children}
+      </Group>
+    </UnstyledButton>
   );
 }

@@ -146,8 +146,12 @@ describe("TenantActions", () => {
       "/admin/tenancy/tenant/7/change/",
     );
     await userEvent.click(screen.getByRole("button", { name: "Edit aero" }));
-    await userEvent.click(await screen.findByRole("menuitem", { name: "Deactivate…" }));
-    expect(await screen.findByText(/Its members are refused by the API/)).toBeInTheDocument();
+    // the menu and the dialog open with a transition: a loaded machine may take a while
+    const shown = { timeout: 10_000 };
+    await userEvent.click(await screen.findByRole("menuitem", { name: "Deactivate…" }, shown));
+    expect(
+      await screen.findByText(/Its members are refused by the API/, undefined, shown),
+    ).toBeInTheDocument();
     expect(calls.filter((c) => c.method === "PATCH")).toHaveLength(0);
     await userEvent.click(screen.getByRole("button", { name: "Deactivate" }));
     await waitFor(() =>

@@ -14,6 +14,24 @@ afterEach(() => {
 
 const QUERY = { size: 20 };
 
+/** A map study of a budget of 3 runs with `runs` of them made: the last batch makes the 3rd. */
+function surrogate(runs: number) {
+  return {
+    progress: {
+      goal: "map",
+      objectives: ["u_min"],
+      batch: runs > 2 ? 2 : 1,
+      max_batches: 2,
+      runs,
+      budget: 3,
+    },
+    parameters: [],
+    grid: null,
+    samples: [],
+    values: {},
+  };
+}
+
 function Progress({ active }: { active: boolean }) {
   const surrogate = useStudySurrogate("s1", QUERY, { active });
   const p = surrogate.data?.progress;
@@ -23,20 +41,7 @@ function Progress({ active }: { active: boolean }) {
 it("reads an adaptive study's surrogate once more when the study ends, for a batch it may have missed", async () => {
   let runs = 2;
   const { calls } = mockApi({
-    "GET /api/v1/studies/s1/surrogate/": () => ({
-      progress: {
-        goal: "map",
-        objectives: ["u_min"],
-        batch: runs > 2 ? 2 : 1,
-        max_batches: 2,
-        runs,
-        budget: 3,
-      },
-      parameters: [],
-      grid: null,
-      samples: [],
-      values: {},
-    }),
+    "GET /api/v1/studies/s1/surrogate/": () => surrogate(runs),
   });
   const { rerender } = renderWithApp(<Progress active />);
   await waitFor(() => expect(screen.getByTestId("progress")).toHaveTextContent("2 of 3 runs"));
@@ -56,20 +61,7 @@ it("reads the surrogate once more when the study ends while a slow first answer 
     "GET /api/v1/studies/s1/surrogate/": async () => {
       const shown = runs; // the answer as the server computed it when asked
       if (calls.length === 1) await new Promise<void>((resolve) => (answer = resolve));
-      return {
-        progress: {
-          goal: "map",
-          objectives: ["u_min"],
-          batch: 1,
-          max_batches: 2,
-          runs: shown,
-          budget: 3,
-        },
-        parameters: [],
-        grid: null,
-        samples: [],
-        values: {},
-      };
+      return surrogate(shown);
     },
   });
   const { rerender } = renderWithApp(<Progress active />);
