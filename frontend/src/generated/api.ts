@@ -2219,7 +2219,7 @@ export interface components {
             trust?: "" | "converged" | "not_converged" | "iteration_limit" | "diverged" | "unsteady";
             wait_detail?: string;
             /** @enum {string} */
-            wait_reason?: "" | "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker" | "storage";
+            wait_reason?: "" | "queued" | "quota" | "backend_capacity" | "retry" | "image" | "cloud_limit" | "pool_worker" | "storage" | "core_hour_budget";
             /** @description From start to end; null until both happened. */
             wall_seconds?: number | null;
         };
