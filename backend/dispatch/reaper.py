@@ -20,6 +20,7 @@ from django.utils import timezone
 from compute.drivers import (
     DriverError,
     RunPhase,
+    RunStatus,
     StartupLog,
     driver_for,
     run_work_dir,
@@ -63,6 +64,7 @@ def runs_reap() -> dict[str, int]:
         if not (stale or waiting):
             continue
         phase, reason, driver = RunPhase.UNKNOWN, "", None
+        status = RunStatus(phase=RunPhase.UNKNOWN)
         if run.backend_id in unreachable:
             continue  # one slow failure per backend and pass: do not starve the other tasks
         if run.handle:
@@ -87,6 +89,11 @@ def runs_reap() -> dict[str, int]:
             Run.objects.filter(
                 pk=run.pk, attempt=run.attempt, state=RunState.PROVISIONING, phase="queued"
             ).update(phase="started", message=message, updated_at=now)
+            continue
+        if waiting and status.settling and last and last > now - timedelta(seconds=10 * limit):
+            # its job ends or is requeued before its agent said a word (Slurm requeues a job
+            # whose node failed at launch, then waits for another node): Slurm's verdict
+            # comes, a lost agent is not yet the reason (up to 10 × the allowance)
             continue
         if waiting and phase == RunPhase.EXITED:
             # the job ended before its agent said a word: at once, with what its log says

@@ -135,6 +135,8 @@ class RunStatus:
     phase: RunPhase
     exit_code: int | None = None
     reason: str = ""
+    # the backend is ending the job, or requeueing it (Slurm's COMPLETING): it will say which
+    settling: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
+from catalog.models import Backend
+from compute.drivers import RunPhase, RunStatus
 from core import jobs
 from core.jobs import Job
+from dispatch import reaper
 from dispatch.reaper import runs_reap
+from runs import services as run_services
 from runs.services import run_requeue_or_fail
 from studies import services, state
 from studies.models import Run, Study
@@ -78,3 +83,58 @@ def test_a_run_whose_agent_spoke_since_the_reaper_looked_is_not_requeued(api):
     # without the fence (a caller that just read the run) the same call ends the attempt
     fresh = Run.objects.get(pk=seen.pk)
     assert run_requeue_or_fail(run=fresh, reason="agent_lost", message="lost") == "pending"
+
+
+class _Slurm:
+    """What a Slurm backend's poll says of the job (and what the reaper asked to cancel)."""
+
+    def __init__(self, status):
+        self.status, self.cancelled = status, []
+
+    def poll(self, handle):
+        return self.status
+
+    def cancel(self, handle, *, grace=10.0):
+        self.cancelled.append(handle)
+
+
+def _provisioning_on_slurm(api, *, dispatched_ago: float) -> Run:
+    """A run dispatched to a Slurm backend `dispatched_ago` seconds ago whose agent never spoke."""
+    backend = Backend.objects.update_or_create(
+        name="hpc-reaped", defaults={"kind": "slurm", "cores": 8, "memory_gb": 16, "max_nodes": 2}
+    )[0]
+    spec = {"name": "launch", "template": "cavity", "parameters": {"lid_velocity": 1}}
+    study = services.study_create(tenant=api.tenant, owner=api.tenant.user, spec=spec, submit=True)
+    then = timezone.now() - timedelta(seconds=dispatched_ago)
+    Run.objects.filter(study=study).update(
+        state="provisioning",
+        attempt=2,
+        handle="305",
+        backend=backend,
+        provisioning_at=then,
+        updated_at=then,
+        heartbeat_at=None,
+        phase="",
+    )
+    return Run.objects.get(study=study)
+
+
+@pytest.mark.parametrize(
+    ("settling", "requeued"), [(True, False), (False, True)], ids=["completing", "running"]
+)
+def test_a_job_slurm_is_still_ending_or_requeueing_is_not_an_agent_lost(
+    api, monkeypatch, settling, requeued
+):
+    """A job whose node failed at launch shows COMPLETING while Slurm requeues it onto another
+    node (which may have to boot): its agent has not started, and is not lost for it. A job
+    that runs and whose agent stays silent past the allowance is."""
+    run = _provisioning_on_slurm(api, dispatched_ago=30)  # past 3 × the 8 s test allowance
+    slurm = _Slurm(
+        RunStatus(phase=RunPhase.RUNNING, reason="Slurm: COMPLETING (None)", settling=settling)
+    )
+    monkeypatch.setattr(reaper, "driver_for", lambda backend: slurm)
+    monkeypatch.setattr(run_services, "driver_for", lambda backend: slurm)
+    assert runs_reap()["requeued"] == int(requeued)
+    after = Run.objects.get(pk=run.pk)
+    assert (after.state, after.attempt) == (("pending", 2) if requeued else ("provisioning", 2))
+    assert slurm.cancelled == (["305"] if requeued else [])

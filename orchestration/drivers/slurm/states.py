@@ -199,7 +199,7 @@ def job_status(row: JobRow) -> RunStatus:
         return RunStatus(phase=RunPhase.PENDING, reason=explain_reason(row.reason))
     if row.state in RUNNING_STATES:
         reason = "" if row.state == "RUNNING" else f"Slurm: {row.state} ({row.reason})"
-        return RunStatus(phase=RunPhase.RUNNING, reason=reason)
+        return RunStatus(phase=RunPhase.RUNNING, reason=reason, settling=row.state == "COMPLETING")
     if row.state in FINAL_STATES:
         return RunStatus(
             phase=RunPhase.EXITED,
