@@ -310,7 +310,9 @@ export function StudyPage() {
                   onToggle={() => setMeshOpen((o) => !o)}
                   testId="mesh-independence-toggle"
                 >
-                  <Title order={3}>Mesh independence</Title>
+                  <Text fw={600} size="sm">
+                    Mesh independence
+                  </Text>
                 </Disclosure>
                 {meshOpen && (
                   <Stack mt="sm">
