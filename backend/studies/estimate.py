@@ -51,7 +51,7 @@ def study_estimate(*, tenant: Any, resolved: ResolvedSpec, concurrent: int) -> d
     low, high = _middle(core_seconds)
     run_wall = [low / processes, high / processes]
     waves = math.ceil(runs / concurrent) if concurrent else None
-    out = {
+    out: dict[str, Any] = {
         **empty,
         "based_on": len(samples),
         "run_core_hours": [low / 3600, high / 3600],
@@ -60,8 +60,9 @@ def study_estimate(*, tenant: Any, resolved: ResolvedSpec, concurrent: int) -> d
         "wall_seconds": [waves * run_wall[0], waves * run_wall[1]] if waves else None,
     }
     wall = out["wall_seconds"]
+    total = [runs * low / 3600, runs * high / 3600]
     out["summary"] = (
-        f"about {_range(out['core_hours'], _hours)} core-hours"
+        f"about {_range(total, _hours)} core-hours"
         + (f" and {_range(wall, _duration)} at {concurrent} at a time" if wall else "")
         + f", from {plural(len(samples), 'earlier run')} of this case with {resolved.solver}"
     )

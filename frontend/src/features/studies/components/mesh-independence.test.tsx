@@ -47,8 +47,8 @@ describe("MeshIndependencePanel", () => {
     renderWithApp(<MeshIndependencePanel studyId="s1" parameters={["lid_velocity", "cells"]} />);
     const row = await screen.findByTestId("gci-u_min");
     // the parameter that names the mesh is picked, and asked for as cells per direction
-    expect(calls[0].url.searchParams.get("parameter")).toBe("cells");
-    expect(calls[0].url.searchParams.get("kind")).toBe("per_direction");
+    expect(calls[0]?.url.searchParams.get("parameter")).toBe("cells");
+    expect(calls[0]?.url.searchParams.get("kind")).toBe("per_direction");
     expect(row).toHaveTextContent("u_min-0.1981-0.221.2 %yes (ratio 1.03)");
     expect(screen.getByTestId("mesh-independence-table")).toHaveTextContent(
       "flat is the same on two neighbouring levels",

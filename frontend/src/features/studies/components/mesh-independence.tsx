@@ -51,6 +51,7 @@ export function MeshIndependencePanel({
   const data = answer.data;
   const names = Object.keys(data?.objectives ?? {});
   const objective = shown && names.includes(shown) ? shown : (names[0] ?? "");
+  const chosen = data?.objectives[objective];
   return (
     <Stack gap="sm" data-testid="mesh-independence">
       <Group gap="sm" align="flex-end">
@@ -84,7 +85,7 @@ export function MeshIndependencePanel({
           …
         </Text>
       )}
-      {data && objective && (
+      {chosen && (
         <>
           <PlotSelect
             label="Plot"
@@ -93,7 +94,7 @@ export function MeshIndependencePanel({
             onPick={(v) => setShown(v)}
             w={160}
           />
-          <ConvergencePlot gci={data.objectives[objective]} objective={objective} />
+          <ConvergencePlot gci={chosen} objective={objective} />
         </>
       )}
     </Stack>
@@ -124,7 +125,7 @@ function MeshTable({ data }: { data: MeshIndependence }) {
           {rows.map(([name, g]) => (
             <Table.Tr key={name} data-testid={`gci-${name}`}>
               <Table.Td>{name}</Table.Td>
-              <Table.Td>{num(g.phi[0])}</Table.Td>
+              <Table.Td>{num(g.phi[0] ?? NaN)}</Table.Td>
               <Table.Td>{num(g.phi_ext)}</Table.Td>
               <Table.Td>
                 {num(g.p)}
@@ -170,8 +171,8 @@ function ConvergencePlot({ gci, objective }: { gci: GridConvergence; objective: 
         type: "scatter",
         mode: "lines+markers",
         name: "extrapolated (h → 0)",
-        x: [0, gci.h[0]],
-        y: [gci.phi_ext, gci.phi[0]],
+        x: [0, gci.h[0] ?? 0],
+        y: [gci.phi_ext, gci.phi[0] ?? gci.phi_ext],
         line: { dash: "dot" },
         marker: { symbol: "star", size: 10 },
       },

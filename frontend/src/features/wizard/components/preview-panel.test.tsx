@@ -18,6 +18,15 @@ function preview(quota: Partial<QuotaImpact>): Preview {
     steps: [],
     objectives: {},
     adaptive: null,
+    estimate: {
+      based_on: 0,
+      runs: 3,
+      run_core_hours: null,
+      run_wall_seconds: null,
+      core_hours: null,
+      wall_seconds: null,
+      summary: "no completed run of this case with icoFoam yet: an estimate follows the first ones",
+    },
     quota: {
       per_run: { cores: 1, memory_gb: 1, nodes: 1 },
       total: { cores: 3, memory_gb: 3, nodes: 3 },
