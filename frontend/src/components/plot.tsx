@@ -186,7 +186,7 @@ export function Plot({
       {(!ready || empty || failed) && (
         <Center pos="absolute" inset={0}>
           {failed ? (
-            <Text c="red" size="sm">
+            <Text c="var(--mantine-color-red-light-color)" size="sm">
               The plotting library failed to load: {failed}
             </Text>
           ) : !ready ? (

@@ -98,7 +98,11 @@ function BackendRow({ backend: b }: { backend: EffectiveBackend }) {
             color="var(--mantine-color-red-6)"
             style={{ flex: "none" }}
           />
-          <Text size="xs" c="red" style={{ overflowWrap: "anywhere" }}>
+          <Text
+            size="xs"
+            c="var(--mantine-color-red-light-color)"
+            style={{ overflowWrap: "anywhere" }}
+          >
             {b.cloud_read_at ? (
               <>
                 Cloud limits last read{" "}

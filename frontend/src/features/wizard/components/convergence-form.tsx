@@ -212,7 +212,7 @@ export function ConvergenceForm({
         </Paper>
       </SimpleGrid>
       {errors.convergence && (
-        <Text c="red" size="sm" role="alert">
+        <Text c="var(--mantine-color-red-light-color)" size="sm" role="alert">
           {errors.convergence}
         </Text>
       )}
