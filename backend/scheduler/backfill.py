@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
+from core.text import duration_words
 from quotas.fit import Usage
 
 Fits = Callable[[Usage, Usage], bool]  # (in use, what one more run needs) -> fits?
@@ -63,7 +64,7 @@ class Reservation:
 
     def describe(self, *, now: datetime) -> str:
         wait = max(0.0, (self.starts_at - now).total_seconds())
-        return f"its start is reserved in {_duration(wait)}; runs that end before then may go first"
+        return f"its start is reserved in {duration_words(wait)}; runs that end before then may go first"
 
 
 def reserve(
@@ -83,11 +84,3 @@ def reserve(
                 need=need, starts_at=max(h.ends_at, now), in_use_then=usage, fits=fits
             )
     return None
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.db.models import F, Q
+from django.db.models import F
 
-from core.text import plural
+from core.text import duration_words, plural
 from studies.choices import RunState
 from studies.identity import case_digest
 from studies.models import Run, Study
@@ -63,7 +63,7 @@ def study_estimate(*, tenant: Any, resolved: ResolvedSpec, concurrent: int) -> d
     total = [runs * low / 3600, runs * high / 3600]
     out["summary"] = (
         f"about {_range(total, _hours)} core-hours"
-        + (f" and {_range(wall, _duration)} at {concurrent} at a time" if wall else "")
+        + (f" and {_range(wall, duration_words)} at {concurrent} at a time" if wall else "")
         + f", from {plural(len(samples), 'earlier run')} of this case with {resolved.solver}"
     )
     return out
@@ -84,7 +84,7 @@ def similar_runs(*, tenant: Any, case_dir: str, solver: str) -> list[tuple[int, 
     )
     rows = (
         Run.objects.filter(
-            Q(study_id__in=list(studies[:SAMPLE])),
+            study_id__in=list(studies[:SAMPLE]),
             state=RunState.COMPLETED,
             reused_from__isnull=True,
             started_at__isnull=False,
@@ -117,11 +117,3 @@ def _range(pair: list[float], say: Any) -> str:
 
 def _hours(value: float) -> str:
     return f"{value:.2g}" if value < 10 else f"{value:,.0f}"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 120 * 60:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
 from django.utils import timezone
 
-from catalog.models import Backend
+from dispatch.tests.conftest import submitted
 from quotas.models import Quota
 from quotas.services import quota_update
 from scheduler.admission import admit
@@ -26,14 +25,6 @@ SWEEP = {
 }
 
 
-@pytest.fixture
-def bench(db):
-    """A backend that starts nothing (the no-op driver), with room for every run here."""
-    return Backend.objects.update_or_create(
-        name="bench", defaults={"kind": "noop", "cores": 64, "memory_gb": 256, "max_nodes": 1}
-    )[0]
-
-
 def _budget(api, core_hours: float | None) -> None:
     quota_update(
         quota=Quota.objects.get(tenant=api.tenant), limits={"core_hours_budget": core_hours}
@@ -44,7 +35,7 @@ def _used_this_month(api, core_hours: float) -> float:
     """A run of the tenant that ran this month for up to `core_hours` on one core, ended now:
     the core-hours it used."""
     study = {**SWEEP, "name": "earlier", "parameters": {"lid_velocity": 0.1}}
-    run = Run.objects.get(study_id=tenant_api_submit(api, study))
+    run = Run.objects.get(study_id=submitted(api, study)["id"])
     now = timezone.now()
     start = max(now - timedelta(hours=core_hours), budget_period_start(now=now))
     hours = (now - start).total_seconds() / 3600
@@ -54,16 +45,10 @@ def _used_this_month(api, core_hours: float) -> float:
     return hours
 
 
-def tenant_api_submit(api, spec) -> str:
-    r = api.post("/api/v1/studies/", spec, format="json")
-    assert r.status_code == 201, r.json()
-    return r.json()["id"]
-
-
 def test_a_tenant_over_its_monthly_budget_admits_nothing_and_its_runs_say_until_when(api, bench):
     used = _used_this_month(api, core_hours=2.0)
     _budget(api, used / 2)
-    study = tenant_api_submit(api, SWEEP)
+    study = submitted(api, SWEEP)["id"]
     assert admit(tenant_id=api.tenant.id, publish=False) == []
     queued = list(Run.objects.filter(study_id=study))
     assert {r.state for r in queued} == {RunState.PENDING}
@@ -82,10 +67,10 @@ def test_a_tenant_over_its_monthly_budget_admits_nothing_and_its_runs_say_until_
 def test_a_tenant_below_its_budget_or_without_one_is_admitted(api, bench):
     used = _used_this_month(api, core_hours=1.0)
     _budget(api, used * 3)
-    first = tenant_api_submit(api, {**SWEEP, "name": "below"})
+    first = submitted(api, {**SWEEP, "name": "below"})["id"]
     assert len(admit(tenant_id=api.tenant.id, publish=False)) == 4
     _budget(api, None)
     Run.objects.filter(study_id=first).update(state=RunState.COMPLETED)
-    second = tenant_api_submit(api, {**SWEEP, "name": "no budget"})
+    second = submitted(api, {**SWEEP, "name": "no budget"})["id"]
     assert len(admit(tenant_id=api.tenant.id, publish=False)) == 4
     assert Run.objects.filter(study_id=second, state=RunState.ADMITTED).count() == 4

@@ -14,9 +14,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from catalog.models import Backend
 from compute.drivers import driver_for, run_work_dir
 from dispatch.start import run_spec
+from dispatch.tests.conftest import submitted
 from quotas.services import quota_set
 from scheduler.admission import admit
 from scheduler.models import QueueReasons
@@ -29,20 +29,6 @@ from studies.usage import storage_used_bytes
 MB = 1024**2
 CAVITY = {"name": "c", "template": "cavity", "backend": "bench"}
 SWEEP = {**CAVITY, "parameters": {"lid_velocity": {"values": [0.5, 1, 1.5]}}}
-
-
-@pytest.fixture
-def bench(db):
-    """A backend that starts nothing (the no-op driver), with room for every run here."""
-    return Backend.objects.update_or_create(
-        name="bench", defaults={"kind": "noop", "cores": 64, "memory_gb": 256, "max_nodes": 1}
-    )[0]
-
-
-def _submit(api, spec) -> dict:
-    r = api.post("/api/v1/studies/", spec, format="json")
-    assert r.status_code == 201, r.json()
-    return r.json()
 
 
 def _start(tenant) -> list[tuple[Run, APIClient]]:
@@ -75,7 +61,7 @@ def _used_gb(api) -> float:
 
 
 def test_the_disk_a_run_reports_counts_in_its_tenants_storage(api, make_tenant, bench):
-    _submit(api, CAVITY)
+    submitted(api, CAVITY)
     ((run, agent),) = _start(api.tenant)
     other = make_tenant()
     assert _used_gb(api) == 0
@@ -129,7 +115,7 @@ def test_the_disk_a_run_reports_counts_in_its_tenants_storage(api, make_tenant, 
 def test_a_run_directory_the_portal_does_not_keep_is_not_counted(api, bench):
     """A run on a cloud server or a remote cluster (no results_dir): its directory is on that
     machine, gone with it; only the archive it uploads is the portal's."""
-    _submit(api, CAVITY)
+    submitted(api, CAVITY)
     runs, tokens = runs_claim(run_ids=admit(tenant_id=api.tenant.id, publish=False))
     (run,) = runs
     runs_record_handles(rows=[(str(run.pk), run.attempt, "server-1", "")])
@@ -150,9 +136,9 @@ def test_a_tenant_whose_storage_is_used_up_submits_nothing_and_its_queued_runs_w
 ):
     # 50 MB, and one run at a time: the second study's runs queue behind the first's
     quota_set(tenant=api.tenant, limits={"storage_gb": 0.05, "max_runs": 1})
-    big = _submit(api, {**CAVITY, "name": "big"})
+    big = submitted(api, {**CAVITY, "name": "big"})
     ((run, agent),) = _start(api.tenant)
-    queued = _submit(api, {**SWEEP, "name": "queued"})
+    queued = submitted(api, {**SWEEP, "name": "queued"})
     r = agent.post(
         f"/api/v1/ingest/runs/{run.pk}/state/",
         {"attempt": run.attempt, "state": "completed", "exit_code": 0, "disk_bytes": 218 * MB},
@@ -214,7 +200,7 @@ def test_a_tenant_whose_storage_is_used_up_submits_nothing_and_its_queued_runs_w
     other = make_tenant()
     other_api = APIClient()
     other_api.force_authenticate(other.user)
-    _submit(other_api, {**CAVITY, "name": "theirs"})
+    submitted(other_api, {**CAVITY, "name": "theirs"})
     assert len(admit(tenant_id=other.id)) == 1
 
     # deleting the study that stored it frees the room once its files are removed (in the
@@ -231,7 +217,7 @@ def test_a_tenant_whose_storage_is_used_up_submits_nothing_and_its_queued_runs_w
 
 def test_a_tenant_at_exactly_its_quota_is_full_and_just_below_it_is_not(api, bench):
     quota_set(tenant=api.tenant, limits={"storage_gb": 1})
-    _submit(api, CAVITY)
+    submitted(api, CAVITY)
     ((run, agent),) = _start(api.tenant)
 
     def report(size: int) -> None:
@@ -262,7 +248,7 @@ def test_a_started_runs_run_json_carries_its_disk_budget_capped_by_the_quota(
     quota (0 means "no budget" to the agent, so a tenant allowed nothing gets the smallest
     budget instead)."""
     settings.WINDTUNNEL = {**settings.WINDTUNNEL, "RUN_DISK_GB": setting}
-    _submit(api, {"name": "local", "template": "cavity", "backend": "local"})
+    submitted(api, {"name": "local", "template": "cavity", "backend": "local"})
     admitted = admit(tenant_id=api.tenant.id, publish=False)
     # the quota as it is when the run starts (lowered to 0 after its admission: no room)
     quota_set(tenant=api.tenant, limits={"storage_gb": quota})
