@@ -41,11 +41,13 @@ from quotas.selectors import run_disk_budget_gb
 from runs.services import run_dispatch_later, run_requeue_or_fail
 from scheduler.admission import admit, tenants_with_queued_runs
 from studies.choices import EndReason, RunState
+from studies.continuation import agent_resume
 from studies.events import publish_runs_taken
 from studies.models import Run, Study
 from studies.policy import stall_seconds_effective, wall_seconds_effective
 from studies.provenance import provenance_seed
 from studies.transitions import run_record_superseded_handle, runs_claim, runs_record_handles
+from telemetry.carry import series_carry_over
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +151,7 @@ def run_spec(
         fields=tuple((study.spec or {}).get("fields") or ()),
         provenance=provenance_seed(run=run, study=study),
         watchdog=run_watchdog(run=run, study=study),
+        resume=agent_resume(run.resume),
     )
 
 
@@ -285,8 +288,22 @@ def _specs(runs: list[Run], tokens: dict[Any, str]) -> tuple[list[Run], list[Run
         except casecheck.CaseCheckError as exc:
             run_case_refused(run=run, error=exc)
             continue
+        if run.resume:
+            _carry_series(run)
         kept.append(run)
     return kept, specs
+
+
+def _carry_series(run: Run) -> None:
+    """A run that goes on from a write: its series begin with the points before it."""
+    resume = run.resume or {}
+    try:
+        up_to = float(str(resume.get("time")))
+    except (TypeError, ValueError):
+        return  # "latest": the agent picks it (a run requeued after a loss)
+    series_carry_over(
+        run_id=run.pk, from_attempt=int(resume["attempt"]), to_attempt=run.attempt, up_to=up_to
+    )
 
 
 def _start_group(runs: list[Run], tokens: dict[Any, str]) -> int:

@@ -434,3 +434,34 @@ def test_a_job_slurm_ends_before_its_agent_starts_is_retried(cluster_live):
     run = Run.objects.get(pk=run.pk)
     assert body["state"] == "completed", (run.state, run.message)
     assert run.attempt == 2
+
+
+def test_a_run_on_slurm_continues_from_its_write_in_the_clusters_run_folder(cluster_live):
+    """The next attempt's batch job finds the earlier attempt's folder beside its own on the
+    cluster and goes on from its write; its series go on from the old ones."""
+    study = _submit(
+        cluster_live,
+        {
+            "name": "continued on slurm",
+            "template": "airfoil2d",
+            "backend": "slurm",
+            "parameters": {"aoa": {"values": [4]}, "iterations": 30},
+        },
+    )
+    assert _finished(cluster_live, study["id"])["state"] == "completed"
+    run = Run.objects.get(study_id=study["id"])
+    r = cluster_live.post(f"/api/v1/runs/{run.pk}/continue/", json={"iterations": 15})
+    assert r.status_code == 202, r.text
+
+    def ended():
+        body = cluster_live.get(f"/api/v1/runs/{run.pk}/").json()
+        return body if body["attempt"] == 2 and body["state"] in TERMINAL_STATES else None
+
+    done = wait_for(ended, timeout=240, what="the continued run to end")
+    assert done["state"] == "completed", done["message"]
+    assert done["iterations"] == 45 and done["continuation"]["writes"] == ["30", "45"]
+    assert done["provenance"]["resumed_from"]["time"] == "30"
+    cl = cluster_live.get(
+        f"/api/v1/runs/{run.pk}/telemetry/", params={"series": "forceCoeffs.Cl"}
+    ).json()["series"]["forceCoeffs.Cl"]
+    assert cl["x"] == [float(i) for i in range(1, 46)]

@@ -112,14 +112,15 @@ def final_report(
     batch_seq: int | None = None,
     peak_memory_bytes: int | None = None,
     cpu_seconds: float | None = None,
+    writes: list[str] | None = None,
 ) -> bool:
     """The agent's final report, checked (its body and its token) by the caller: on the
     portal's own cores, the cores are given back first (released_at); then the last batch
     it carries is stored (unless its number, `batch_seq`, is stored already: it went as a
     telemetry batch whose answer was lost) and the state it reports applied, with the
     objectives read from all its points, the size its directory ended at (`disk_bytes`) and
-    what its steps used (`peak_memory_bytes`, `cpu_seconds`).
-    Whether the batch was such a duplicate.
+    what its steps used (`peak_memory_bytes`, `cpu_seconds`) and the times its case wrote
+    completely (`writes`). Whether the batch was such a duplicate.
 
     All of it in one transaction: a report refused on the way (a stale attempt, a report
     already in) or a database error leaves the run as it was, still counted as holding its
@@ -150,6 +151,7 @@ def final_report(
             disk_bytes=disk_bytes,
             peak_memory_bytes=peak_memory_bytes,
             cpu_seconds=cpu_seconds,
+            writes=writes,
         )
     return stored is not None and stored.duplicate
 

@@ -22,6 +22,7 @@ from core.jobs import Job
 from orchestration.backoff import backoff_delay
 from studies import transitions
 from studies.choices import STARTED_STATES, TERMINAL_STATES, EndReason, RunState
+from studies.continuation import retry_base
 from studies.events import publish_runs_changed
 from studies.models import Run
 from telemetry.run_results import results_compute
@@ -34,8 +35,10 @@ SIGFPE_EXIT_CODES = (136, -8)  # 128 + SIGFPE from a shell/mpirun, or -SIGFPE fr
 
 
 def retries_left(run: Run) -> bool:
-    """Whether another attempt is due: attempts its backend never took do not count."""
-    return run.attempt - run.dispatch_failures <= settings.WINDTUNNEL["MAX_RETRIES"]
+    """Whether another attempt is due: attempts its backend never took do not count, nor
+    those before its latest continuation (studies.continuation)."""
+    used = run.attempt - run.dispatch_failures - retry_base(run)
+    return used <= settings.WINDTUNNEL["MAX_RETRIES"]
 
 
 def run_requeue_or_fail(
@@ -305,18 +308,22 @@ def run_report_end(
     disk_bytes: int | None = None,
     peak_memory_bytes: int | None = None,
     cpu_seconds: float | None = None,
+    writes: list[str] | None = None,
 ) -> None:
     """Apply the final state the agent reports (`backend_end`: run_backend_end's answer), in
     one transaction, which may be the caller's. Once it is in, the attempt takes no more
     reports: a repeat is refused (RunEnded, 409) and changes nothing. `disk_bytes`: the size
     the attempt's directory ended at, kept with the end (the tenant's storage counts it);
     `peak_memory_bytes` and `cpu_seconds`: what the attempt's steps used, kept as the run's
-    figures (a repeat of the report cannot change them)."""
-    figures = {
+    figures (a repeat of the report cannot change them); `writes`: the times the attempt's
+    case wrote completely (what a continuation may start from)."""
+    figures: dict[str, Any] = {
         k: v
         for k, v in (("peak_memory_bytes", peak_memory_bytes), ("cpu_seconds", cpu_seconds))
         if v is not None
     }
+    if writes is not None:
+        figures["writes"] = {"attempt": attempt, "times": writes}
     with transaction.atomic():
         current = (
             Run.objects.select_for_update(of=("self",))

@@ -19,10 +19,11 @@ from django.db.models import FloatField
 from django.db.models.expressions import RawSQL
 
 # processes × seconds from the start to the end of the steps (released, else ended, else
-# now), in hours; NULL for a run that never started
+# now), in hours, with the hours of a continued run's earlier attempts; NULL for a run that
+# never started
 CORE_HOURS_SQL = (
     "(processes * EXTRACT(EPOCH FROM (COALESCE(released_at, finished_at, now()) - started_at))"
-    " / 3600.0)::float8"
+    " / 3600.0 + carried_core_hours)::float8"
 )
 
 # seconds from the start to the end; NULL until both happened (Run.wall_seconds)
@@ -41,9 +42,11 @@ def core_hours_of(
     released_at: datetime | None,
     finished_at: datetime | None,
     now: datetime,
+    carried: float = 0.0,
 ) -> float | None:
-    """One run's core-hours as CORE_HOURS_SQL counts them (None: it never started)."""
+    """One run's core-hours as CORE_HOURS_SQL counts them (None: it never started), with
+    the `carried` hours of its earlier attempts (a run continued or restarted)."""
     if started_at is None:
         return None
     end = released_at or finished_at or now
-    return max(processes * (end - started_at).total_seconds() / 3600.0, 0.0)
+    return max(processes * (end - started_at).total_seconds() / 3600.0, 0.0) + carried

@@ -269,6 +269,25 @@ class Run(PublicIdModel):
     provenance = models.JSONField(
         default=dict, blank=True, help_text="what the agent reported of how it ran the attempt"
     )
+    writes = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="{attempt, times}: the times an attempt's case wrote completely, earliest "
+        "first (its agent's final report): what a continuation or restart may start from",
+    )
+    carried_core_hours = models.FloatField(
+        default=0.0,
+        help_text="core-hours its earlier attempts used before it was continued or restarted "
+        "(its start and end times are its current attempt's): counted in its core-hours and "
+        "its tenant's usage",
+    )
+    resume = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="how its current attempt starts from an earlier one's write: {attempt, "
+        "time, iterations, settings, required, by, at, iterations_before} "
+        "(studies.transitions.continuation); null: from the case's beginning",
+    )
 
     class Meta:
         ordering = ["study", "index"]
@@ -382,6 +401,7 @@ class Run(PublicIdModel):
             released_at=self.released_at,
             finished_at=self.finished_at,
             now=timezone.now(),
+            carried=self.carried_core_hours,
         )
 
     @property

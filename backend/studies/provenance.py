@@ -138,6 +138,21 @@ def run_provenance(*, run: Run) -> dict[str, Any]:
         "study": str(study.pk),
         "study_name": study.name,
         "index": run.index,
+        "resumed_from": _resumed_from(agent.get("resumed_from")),
+    }
+
+
+def _resumed_from(value: Any) -> dict[str, Any] | None:
+    """The earlier attempt's write the attempt started from, as its agent recorded it."""
+    if not isinstance(value, dict):
+        return None
+    settings = value.get("settings") if isinstance(value.get("settings"), dict) else {}
+    return {
+        "attempt": value.get("attempt"),
+        "time": str(value.get("time") or ""),
+        "iterations": value.get("iterations"),
+        "end_time": value.get("end_time"),
+        "settings": settings,
     }
 
 

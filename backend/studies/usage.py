@@ -167,14 +167,17 @@ def budget_period_end(*, start: datetime) -> datetime:
 def core_hours_used(*, tenant_id: int, since: datetime, until: datetime) -> float:
     """Core-hours the tenant's runs used from `since` to `until`: each run's core-hours as
     studies.figures defines them (its cores times the wall time of its steps: from its start
-    to their end, released, else ended, else now), the part that lies in the period. One
-    aggregate over the tenant's runs that started."""
+    to their end, released, else ended, else now), the part that lies in the period, and
+    the hours of the earlier attempts of a run continued or restarted (counted in the period
+    of its current attempt's start). One aggregate over the tenant's runs that started."""
     table = Run._meta.db_table
     with connection.cursor() as cur:
         cur.execute(
             "SELECT COALESCE(SUM(processes * EXTRACT(EPOCH FROM ("
             " LEAST(COALESCE(released_at, finished_at, %(until)s), %(until)s)"
-            " - GREATEST(started_at, %(since)s)))), 0) / 3600.0"
+            " - GREATEST(started_at, %(since)s)))"
+            " + CASE WHEN started_at >= %(since)s THEN carried_core_hours * 3600 ELSE 0 END"
+            "), 0) / 3600.0"
             f" FROM {table} WHERE tenant_id = %(tenant)s AND started_at IS NOT NULL"
             " AND started_at < %(until)s"
             " AND COALESCE(released_at, finished_at, %(until)s) > %(since)s",

@@ -41,6 +41,7 @@ __all__ = ["EXIT_BAD_SPEC", "EXIT_OK", "EXIT_STALE", "EXIT_UNREACHABLE", "main",
 
 EXIT_OK, EXIT_BAD_SPEC, EXIT_STALE, EXIT_UNREACHABLE = 0, 2, 3, 4
 START_TIMEOUT = 60.0  # how long the `running` report is retried before going on regardless
+MAX_WRITES = 1000  # the writes a final report names (the latest)
 TERMINATED_FINAL_TIMEOUT = 5.0  # after SIGTERM the driver's grace is short
 # test-only: a deliberately slower run path, with which the benchmarks' guard is shown to fail
 # (backend/config/tests/test_bench_guard.py): after its steps, a run waits this many times
@@ -130,7 +131,7 @@ def run(spec: AgentSpec, *, terminate: threading.Event) -> int:
     reporter.start(running_deadline=time.monotonic() + min(START_TIMEOUT, spec.final_timeout))
     try:
         try:
-            outcome = _fetch(spec, client) or _prepare(spec)
+            outcome = _fetch(spec, client) or _prepare(spec, supervisor)
             if outcome is None:
                 supervisor.after_steps = _test_only_slowdown
                 outcome = supervisor.run_steps()
@@ -182,8 +183,9 @@ def _fetch(spec: AgentSpec, client: PortalClient) -> Outcome | None:
     return None
 
 
-def _prepare(spec: AgentSpec) -> Outcome | None:
-    """Render the case; an Outcome only when that fails."""
+def _prepare(spec: AgentSpec, supervisor: Supervisor) -> Outcome | None:
+    """Render the case (and start it from an earlier attempt's write: spec.resume); an
+    Outcome only when that fails."""
     try:
         os.makedirs(spec.work_dir, exist_ok=True)
         rendered = prepare_case(
@@ -198,6 +200,18 @@ def _prepare(spec: AgentSpec) -> Outcome | None:
         return Outcome(state="failed", reason="case preparation failed", message=str(exc))
     by = "by the portal" if spec.rendered is not None else "here"
     log(f"case prepared ({len(rendered)} files rendered {by})")
+    if spec.resume is not None:
+        from orchestration.agent.resume import ResumeError, apply_resume  # lazy: resumes only
+
+        try:
+            note, before = apply_resume(
+                resume=spec.resume, work_dir=spec.work_dir, case=spec.case_path
+            )
+        except (ResumeError, OSError) as exc:
+            log(f"cannot resume: {exc}")
+            return Outcome(state="failed", reason="cannot resume", message=str(exc))
+        log(note or "no earlier write to resume from: starting from the beginning")
+        supervisor.iterations_before = before
     return None
 
 
@@ -254,13 +268,16 @@ def _finish(
             "message": outcome.message,
             "solver_converged": outcome.solver_converged,
         }
-        if supervisor.iterations is not None:
-            body["iterations"] = supervisor.iterations
+        if supervisor.iterations is not None:  # with the steps before a resumed write
+            body["iterations"] = supervisor.iterations + supervisor.iterations_before
         if supervisor.last_time is not None and math.isfinite(supervisor.last_time):
             body["last_time"] = supervisor.last_time
         body["provenance"] = {k: v for k, v in provenance.items() if k != "portal"}
         if disk_bytes is not None:
             body["disk_bytes"] = disk_bytes
+        writes = _write_times(supervisor.case_fd)
+        if writes is not None:
+            body["writes"] = writes
         body.update(figures)
         if upload:
             reporter.flush(deadline=deadline)
@@ -283,6 +300,20 @@ def _finish(
         return EXIT_UNREACHABLE
     log(f"reported {outcome.state} ({outcome.reason or 'ok'})")
     return EXIT_OK
+
+
+def _write_times(case_fd: int) -> list[str] | None:
+    """The writes a later attempt may start from (the case's complete time folders after its
+    first: orchestration/agent/resume.py), the last MAX_WRITES; None: the case is unread."""
+    if case_fd < 0:
+        return None
+    from orchestration.agent.resume import complete_writes  # lazy: at the end only
+
+    try:
+        return complete_writes(case_fd)[-MAX_WRITES:]
+    except OSError as exc:
+        log(f"writes: {exc}")
+        return None
 
 
 def provenance_record(spec: AgentSpec, supervisor: Supervisor) -> dict[str, Any]:
@@ -312,6 +343,8 @@ def provenance_record(spec: AgentSpec, supervisor: Supervisor) -> dict[str, Any]
         "decompose": dict(spec.decompose) if spec.decompose else None,
         "context": dict(spec.context),
     }
+    if spec.resume is not None:  # started from an earlier attempt's write, maybe with edits
+        record["resumed_from"] = dict(spec.resume)
     if spec.provenance is not None:
         record["portal"] = dict(spec.provenance)
     return record

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         watchdog: Mapping[str, Any] | None = None
         handover: float = 0.0
         after: tuple[str, ...] = ()
+        resume: Mapping[str, Any] | None = None
 
 else:
     _StepFields = collections.namedtuple("AgentStep", "name argv role", defaults=("solve",))
@@ -103,6 +104,8 @@ _SPEC_DEFAULTS = {
     "handover": 0.0,
     # the handover locks of the runs whose cores this run took: its first step waits for them
     "after": (),
+    # Mapping: start from an earlier attempt's write (orchestration/agent/resume.py)
+    "resume": None,
 }
 
 
@@ -250,7 +253,40 @@ def parse_spec(data: Any) -> AgentSpec:
         watchdog=_watchdog(data.get("watchdog")),
         handover=_lead(data.get("handover")),
         after=_after(data.get("after")),
+        resume=_resume(data.get("resume")),
     )
+
+
+def _resume(raw: Any) -> Mapping[str, Any] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise SpecError("run.json: 'resume' must be an object or null")
+    attempt, iterations = raw.get("attempt"), raw.get("iterations")
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise SpecError("run.json: resume.attempt must be an attempt number")
+    if iterations is not None and (
+        isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1
+    ):
+        raise SpecError("run.json: resume.iterations must be a positive integer or null")
+    end_time = raw.get("end_time")
+    if end_time is not None and (
+        isinstance(end_time, bool)
+        or not isinstance(end_time, int | float)
+        or not math.isfinite(end_time)
+    ):
+        raise SpecError("run.json: resume.end_time must be a number or null")
+    time = raw.get("time", "latest")
+    if not isinstance(time, str) or not time or "/" in time or time.startswith("."):
+        raise SpecError("run.json: resume.time must be 'latest' or a time folder's name")
+    settings = raw.get("settings") or {}
+    if not isinstance(settings, Mapping) or not all(
+        isinstance(values, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in values.items())
+        for values in settings.values()
+    ):
+        raise SpecError("run.json: resume.settings must map files to {key: value} texts")
+    return dict(raw)
 
 
 def _lead(raw: Any) -> float:

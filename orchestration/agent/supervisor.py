@@ -106,6 +106,7 @@ class Supervisor:
                 self.env.pop(name, None)
         self._follow_dat = False
         self.iterations: int | None = None  # time steps of the last solve step, as it counted
+        self.iterations_before = 0  # a resumed attempt: the time steps solved before its write
         self.last_time: float | None = None
         # each step as it ran (command line, exit code, times) and what the solver's log
         # header said of its build and hosts: the run's provenance (provenance_record)

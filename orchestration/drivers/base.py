@@ -83,6 +83,9 @@ class RunSpec:
     # must be over before its first
     handover: float = 0.0
     after: Sequence[str] = ()
+    # start from an earlier attempt's write (continued, restarted, or requeued after a loss):
+    # {"attempt", "time", "iterations", "settings", "required"} (orchestration/agent/resume.py)
+    resume: Mapping[str, Any] | None = None
 
     def to_json(self, *, sandbox: str = "bwrap") -> str:
         """run.json; `sandbox`: the driver's way of confining steps, where the portal has
@@ -117,6 +120,8 @@ class RunSpec:
             data["provenance"] = dict(self.provenance)
         if self.watchdog is not None:
             data["watchdog"] = dict(self.watchdog)
+        if self.resume is not None:
+            data["resume"] = dict(self.resume)
         data["sandbox"] = dict(self.sandbox) if self.sandbox is not None else {"mode": sandbox}
         return json.dumps(data, indent=2)
 
@@ -204,6 +209,9 @@ class DriverTraits:
     - `sandbox`: how the agent confines a case's steps (orchestration/agent/sandbox.py):
       "bwrap" (namespaces: the host out of sight), or "uid" where the backend's runtime or
       VM already gives each run a filesystem of its own (an unprivileged uid and limits).
+    - `keeps_attempts`: an attempt's agent sees the folders of its run's earlier attempts
+      (beside its own, on the portal's disk or the cluster's shared one): a run may continue
+      or restart from an earlier attempt's write (orchestration/agent/resume.py).
     """
 
     kind: str
@@ -217,6 +225,7 @@ class DriverTraits:
     image_kind: str | None = None
     secret_fields: tuple[str, ...] = ()
     sandbox: str = "bwrap"
+    keeps_attempts: bool = False
 
 
 TRAIT_NAMES = tuple(f.name for f in dataclasses.fields(DriverTraits) if f.name != "kind")
@@ -238,6 +247,7 @@ class Driver(Protocol):
     image_kind: ClassVar[str | None]
     secret_fields: ClassVar[tuple[str, ...]]
     sandbox: ClassVar[str]
+    keeps_attempts: ClassVar[bool]
 
     def prepare(self, spec: RunSpec) -> None: ...
 
@@ -269,6 +279,7 @@ class DriverBase:
     on_portal_host: ClassVar[bool] = False
     image_kind: ClassVar[str | None] = None
     secret_fields: ClassVar[tuple[str, ...]] = ()
+    keeps_attempts: ClassVar[bool] = False
     sandbox: ClassVar[str] = "bwrap"
 
     @classmethod

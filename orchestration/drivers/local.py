@@ -247,6 +247,7 @@ class LocalDriver(DriverBase):
     hands_over = True
     prerenders_case = True
     on_portal_host = True
+    keeps_attempts = True
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], context: DriverContext) -> LocalDriver:

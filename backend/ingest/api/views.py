@@ -236,6 +236,7 @@ class IngestStateView(_RunView):
             peak_memory_bytes=data.get("peak_memory_bytes"),
             cpu_seconds=data.get("cpu_seconds"),
             batch_seq=data.get("batch_seq"),
+            writes=data.get("writes"),
         )
         return Response({"stop": False, "duplicate": True} if duplicate else {"stop": False})
 

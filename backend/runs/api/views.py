@@ -15,8 +15,9 @@ from core.http import file_download
 from orchestration.results.fields.reading import field_data, fields_index
 from runs import archives
 from runs.flow_fields import run_fields
-from studies import selectors
+from studies import continuation, selectors
 from studies.api import serializers as s
+from studies.api.continuation import ContinueSerializer
 from studies.api.results import (
     LogSerializer,
     RunFieldDataSerializer,
@@ -81,6 +82,21 @@ class RunViewSet(viewsets.GenericViewSet):
                 f"the run already ended ({run.state})", status=409, code=ErrorCode.STATE
             )
         return Response(s.RunDetailSerializer(self.get_object()).data)
+
+    @extend_schema(request=ContinueSerializer, responses={202: s.RunDetailSerializer})
+    @action(detail=True, methods=["post"], url_path="continue")
+    def continue_(self, request, pk=None):
+        """Go on from one of the run's writes: `iterations` more time steps from its latest
+        (continue), or from an earlier `time` with changed `settings` (restart). The run is
+        queued again as a new attempt; its series go on from the write."""
+        ser = ContinueSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        data = ser.validated_data
+        asked = continuation.resume_request(
+            iterations=data.get("iterations"), time=data.get("time"), settings=data.get("settings")
+        )
+        run = continuation.run_continue(run=self.get_object(), by=request.user, request=asked)
+        return Response(s.RunDetailSerializer(run).data, status=202)
 
     @extend_schema(
         parameters=[

@@ -72,6 +72,20 @@ class ProvenanceCaseSerializer(serializers.Serializer):
     digest = serializers.CharField(help_text="content hash of the case's files")
 
 
+class AgentResumeSerializer(serializers.Serializer):
+    attempt = serializers.IntegerField(help_text="the attempt whose write it started from")
+    time = serializers.CharField(help_text="the write's time")
+    iterations = serializers.IntegerField(allow_null=True, help_text="time steps added")
+    end_time = serializers.FloatField(
+        allow_null=True, help_text="where it was to end without added iterations"
+    )
+    settings = serializers.DictField(
+        child=serializers.DictField(child=serializers.CharField()),
+        help_text="the settings changed, by file (controlDict, fvSolution, fvSchemes) and "
+        "dotted key",
+    )
+
+
 class ProvenanceSerializer(serializers.Serializer):
     """docs/provenance.md: enough to rerun the run's case by hand."""
 
@@ -122,3 +136,8 @@ class ProvenanceSerializer(serializers.Serializer):
     study = serializers.UUIDField()
     study_name = serializers.CharField()
     index = serializers.IntegerField()
+    resumed_from = AgentResumeSerializer(
+        allow_null=True,
+        help_text="the attempt started from an earlier attempt's write (continued or "
+        "restarted), with what changed; null: from the case's beginning",
+    )

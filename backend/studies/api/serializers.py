@@ -11,6 +11,7 @@ from catalog.models import Backend, CaseTemplate
 from core.api.fields import SchemaField
 from core.exceptions import ApplicationError
 from core.schemas import component_ref, map_of
+from studies.api.continuation import ContinuationSerializer, continuation_of
 from studies.api.provenance import ProvenanceSerializer, ReusedSourceSerializer
 from studies.api.quota import EstimateSerializer
 from studies.choices import TERMINAL_STATES, EndReason, RunState, StudyState
@@ -442,6 +443,7 @@ class RunDetailSerializer(RunSerializer):
     )
     reused_source = serializers.SerializerMethodField()
     provenance = serializers.SerializerMethodField()
+    continuation = serializers.SerializerMethodField()
 
     class Meta(RunSerializer.Meta):
         fields = [
@@ -451,6 +453,7 @@ class RunDetailSerializer(RunSerializer):
             "identity",
             "reused_source",
             "provenance",
+            "continuation",
         ]
 
     def _source(self, obj) -> Run:
@@ -471,6 +474,11 @@ class RunDetailSerializer(RunSerializer):
             "study_name": source.study.name,
             "index": source.index,
         }
+
+    @extend_schema_field(ContinuationSerializer)
+    def get_continuation(self, obj) -> dict:
+        """What the run may go on from (continue, restart), and what it went on from."""
+        return continuation_of(obj)
 
     @extend_schema_field(ProvenanceSerializer)
     def get_provenance(self, obj) -> dict:

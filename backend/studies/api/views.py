@@ -18,6 +18,7 @@ from core.exceptions import ApplicationError, NotFound
 from core.ids import parse_uuid
 from core.parsers import YAML_PARSERS
 from studies import (
+    continuation,
     deletion,
     extension,
     plot,
@@ -31,6 +32,7 @@ from studies import (
     uploads,
 )
 from studies.api import serializers as s
+from studies.api.continuation import ContinuedSerializer, StudyContinueSerializer
 from studies.api.pagination import study_runs_pagination
 from studies.api.plots import PlotQuerySerializer, PlotSerializer, SurrogateSerializer
 from studies.api.preview import PreviewSerializer
@@ -285,6 +287,22 @@ class StudyViewSet(viewsets.GenericViewSet):
         return Response(
             s.StudySerializer(self.get_object_for(clone)).data, status=status.HTTP_201_CREATED
         )
+
+    @extend_schema(request=StudyContinueSerializer, responses={202: ContinuedSerializer})
+    @action(detail=True, methods=["post"], url_path="runs/continue")
+    def runs_continue(self, request, pk=None):
+        """Continue (or restart) a selection of the study's ended runs from their writes, as
+        one run's `continue` does; the runs that cannot go on are listed with the reason."""
+        ser = StudyContinueSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        data = ser.validated_data
+        asked = continuation.resume_request(
+            iterations=data.get("iterations"), time=data.get("time"), settings=data.get("settings")
+        )
+        done = continuation.runs_continue(
+            study=self.get_object(), run_ids=data["runs"], by=request.user, request=asked
+        )
+        return Response(ContinuedSerializer(done).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses=s.RunSerializer(many=True), parameters=RUN_QUERY_PARAMETERS)
     @action(detail=True, methods=["get"])

@@ -10,7 +10,7 @@ leaves to do elsewhere (schedule the tenant, kill or release what the backend ho
 refresh the study) is enqueued by name (core.jobs): those steps live in higher layers.
 
 Callers decide *whether* (a retry left? the backend's words?); this package only writes.
-By step: admission (pending → admitted), reuse (pending → completed from an identical
+By step: continuation (an ended run queued again to go on from one of its writes), admission (pending → admitted), reuse (pending → completed from an identical
 run's results), dispatch (admitted → provisioning → running), ending (an attempt's end,
 requeue, failure), cancellation; tokens (an attempt's bearer token) and effects (what every
 change leaves to do) serve them. Callers use `from studies import transitions` and the
@@ -19,6 +19,7 @@ names below.
 
 from studies.transitions.admission import runs_admit
 from studies.transitions.cancellation import run_cancel, runs_cancel_for_study, runs_cancel_queued
+from studies.transitions.continuation import runs_resume
 from studies.transitions.dispatch import (
     run_record_provenance,
     run_record_superseded_handle,
@@ -58,6 +59,7 @@ __all__ = [
     "run_token_is_of",
     "runs_admit",
     "runs_cancel_for_study",
+    "runs_resume",
     "runs_cancel_queued",
     "runs_claim",
     "runs_fail_waiting_for_image",

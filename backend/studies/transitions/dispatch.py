@@ -38,6 +38,7 @@ CLAIMED_FIELDS = (
     "released_at",
     "handle",
     "dispatch_failures",
+    "resume",
 )
 
 

@@ -29,7 +29,8 @@ RESULT_FIELDS = (  # what results_compute and an agent's final report set
     "trust_detail",
 )
 
-USAGE_FIELDS = ("peak_memory_bytes", "cpu_seconds")  # what its steps used, from the final report
+# from the final report: what its steps used, and the times its case wrote completely
+USAGE_FIELDS = ("peak_memory_bytes", "cpu_seconds", "writes")
 
 PUBLISH_INLINE = 500  # runs whose events a cancel sends itself; more are the worker's
 

@@ -823,6 +823,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/runs/{id}/continue/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Go on from one of the run's writes: `iterations` more time steps from its latest
+         *     (continue), or from an earlier `time` with changed `settings` (restart). The run is
+         *     queued again as a new attempt; its series go on from the write.
+         */
+        post: operations["v1_runs_continue_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/runs/{id}/fields/": {
         parameters: {
             query?: never;
@@ -1121,6 +1142,26 @@ export interface paths {
         get: operations["v1_studies_runs_list"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/studies/{id}/runs/continue/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Continue (or restart) a selection of the study's ended runs from their writes, as
+         *     one run's `continue` does; the runs that cannot go on are listed with the reason.
+         */
+        post: operations["v1_studies_runs_continue_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1447,8 +1488,29 @@ export interface components {
             platform?: string;
             /** @description The agent's Python version. */
             python?: string;
+            /** @description The attempt started from an earlier attempt's write: run.json's resume (the attempt, the time, added iterations, changed settings). */
+            resumed_from?: Record<string, never>;
             /** @description How the steps were confined: bwrap, uid or off. */
             sandbox?: string;
+        };
+        AgentResume: {
+            /** @description the attempt whose write it started from */
+            attempt: number;
+            /**
+             * Format: double
+             * @description where it was to end without added iterations
+             */
+            end_time: number | null;
+            /** @description time steps added */
+            iterations: number | null;
+            /** @description the settings changed, by file (controlDict, fvSolution, fvSchemes) and dotted key */
+            settings: {
+                [key: string]: {
+                    [key: string]: string;
+                };
+            };
+            /** @description the write's time */
+            time: string;
         };
         /** @description Cores, memory and nodes, and the runs that hold (or want) them. */
         Amounts: {
@@ -1651,6 +1713,30 @@ export interface components {
          * @enum {string}
          */
         Combine: "grid" | "zip" | "lhs" | "random" | "adaptive";
+        Continuation: {
+            /** @description why it cannot go on now (empty: it can, with more iterations) */
+            problem: string;
+            /** @description its current attempt went on from an earlier one's write */
+            resumed_from: components["schemas"]["ResumedFrom"] | null;
+            /** @description the times its last attempt wrote completely, earliest first: what it may go on from */
+            writes: string[];
+        };
+        Continued: {
+            continued: string[];
+            skipped: components["schemas"]["SkippedRun"][];
+        };
+        ContinueRequest: {
+            /** @description time steps to add from the write (the case's deltaT each); omitted: to the case's endTime (a restart from an earlier write) */
+            iterations?: number | null;
+            /** @description changed settings, by file (controlDict, fvSolution, fvSchemes) and dotted key: {"fvSolution": {"relaxationFactors.equations.U": "0.5"}}; numbers and words only; kept in the run's provenance */
+            settings?: {
+                [key: string]: {
+                    [key: string]: string;
+                };
+            };
+            /** @description "latest" (the default), or one of the run's `continuation.writes` */
+            time?: string;
+        };
         /** @description When the portal stops a run early: diverging (NaN, blow-up) or converged (docs/live.md); default: the template's, else stop on NaN. */
         ConvergencePolicy: {
             /** @description A run that does this is stopped as converged (after min_iterations). */
@@ -3125,6 +3211,8 @@ export interface components {
             processes: number;
             /** @description shell lines that rerun the case by hand from its unpacked archive, in order: the run configuration's variables exported, then each step as its agent ran it (as planned, until the agent reported), its output to log.<step> */
             rerun: string[];
+            /** @description the attempt started from an earlier attempt's write (continued or restarted), with what changed; null: from the case's beginning */
+            resumed_from: components["schemas"]["AgentResume"] | null;
             /**
              * Format: uuid
              * @description the run that computed the results
@@ -3346,6 +3434,24 @@ export interface components {
             /** Format: uuid */
             study: string;
         };
+        ResumedFrom: {
+            /** Format: date-time */
+            at: string;
+            /** @description the attempt whose write it started from */
+            attempt: number;
+            /** @description who asked */
+            by: string;
+            /** @description time steps added */
+            iterations: number | null;
+            /** @description the settings changed, by file and dotted key */
+            settings: {
+                [key: string]: {
+                    [key: string]: string;
+                };
+            };
+            /** @description the write's time */
+            time: string;
+        };
         ReusedSource: {
             index: number;
             /** Format: uuid */
@@ -3462,6 +3568,7 @@ export interface components {
             readonly context: {
                 [key: string]: components["schemas"]["Scalar"];
             };
+            readonly continuation: components["schemas"]["Continuation"];
             /**
              * Format: double
              * @description cores held × the wall time of its steps (from its start until its cores went back or it ended; up to now while it runs); null: never started
@@ -3667,6 +3774,12 @@ export interface components {
          * @enum {string}
          */
         SideEnum: "upper" | "lower";
+        SkippedRun: {
+            index: number;
+            reason: string;
+            /** Format: uuid */
+            run: string;
+        };
         /**
          * @description * `portal quota` - portal quota
          *     * `backend capacity` - backend capacity
@@ -3707,6 +3820,8 @@ export interface components {
              * @enum {string}
              */
             state: "running" | "completed" | "failed" | "cancelled";
+            /** @description With a final state: the case's complete writes (its time folders after the first, the initial conditions; the last 1,000), earliest first: the times a continuation or restart of the run may start from. */
+            writes?: string[];
         };
         /** @description The allowlist in force, the names the steps saw (not their values) and the run configuration's own variables. */
         StepEnvironment: {
@@ -3806,6 +3921,20 @@ export interface components {
         };
         StudyCloneRequest: {
             name?: string;
+        };
+        StudyContinueRequest: {
+            /** @description time steps to add from the write (the case's deltaT each); omitted: to the case's endTime (a restart from an earlier write) */
+            iterations?: number | null;
+            /** @description the study's runs to continue (those that cannot are listed as skipped) */
+            runs: string[];
+            /** @description changed settings, by file (controlDict, fvSolution, fvSchemes) and dotted key: {"fvSolution": {"relaxationFactors.equations.U": "0.5"}}; numbers and words only; kept in the run's provenance */
+            settings?: {
+                [key: string]: {
+                    [key: string]: string;
+                };
+            };
+            /** @description "latest" (the default), or one of the run's `continuation.writes` */
+            time?: string;
         };
         /** @description A study being deleted: its runs removed so far of those it had. */
         StudyDeletion: {
@@ -5885,6 +6014,33 @@ export interface operations {
             };
         };
     };
+    v1_runs_continue_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ContinueRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ContinueRequest"];
+                "multipart/form-data": components["schemas"]["ContinueRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunDetail"];
+                };
+            };
+        };
+    };
     v1_runs_fields_retrieve: {
         parameters: {
             query?: never;
@@ -6439,6 +6595,33 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PaginatedRunList"];
+                };
+            };
+        };
+    };
+    v1_studies_runs_continue_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StudyContinueRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["StudyContinueRequest"];
+                "multipart/form-data": components["schemas"]["StudyContinueRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Continued"];
                 };
             };
         };

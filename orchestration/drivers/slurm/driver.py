@@ -69,6 +69,7 @@ class SlurmDriver(DriverBase):
 
     holds_nodes = True
     queues_runs = True
+    keeps_attempts = True
     prerenders_case = True
     secret_fields: ClassVar[tuple[str, ...]] = SECRET_FIELDS
 

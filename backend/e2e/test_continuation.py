@@ -1,0 +1,154 @@
+"""Runs that go on from their writes, through the HTTP API on the real stack (uvicorn,
+Celery, PostgreSQL, Redis, the agent, the local driver, simpleFoam on the tiny airfoil):
+a run that hit its iteration limit continued for more, its series going on from the old
+ones; restarted from an earlier write with a changed relaxation factor; a selection of a
+study's runs continued at once; and what cannot go on refused with the field and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.testing import wait_for
+from tenancy.services import api_token_create
+from tenancy.testing import LiveClient
+
+pytestmark = [pytest.mark.solver, pytest.mark.slow]
+
+
+def _study(live, aoa: list[float], iterations: int) -> dict:
+    spec = {
+        "name": f"polar {iterations}",
+        "template": "airfoil2d",
+        "parameters": {"aoa": {"values": aoa}, "iterations": iterations},
+    }
+    r = live.post("/api/v1/studies/", json=spec)
+    assert r.status_code == 201, r.text
+    return _ended(live, r.json()["id"])
+
+
+def _ended(live, study_id: str) -> dict:
+    def done():
+        body = live.get(f"/api/v1/studies/{study_id}/").json()
+        return body if body["state"] in ("completed", "completed_with_failures") else None
+
+    return wait_for(done, timeout=300, what=f"study {study_id} to end")
+
+
+def _runs(live, study_id: str) -> list[dict]:
+    rows = live.get(f"/api/v1/studies/{study_id}/runs/", params={"ordering": "index"}).json()
+    return rows["results"]
+
+
+def _run_ended(live, run_id: str, attempt: int) -> dict:
+    def done():
+        body = live.get(f"/api/v1/runs/{run_id}/").json()
+        ended = body["state"] in ("completed", "failed", "cancelled")
+        return body if ended and body["attempt"] == attempt else None
+
+    return wait_for(done, timeout=300, what=f"run {run_id} attempt {attempt} to end")
+
+
+def _series(live, run_id: str, name: str) -> tuple[list[float], list[float]]:
+    body = live.get(
+        f"/api/v1/runs/{run_id}/telemetry/", params={"series": name, "max_points": 100000}
+    ).json()
+    series = body["series"][name]
+    return series["x"], series["y"]
+
+
+def test_a_run_at_its_limit_goes_on_and_a_restart_changes_a_setting(live) -> None:
+    study = _study(live, [4], 30)
+    (run,) = _runs(live, study["id"])
+    detail = live.get(f"/api/v1/runs/{run['id']}/").json()
+    assert detail["continuation"]["writes"] == ["30"], detail["continuation"]
+    assert detail["continuation"]["problem"] == ""
+    before_x, before_y = _series(live, run["id"], "forceCoeffs.Cl")
+    assert before_x[-1] == 30
+
+    r = live.post(f"/api/v1/runs/{run['id']}/continue/", json={"iterations": 20})
+    assert r.status_code == 202, r.text
+    assert r.json()["state"] == "pending"
+    done = _run_ended(live, run["id"], attempt=2)
+    assert done["state"] == "completed", done["message"]
+    assert done["iterations"] == 50  # the 30 before the write and the 20 added
+    assert done["continuation"]["writes"] == ["30", "50"]
+    resumed = done["continuation"]["resumed_from"]
+    assert (resumed["attempt"], resumed["time"], resumed["iterations"]) == (1, "30", 20)
+    assert done["provenance"]["resumed_from"]["time"] == "30"
+    xs, ys = _series(live, run["id"], "forceCoeffs.Cl")
+    # one series that goes on: the first attempt's points up to the write, then the new ones
+    assert xs == [float(i) for i in range(1, 51)], xs
+    assert ys[:30] == before_y
+    assert done["objectives"]["Cl"] == pytest.approx(sum(ys[-20:]) / 20, rel=1e-9)
+    study_now = live.get(f"/api/v1/studies/{study['id']}/").json()
+    assert study_now["state"] == "completed"
+
+    # a restart from the earlier write with a lower relaxation factor for U, 10 steps on
+    r = live.post(
+        f"/api/v1/runs/{run['id']}/continue/",
+        json={
+            "time": "30",
+            "iterations": 10,
+            "settings": {"fvSolution": {"relaxationFactors.equations.U": 0.5}},
+        },
+    )
+    assert r.status_code == 202, r.text
+    done = _run_ended(live, run["id"], attempt=3)
+    assert done["state"] == "completed", done["message"]
+    assert done["iterations"] == 40
+    resumed = done["continuation"]["resumed_from"]
+    assert resumed["settings"] == {"fvSolution": {"relaxationFactors.equations.U": "0.5"}}
+    xs2, ys2 = _series(live, run["id"], "forceCoeffs.Cl")
+    assert xs2 == [float(i) for i in range(1, 41)] and ys2[:30] == before_y
+    assert ys2[30:] != ys[30:40]  # the changed relaxation changed the iterations after it
+    assert done["provenance"]["resumed_from"]["settings"] == resumed["settings"]
+
+
+def test_what_cannot_go_on_is_refused_with_the_field_and_the_fix(live, make_tenant) -> None:
+    study = _study(live, [0, 2], 20)
+    first, second = _runs(live, study["id"])
+    url = f"/api/v1/runs/{first['id']}/continue/"
+
+    never = live.post(url, json={"time": "15", "iterations": 5})
+    assert never.status_code == 400 and never.json()["field"] == "time"
+    assert "never wrote time 15" in never.json()["message"] and "20" in never.json()["message"]
+    no_more = live.post(url, json={})
+    assert no_more.status_code == 400 and no_more.json()["field"] == "iterations"
+    unsafe = live.post(
+        url, json={"iterations": 5, "settings": {"controlDict": {"deltaT": '1; #include "x"'}}}
+    )
+    assert unsafe.status_code == 400, unsafe.text
+    assert unsafe.json()["field"] == "settings.controlDict.deltaT"
+    own = live.post(url, json={"iterations": 5, "settings": {"controlDict": {"startTime": 0}}})
+    assert own.status_code == 400 and "set by the restart itself" in own.json()["message"]
+    other_file = live.post(url, json={"iterations": 5, "settings": {"U": {"x": 1}}})
+    assert other_file.status_code == 400 and other_file.json()["field"] == "settings.U"
+    negative = live.post(url, json={"iterations": 0})
+    assert negative.status_code == 400 and "iterations" in negative.text
+
+    # another tenant sees no such run
+    stranger = make_tenant(cores=1, memory_gb=1, max_runs=1)
+    token = api_token_create(user=stranger.user)
+    with LiveClient(
+        base_url=live.stack.url, headers={"Authorization": f"Token {token}"}, timeout=30
+    ) as other:
+        assert other.post(url, json={"iterations": 5}).status_code == 404
+        bulk = other.post(
+            f"/api/v1/studies/{study['id']}/runs/continue/",
+            json={"runs": [first["id"]], "iterations": 5},
+        )
+        assert bulk.status_code == 404
+
+    # a selection: both runs go on; then, while they are queued or running, none can
+    r = live.post(
+        f"/api/v1/studies/{study['id']}/runs/continue/",
+        json={"runs": [first["id"], second["id"]], "iterations": 10},
+    )
+    assert r.status_code == 202, r.text
+    assert sorted(r.json()["continued"]) == sorted([first["id"], second["id"]])
+    busy = live.post(url, json={"iterations": 5})
+    assert busy.status_code in (400, 409), busy.text  # 409 while it has not ended
+    for run in (first, second):
+        done = _run_ended(live, run["id"], attempt=2)
+        assert done["state"] == "completed" and done["iterations"] == 30, done["message"]
+    assert _ended(live, study["id"])["state"] == "completed"

@@ -1,0 +1,302 @@
+"""An attempt that starts from an earlier attempt's write instead of from the case's start.
+
+run.json's `resume` (the portal's studies.continuation): {"attempt": K, "time": "latest" or a
+time folder's name, "iterations": N or null, "end_time": a time or null (without iterations:
+where to end instead of the case's endTime), "settings": {file: {dotted key: value}},
+"required": bool}. After the case is rendered, the agent copies the write `time` of attempt
+K's case (beside this attempt's folder: the same run's folder, on the portal's host or the
+cluster's shared disk) into the new case and appends to its dictionaries what makes the
+solver start there: `startFrom startTime; startTime T;`, with `iterations` an `endTime` of
+T + N × deltaT, a function object that writes the last time step (so the attempt ends on a
+write, whatever the case's write interval), and the user's `settings` (relaxation factors, a time step, a scheme) after
+them. OpenFOAM reads a later entry over an earlier one of the same name and merges
+sub-dictionaries, so the case's own files stay as they were above the appended lines.
+
+The earlier case is the tenant's: it is read without following a link, and only its regular
+files are copied (orchestration/nofollow.py). `required` false (a run requeued after its
+agent or node was lost): without a usable write the attempt starts from the beginning.
+Stdlib only, and imported only by an attempt that resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+
+from orchestration import nofollow
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+__all__ = [
+    "SETTINGS_FILES",
+    "SETTING_KEY",
+    "SETTING_VALUE",
+    "ResumeError",
+    "apply_resume",
+    "complete_writes",
+    "overrides_text",
+    "source_case",
+    "time_names",
+]
+
+# the dictionaries a restart may change, and where they are in the case
+SETTINGS_FILES = {
+    "controlDict": "system/controlDict",
+    "fvSolution": "system/fvSolution",
+    "fvSchemes": "system/fvSchemes",
+}
+MAX_DICT_BYTES = 8 * 1024 * 1024
+# what a restart may set: a dotted key of plain words (a quoted regex key such as ".*" too)
+# and a value of numbers and words (`0.5`, `Euler`, `Gauss linearUpwind grad(U)`): never a
+# directive, a macro, a string or a brace that could end the entry
+SETTING_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(\.([A-Za-z0-9_():,|*]+|\.\*))*$")
+_KEY_PART = re.compile(r"\.\*|[^.]+")  # a dotted key's parts; `..*` ends with the regex .*
+SETTING_VALUE = re.compile(r"^[A-Za-z0-9_.+\-(),: ]{1,200}$")
+# the solver writes its last time step's fields whatever the case's write interval: a
+# continuation ends on a write the next one can start from
+FINAL_WRITE = (
+    "functions { windtunnelFinalWrite { type writeObjects; libs (utilityFunctionObjects);"
+    ' objects (".*"); writeOption autoWrite; writeControl onEnd; } }\n'
+)
+_MARK = "// Windtunnel: this attempt starts from an earlier attempt's write (its run's provenance)"
+
+
+class ResumeError(Exception):
+    """The attempt cannot start from the write it was asked to (the message says why)."""
+
+
+def _is_time(name: str) -> bool:
+    try:
+        value = float(name)
+    except ValueError:
+        return False
+    return value == value and value not in (float("inf"), float("-inf"))
+
+
+def time_names(case_fd: int) -> list[str]:
+    """The case's time folders (top level, as reconstructed), earliest first."""
+    names = []
+    with os.scandir(case_fd) as entries:
+        for entry in entries:
+            if not _is_time(entry.name):
+                continue
+            try:
+                st = os.stat(entry.name, dir_fd=case_fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                names.append(entry.name)
+    return sorted(names, key=float)
+
+
+def _files(case_fd: int, name: str) -> dict[str, int]:
+    """{relative path: size} of the regular files of the time folder `name`."""
+    try:
+        fd = nofollow.open_dir(name, dir_fd=case_fd)
+    except OSError:
+        return {}
+    try:
+        return {rel: st.st_size for rel, _d, st in nofollow.walk_files(fd)}
+    finally:
+        os.close(fd)
+
+
+def complete_writes(case_fd: int) -> list[str]:
+    """The case's writes (its time folders after the first, the initial conditions) that a
+    solver finished writing: every file the write before it holds is there and not empty
+    (an agent or node lost while the solver wrote leaves the last one short)."""
+    names = time_names(case_fd)
+    out = []
+    before = _files(case_fd, names[0]) if names else {}
+    for name in names[1:]:
+        files = _files(case_fd, name)
+        top = {rel for rel in before if "/" not in rel}  # the fields, not uniform/ or the like
+        if files and all(files.get(rel, 0) > 0 for rel in top):
+            out.append(name)
+        before = files or before
+    return out
+
+
+def source_case(work_dir: str, attempt: int) -> str:
+    """The case of the run's attempt `attempt`: beside this attempt's folder."""
+    return os.path.join(os.path.dirname(os.path.abspath(work_dir)), f"attempt-{attempt}", "case")
+
+
+def _number(value: float) -> str:
+    return f"{value:.12g}"
+
+
+def _scalar(case: str, rel: str, key: str) -> float | None:
+    """A top-level number of a case's dictionary (None when it is not a plain number)."""
+    from orchestration.case.foamdict import DictError, parse_file  # lazy: resumes only
+
+    try:
+        parsed = parse_file(os.path.join(case, rel), case_root=case)
+    except (DictError, OSError):
+        return None
+    raw = parsed.get(key) if hasattr(parsed, "get") else None
+    if isinstance(raw, list) and len(raw) == 1:
+        raw = raw[0]
+    try:
+        return float(str(raw))
+    except (TypeError, ValueError):
+        return None
+
+
+def _entry(path: list[str], value: str) -> str:
+    """`a.b.c` = v as OpenFOAM text: `a { b { c v; } }`."""
+    text = f"{_quoted(path[-1])} {value};"
+    for key in reversed(path[:-1]):
+        text = f"{_quoted(key)} {{ {text} }}"
+    return text
+
+
+def _quoted(key: str) -> str:
+    return key if key.replace("_", "a").isalnum() else f'"{key}"'
+
+
+def overrides_text(entries: Mapping[str, str]) -> str:
+    """Dotted keys and their values as lines to append to a dictionary."""
+    lines = [_entry(_KEY_PART.findall(key), value) for key, value in entries.items()]
+    return "\n" + _MARK + "\n" + "\n".join(lines) + "\n"
+
+
+def _append(case_fd: int, rel: str, text: str) -> None:
+    """Append to a dictionary of the new case (a file the agent rendered; read and written
+    again without following a link all the same)."""
+    try:
+        data = nofollow.read_file(case_fd, rel, max_bytes=MAX_DICT_BYTES)
+    except OSError as exc:
+        raise ResumeError(f"cannot read the case's {rel}: {exc}") from None
+    fd = nofollow.create_file(case_fd, rel)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data + text.encode())
+
+
+def _copy_tree(src_fd: int, name: str, dest_fd: int) -> int:
+    """Copy the regular files of folder `name` of `src_fd` into `dest_fd`/`name` (made new);
+    links and special files are left out. The number of files."""
+    top = nofollow.open_dir(name, dir_fd=src_fd)
+    count = 0
+    try:
+        os.mkdir(name, 0o755, dir_fd=dest_fd)
+        for rel, folder_fd, st in nofollow.walk_files(top):
+            parts = rel.split("/")
+            parent = name
+            for part in parts[:-1]:
+                parent = f"{parent}/{part}"
+                try:
+                    os.mkdir(parent, 0o755, dir_fd=dest_fd)
+                except FileExistsError:
+                    pass
+            try:
+                source = nofollow.open_file(folder_fd, parts[-1])
+            except OSError:
+                continue  # gone, or swapped for a link since the walk listed it
+            try:
+                if os.fstat(source).st_ino != st.st_ino:
+                    continue  # swapped since the walk listed it
+                target = nofollow.create_file(dest_fd, f"{parent}/{parts[-1]}")
+                try:
+                    while os.sendfile(target, source, None, 1 << 24) > 0:
+                        pass
+                finally:
+                    os.close(target)
+            finally:
+                os.close(source)
+            count += 1
+    finally:
+        os.close(top)
+    return count
+
+
+def apply_resume(*, resume: Mapping[str, Any], work_dir: str, case: str) -> tuple[str, int]:
+    """Copy the earlier attempt's write into `case` (rendered already) and append what starts
+    the solver there: (a line for the log, the time steps solved before the write, from its
+    uniform/time: this attempt's steps add to them). ResumeError when the attempt cannot
+    resume (with `required` false: ('', 0) and nothing done: it starts from the beginning)."""
+    required = resume.get("required", True) is not False
+    attempt = int(resume["attempt"])
+    try:
+        return _apply(resume, work_dir=work_dir, case=case, attempt=attempt)
+    except ResumeError:
+        if required:
+            raise
+        return "", 0
+
+
+_INDEX = re.compile(rb"^\s*index\s+(\d+)\s*;", re.MULTILINE)
+
+
+def _time_index(case_fd: int, time: str) -> int:
+    """The time step index a write was made at (its uniform/time), 0 when unknown."""
+    try:
+        data = nofollow.read_file(case_fd, f"{time}/uniform/time", max_bytes=64 * 1024)
+    except OSError:
+        return 0
+    found = _INDEX.search(data)
+    return int(found.group(1)) if found else 0
+
+
+def _apply(resume: Mapping[str, Any], *, work_dir: str, case: str, attempt: int) -> tuple[str, int]:
+    source = source_case(work_dir, attempt)
+    try:
+        src_fd = nofollow.open_dir(source)
+    except OSError:
+        raise ResumeError(
+            f"attempt {attempt}'s files are not on this machine ({source}): a run continues "
+            "where its earlier attempts' folders are reachable (local and Slurm backends)"
+        ) from None
+    try:
+        writes = complete_writes(src_fd)
+        wanted = str(resume.get("time") or "latest")
+        if wanted == "latest":
+            if not writes:
+                raise ResumeError(f"attempt {attempt} wrote no time to start from")
+            time = writes[-1]
+        else:
+            matches = [w for w in writes if float(w) == float(wanted)]
+            if not matches:
+                listed = ", ".join(writes[-10:]) or "none"
+                raise ResumeError(
+                    f"attempt {attempt} has no complete write at time {wanted} "
+                    f"(its writes: {listed})"
+                )
+            time = matches[0]
+        case_fd = nofollow.open_dir(case)
+        try:
+            if time in time_names(case_fd):
+                raise ResumeError(f"the case's own files hold a time {time} already")
+            files = _copy_tree(src_fd, time, case_fd)
+            index = _time_index(case_fd, time)
+            entries = {"startFrom": "startTime", "startTime": time}
+            iterations, end_time = resume.get("iterations"), resume.get("end_time")
+            if end_time is not None and not iterations:  # the end the run had before
+                entries["endTime"] = _number(float(end_time))
+            elif iterations:
+                delta = _scalar(case, SETTINGS_FILES["controlDict"], "deltaT")
+                if delta is None or delta <= 0:
+                    raise ResumeError("system/controlDict has no deltaT the agent can read")
+                entries["endTime"] = _number(float(time) + int(iterations) * delta)
+            settings = dict(resume.get("settings") or {})
+            for name, values in settings.items():
+                if name not in SETTINGS_FILES:
+                    raise ResumeError(f"settings: {name} is not one of {', '.join(SETTINGS_FILES)}")
+                for key, value in (values or {}).items():
+                    if not SETTING_KEY.match(key) or not SETTING_VALUE.match(value):
+                        raise ResumeError(f"settings: {name} {key} = {value!r} is not allowed")
+            control = {**entries, **dict(settings.pop("controlDict", {}) or {})}
+            _append(case_fd, SETTINGS_FILES["controlDict"], overrides_text(control) + FINAL_WRITE)
+            for name, values in settings.items():
+                if values and name in SETTINGS_FILES:
+                    _append(case_fd, SETTINGS_FILES[name], overrides_text(dict(values)))
+        finally:
+            os.close(case_fd)
+    finally:
+        os.close(src_fd)
+    until = f" until {entries['endTime']}" if "endTime" in entries else ""
+    return f"resuming from time {time} of attempt {attempt} ({files} files){until}", index
