@@ -582,3 +582,34 @@ def test_the_client_builds_as_a_wheel_that_installs_its_typed_package_and_comman
         text=True,
     )
     assert bare.stdout.strip() == "True", bare.stderr
+
+
+def test_ended_runs_continue_from_the_command_line(cli, live, tmp_path):
+    """`windtunnel continue RUN... -n N` queues a study's runs again to go on from their
+    latest write (a transient case: the end moves by N time steps); a bad --set is a usage
+    error, a write the run never made the API's 400 with its message."""
+    sub = cli("submit", str(write_yaml(tmp_path / "cavity.yaml", CAVITY)), "--watch", "--json")
+    assert sub.returncode == 0, sub.stderr
+    study = json.loads(sub.stdout)
+    client = Client(cli.env["WINDTUNNEL_URL"], cli.env["WINDTUNNEL_TOKEN"])
+    runs = client.study(study["id"]).runs()
+    ends = {run.id: run.record.last_time for run in runs}
+    assert all(end == pytest.approx(0.05) for end in ends.values()), ends
+
+    done = cli.json("continue", *ends, "--iterations", "4")
+    assert sorted(done["continued"]) == sorted(ends) and done["skipped"] == []
+    for run in runs:
+        wait_for(
+            lambda run=run: run.refresh().state == "completed" and run.record.attempt == 2,
+            timeout=300,
+            what=f"run {run.id} to go on and end",
+        )
+        # 4 time steps of the run's own deltaT past its write at 0.05
+        step = run.record.raw["context"]["delta_t"]  # the run's detail: its rendered values
+        assert run.record.last_time == pytest.approx(0.05 + 4 * step)
+
+    bad = cli("continue", runs[0].id, "--set", "deltaT")
+    assert bad.returncode == ExitCode.USAGE and "FILE:KEY=VALUE" in bad.stderr
+    never = cli("continue", runs[0].id, "--time", "0.033", "-n", "2")
+    assert never.returncode == ExitCode.API
+    assert "never wrote time 0.033" in never.stderr

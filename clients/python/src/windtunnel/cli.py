@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import config
-from .client import Client, __version__, load_spec
+from .client import Client, __version__, load_spec, settings_from_text
 from .errors import ExitCode, UsageError, WindtunnelError
 from .models import RUN_TERMINAL_STATES, as_json
 from .progress import legend
@@ -471,6 +471,51 @@ def cancel(state: State, study_id: str) -> None:
 
 
 # --- runs ----------------------------------------------------------------------------------
+
+
+@cli.command("continue")
+@click.argument("run_ids", metavar="RUN...", nargs=-1, required=True)
+@click.option("--iterations", "-n", type=int, help="Time steps to add from the write.")
+@click.option(
+    "--time",
+    default="latest",
+    show_default=True,
+    help="The write to go on from (a run's page lists them): restart from an earlier one.",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="FILE:KEY=VALUE",
+    help="A changed setting for a restart (controlDict, fvSolution, fvSchemes), e.g. "
+    "fvSolution:relaxationFactors.equations.U=0.5; may be repeated.",
+)
+@json_option
+@pass_state
+def continue_(
+    state: State,
+    run_ids: tuple[str, ...],
+    iterations: int | None,
+    time: str,
+    settings: tuple[str, ...],
+) -> None:
+    """Continue ended runs from their latest write for --iterations more time steps, or
+    restart them from an earlier --time with changed --set settings. Each goes back to the
+    queue as a new attempt; its series go on from the old ones."""
+    try:
+        changed = settings_from_text(settings)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from None
+    done = state.client().resume_runs(
+        list(run_ids), iterations=iterations, time=time, settings=changed
+    )
+    if state.json:
+        state.print_json(done)
+        return
+    for run_id in done["continued"]:
+        state.out.print(f"run {run_id} queued to go on (windtunnel logs --follow {run_id})")
+    for skipped in done["skipped"]:
+        state.out.print(f"run {skipped['run']} (#{skipped['index']}) skipped: {skipped['reason']}")
 
 
 @cli.command()

@@ -7,7 +7,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import IO, Any
@@ -292,6 +292,32 @@ class Client:
                 return out
             page += 1
 
+    def resume_runs(
+        self,
+        run_ids: list[str],
+        *,
+        iterations: int | None = None,
+        time: str = "latest",
+        settings: dict[str, dict[str, str]] | None = None,
+    ) -> dict[str, Any]:
+        """Continue (or restart) ended runs of any studies from their writes (Run.resume
+        for each; Study.resume_runs for a study's at once): {"continued": [run ids],
+        "skipped": [{"run", "index", "reason"}]}."""
+        if len(run_ids) == 1:
+            run = self.run(run_ids[0]).resume(iterations=iterations, time=time, settings=settings)
+            return {"continued": [run.id], "skipped": []}
+        by_study: dict[str, list[str]] = {}
+        for run_id in run_ids:
+            by_study.setdefault(self.run(run_id).record.study, []).append(run_id)
+        done: dict[str, Any] = {"continued": [], "skipped": []}
+        for study_id, ids in by_study.items():
+            part = self.study(study_id).resume_runs(
+                ids, iterations=iterations, time=time, settings=settings
+            )
+            done["continued"] += part["continued"]
+            done["skipped"] += part["skipped"]
+        return done
+
     def study_results(self, study_id: str) -> Results:
         return build(Results, self.get_json("/api/v1/studies/{id}/results/", id=study_id))
 
@@ -341,3 +367,18 @@ def _yaml_problem(exc: Exception) -> str:
 
 
 __all__ = ["ApiError", "Client", "load_spec"]
+
+
+def settings_from_text(items: Iterable[str]) -> dict[str, dict[str, str]]:
+    """FILE:KEY=VALUE texts (fvSolution:relaxationFactors.equations.U=0.5) as a restart's
+    settings; ValueError naming a text that is not of that form."""
+    out: dict[str, dict[str, str]] = {}
+    for text in items:
+        where, sep, value = text.partition("=")
+        file, colon, key = where.partition(":")
+        if not sep or not colon or not file or not key:
+            raise ValueError(
+                f"{text!r}: give FILE:KEY=VALUE, e.g. fvSolution:relaxationFactors.equations.U=0.5"
+            )
+        out.setdefault(file, {})[key] = value
+    return out

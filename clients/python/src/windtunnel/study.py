@@ -104,6 +104,26 @@ class Study:
         self.record = build(StudyRecord, answer)
         return self
 
+    def resume_runs(
+        self,
+        runs: list[str],
+        *,
+        iterations: int | None = None,
+        time: str = "latest",
+        settings: dict[str, dict[str, str]] | None = None,
+    ) -> dict[str, Any]:
+        """Continue (or restart) ended runs of the study from their writes, as Run.resume
+        does each: {"continued": [run ids], "skipped": [{"run", "index", "reason"}]}."""
+        body = _resume_body(iterations=iterations, time=time, settings=settings)
+        return dict(
+            self.client.call(
+                "post",
+                "/api/v1/studies/{id}/runs/continue/",
+                id=self.id,
+                json={**body, "runs": runs},
+            ).json()
+        )
+
     def results_table(self) -> Results:
         """Its results: parameter and objective names, and one row per run."""
         return self.client.study_results(self.id)
@@ -274,6 +294,22 @@ class Run:
         self.record = build(RunRecord, answer)
         return self
 
+    def resume(
+        self,
+        *,
+        iterations: int | None = None,
+        time: str = "latest",
+        settings: dict[str, dict[str, str]] | None = None,
+    ) -> Run:
+        """Go on from one of the run's writes as a new attempt: `iterations` more time steps
+        from its latest write (continue), or from an earlier `time` with changed `settings`
+        ({"fvSolution": {"relaxationFactors.equations.U": "0.5"}}: restart). Its series go
+        on from the old ones. Raises ApiError naming the field when it cannot."""
+        body = _resume_body(iterations=iterations, time=time, settings=settings)
+        answer = self.client.call("post", "/api/v1/runs/{id}/continue/", id=self.id, json=body)
+        self.record = build(RunRecord, answer.json())
+        return self
+
     def series_names(self) -> list[str]:
         """Every series the run recorded: residual.p, forceCoeffs.Cl, cpu.percent, …"""
         return self.client.telemetry(self.id, max_points=4).available
@@ -390,3 +426,14 @@ def _arrays(x: list[float], y: list[float]) -> Series:
     except ImportError:
         return Series(x, y)
     return Series(numpy.asarray(x, dtype=float), numpy.asarray(y, dtype=float))
+
+
+def _resume_body(
+    *, iterations: int | None, time: str, settings: dict[str, dict[str, str]] | None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"time": time}
+    if iterations is not None:
+        body["iterations"] = iterations
+    if settings:
+        body["settings"] = settings
+    return body
