@@ -16,6 +16,7 @@ function objects). A deployment that trusts its users can allow them
 from __future__ import annotations
 
 import os
+import signal
 
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
@@ -82,18 +83,27 @@ _AGENT_NAMES = frozenset(
     }
 )
 
-_NO_SYSTEM_OPERATIONS = """FoamFile
-{
+# on it a solver writes the time step it is on and ends, as at its endTime (OpenFOAM's
+# stopAtWriteNowSignal, set below): a run stopped with its results kept (cancelled, at its
+# wall-time limit, its job or node ending) loses at most a time step
+WRITE_NOW_SIGNAL = signal.SIGUSR1
+_NO_SYSTEM_OPERATIONS = f"""FoamFile
+{{
     version     2.0;
     format      ascii;
     class       dictionary;
     object      controlDict;
-}
+}}
 // Written by the Windtunnel run agent: a case may not run shell commands nor compile code.
 InfoSwitches
-{
+{{
     allowSystemOperations   0;
-}
+}}
+// on this signal a solver writes the time step it is on and ends (a run stopped by the portal)
+OptimisationSwitches
+{{
+    stopAtWriteNowSignal    {int(WRITE_NOW_SIGNAL)};
+}}
 """
 
 

@@ -6,9 +6,15 @@ study's runs continued at once; and what cannot go on refused with the field and
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
+
 import pytest
 
 from core.testing import wait_for
+from orchestration.drivers.local import parse_handle
+from studies.models import Run
 from tenancy.services import api_token_create
 from tenancy.testing import LiveClient
 
@@ -40,9 +46,12 @@ def _runs(live, study_id: str) -> list[dict]:
 
 
 def _run_ended(live, run_id: str, attempt: int) -> dict:
+    """The run once its attempt's agent has reported its end (a cancelled run ends at once;
+    its agent's final report, with what its case wrote, follows)."""
+
     def done():
         body = live.get(f"/api/v1/runs/{run_id}/").json()
-        ended = body["state"] in ("completed", "failed", "cancelled")
+        ended = body["state"] in ("completed", "failed", "cancelled") and body["archive_available"]
         return body if ended and body["attempt"] == attempt else None
 
     return wait_for(done, timeout=300, what=f"run {run_id} attempt {attempt} to end")
@@ -152,3 +161,62 @@ def test_what_cannot_go_on_is_refused_with_the_field_and_the_fix(live, make_tena
         done = _run_ended(live, run["id"], attempt=2)
         assert done["state"] == "completed" and done["iterations"] == 30, done["message"]
     assert _ended(live, study["id"])["state"] == "completed"
+
+
+def _running_with_points(live, run_id: str) -> None:
+    def solving():
+        if live.get(f"/api/v1/runs/{run_id}/").json()["state"] != "running":
+            return False
+        tele = live.get(f"/api/v1/runs/{run_id}/telemetry/", params={"series": ""}).json()
+        return "residual.Ux" in tele["available"]
+
+    wait_for(solving, timeout=120, what=f"run {run_id} to be solving")
+
+
+def test_a_cancelled_run_writes_where_it_stopped_and_goes_on_from_there(live) -> None:
+    """Cancelled between two of its case's writes, the solver is asked to write the time
+    step it is on before it ends: the run goes on from there, not from the start."""
+    spec = {"name": "stopped", "template": "cavity", "parameters": {"cells": 20, "end_time": 50}}
+    study = live.post("/api/v1/studies/", json=spec).json()
+    (run,) = _runs(live, study["id"])
+    _running_with_points(live, run["id"])
+    assert live.post(f"/api/v1/runs/{run['id']}/cancel/").status_code == 200
+    stopped = _run_ended(live, run["id"], attempt=1)
+    assert stopped["state"] == "cancelled"
+    writes = stopped["continuation"]["writes"]
+    assert len(writes) == 1 and 0 < float(writes[0]) < 10, writes  # 10 s: its first write
+    assert stopped["continuation"]["problem"] == ""
+
+    r = live.post(f"/api/v1/runs/{run['id']}/continue/", json={"iterations": 10})
+    assert r.status_code == 202, r.text
+    done = _run_ended(live, run["id"], attempt=2)
+    assert done["state"] == "completed", done["message"]
+    step = done["context"]["delta_t"]
+    assert done["last_time"] == pytest.approx(float(writes[0]) + 10 * step, rel=1e-6)
+    xs, _ys = _series(live, run["id"], "residual.Ux")
+    assert xs == sorted(set(xs)) and xs[-1] == pytest.approx(done["last_time"])
+
+
+def test_a_run_whose_agent_was_lost_goes_on_from_its_last_write(live) -> None:
+    """The agent (and its solver) killed after the case's first write: the run is requeued
+    and its next attempt starts from that write, ending where it would have."""
+    # 2,400 steps of 1,600 cells, a few seconds; its case writes every 0.6 s of flow time
+    spec = {"name": "lost", "template": "cavity", "parameters": {"cells": 40, "end_time": 3}}
+    study = live.post("/api/v1/studies/", json=spec).json()
+    (row,) = _runs(live, study["id"])
+    _running_with_points(live, row["id"])
+    run = Run.objects.get(pk=row["id"])
+    first_write = Path(run.results_dir) / "0.6"
+    wait_for(lambda: (first_write / "U").is_file(), timeout=120, what="the case's first write")
+    parsed = parse_handle(run.handle)
+    assert parsed is not None, run.handle
+    os.killpg(parsed[0], signal.SIGKILL)
+    done = _run_ended(live, row["id"], attempt=2)
+    assert done["state"] == "completed", done["message"]
+    resumed = done["provenance"]["resumed_from"]
+    assert resumed["attempt"] == 1 and float(resumed["time"]) >= 0.6, resumed
+    assert done["last_time"] == pytest.approx(3)
+    step = done["context"]["delta_t"]
+    assert done["iterations"] == round(3 / step)  # as many as one uninterrupted attempt
+    xs, _ys = _series(live, row["id"], "residual.Ux")
+    assert xs == sorted(set(xs)) and xs[0] == pytest.approx(step) and xs[-1] == pytest.approx(3)

@@ -3,7 +3,7 @@ convergence policy applied to the run (runs), and signs of life."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from django.db import transaction
@@ -18,6 +18,7 @@ from runs.services import (
 from studies.models import Run
 from studies.transitions import run_record_provenance
 from telemetry.batches import Columns
+from telemetry.carry import series_carry_over
 from telemetry.ingest import (
     Stored,
     telemetry_final_batch,
@@ -130,6 +131,7 @@ def final_report(
     backend_end = run_backend_end(run=run, attempt=attempt, state=state)
     with transaction.atomic():
         run_release_cores(run_id=run_id, attempt=attempt)  # the next one is scheduled on commit
+        _carry_picked_write(run_id, attempt, provenance)
         stored = telemetry_final_batch(
             run_id=run_id, attempt=attempt, batch=batch, batch_seq=batch_seq
         )
@@ -154,6 +156,26 @@ def final_report(
             writes=writes,
         )
     return stored is not None and stored.duplicate
+
+
+def _carry_picked_write(run_id: Any, attempt: int, provenance: Mapping[str, Any] | None) -> None:
+    """An attempt requeued after a loss went on from the write its agent picked (the latest
+    it found): the series before it are carried over now, before the objectives are read
+    (a continuation's write was known, and carried, at dispatch)."""
+    picked = (provenance or {}).get("resumed_from")
+    if not isinstance(picked, Mapping):
+        return
+    asked = Run.objects.filter(pk=run_id, attempt=attempt).values_list("resume", flat=True).first()
+    if not isinstance(asked, Mapping) or asked.get("time") != "latest":
+        return
+    try:
+        from_attempt, up_to = int(picked["attempt"]), float(picked["time"])
+    except (KeyError, TypeError, ValueError):
+        return
+    if 0 < from_attempt < attempt:
+        series_carry_over(
+            run_id=run_id, from_attempt=from_attempt, to_attempt=attempt, up_to=up_to, replace=False
+        )
 
 
 def _apply(run_id: Any, attempt: int, stored: Stored) -> bool:

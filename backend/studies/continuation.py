@@ -26,6 +26,7 @@ from studies import transitions
 from studies.choices import TERMINAL_STATES, RunState, StudyState
 from studies.models import Run, Study
 from studies.services import queue_check
+from studies.transitions.continuation import AGENT_KEYS
 
 __all__ = [
     "MAX_SELECTION",
@@ -41,7 +42,6 @@ MAX_SETTINGS = 20
 MAX_SELECTION = 1000  # runs one request continues
 # set by the continuation itself: where the solver starts
 _OWN_KEYS = {"controlDict": ("startFrom", "startTime")}
-_AGENT_KEYS = ("attempt", "time", "iterations", "end_time", "settings", "required")
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ def agent_resume(resume: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """What the next attempt's agent is told (run.json's resume), from Run.resume."""
     if not resume:
         return None
-    return {k: resume[k] for k in _AGENT_KEYS if k in resume}
+    return {k: resume[k] for k in AGENT_KEYS if k in resume}
 
 
 def retry_base(run: Run) -> int:

@@ -20,12 +20,18 @@ _COLUMNS = (
 
 
 @transaction.atomic
-def series_carry_over(*, run_id: Any, from_attempt: int, to_attempt: int, up_to: float) -> int:
-    """Copy attempt `from_attempt`'s points with x ≤ `up_to` to `to_attempt` (whose earlier
-    copies, from a dispatch tried before, go first); the chunks written."""
+def series_carry_over(
+    *, run_id: Any, from_attempt: int, to_attempt: int, up_to: float, replace: bool = True
+) -> int:
+    """Copy attempt `from_attempt`'s points with x ≤ `up_to` to `to_attempt` (with `replace`,
+    its chunks go first: copies from a dispatch tried before; without, at its end, its own
+    points stay); the chunks written."""
     table = SeriesChunk._meta.db_table
     with connection.cursor() as cur:
-        cur.execute(f"DELETE FROM {table} WHERE run_id = %s AND attempt = %s", [run_id, to_attempt])
+        if replace:
+            cur.execute(
+                f"DELETE FROM {table} WHERE run_id = %s AND attempt = %s", [run_id, to_attempt]
+            )
         cur.execute(
             f"INSERT INTO {table} ({_COLUMNS}) SELECT run_id, %s, name, seq, event_seq, xs, ys,"
             " x_min, x_max, low_x, low_y, high_x, high_y, created_at"

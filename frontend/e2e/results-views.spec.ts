@@ -94,7 +94,7 @@ test.describe.serial("flow fields, polars and the compare view", () => {
     await expect.poll(() => points(page.getByTestId("polar-plot"))).toBe(3);
     await expect(page.getByTestId("polar-count")).toHaveText("3 of 3 completed runs have both");
     for (const index of [0, 1, 2]) {
-      const box = page.getByRole("checkbox", { name: `Show residuals of run ${index}` });
+      const box = page.getByRole("checkbox", { name: `Select run ${index}` });
       await box.click();
       await expect(box).toBeChecked();
     }

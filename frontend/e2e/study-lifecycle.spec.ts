@@ -161,7 +161,7 @@ test.describe.serial("a study from submission to results", () => {
     // compare the residuals of the two completed runs
     // (the selection lives in the URL; react-router applies it in a transition)
     for (const index of [0, 1]) {
-      const box = page.getByRole("checkbox", { name: `Show residuals of run ${index}` });
+      const box = page.getByRole("checkbox", { name: `Select run ${index}` });
       await box.click();
       await expect(box).toBeChecked();
     }

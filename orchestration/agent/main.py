@@ -204,14 +204,12 @@ def _prepare(spec: AgentSpec, supervisor: Supervisor) -> Outcome | None:
         from orchestration.agent.resume import ResumeError, apply_resume  # lazy: resumes only
 
         try:
-            note, before = apply_resume(
-                resume=spec.resume, work_dir=spec.work_dir, case=spec.case_path
-            )
+            resumed = apply_resume(resume=spec.resume, work_dir=spec.work_dir, case=spec.case_path)
         except (ResumeError, OSError) as exc:
             log(f"cannot resume: {exc}")
             return Outcome(state="failed", reason="cannot resume", message=str(exc))
-        log(note or "no earlier write to resume from: starting from the beginning")
-        supervisor.iterations_before = before
+        log(resumed.note or "no earlier write to resume from: starting from the beginning")
+        supervisor.resumed = resumed
     return None
 
 
@@ -269,7 +267,8 @@ def _finish(
             "solver_converged": outcome.solver_converged,
         }
         if supervisor.iterations is not None:  # with the steps before a resumed write
-            body["iterations"] = supervisor.iterations + supervisor.iterations_before
+            before = supervisor.resumed.steps_before if supervisor.resumed is not None else 0
+            body["iterations"] = supervisor.iterations + before
         if supervisor.last_time is not None and math.isfinite(supervisor.last_time):
             body["last_time"] = supervisor.last_time
         body["provenance"] = {k: v for k, v in provenance.items() if k != "portal"}
@@ -343,8 +342,12 @@ def provenance_record(spec: AgentSpec, supervisor: Supervisor) -> dict[str, Any]
         "decompose": dict(spec.decompose) if spec.decompose else None,
         "context": dict(spec.context),
     }
-    if spec.resume is not None:  # started from an earlier attempt's write, maybe with edits
-        record["resumed_from"] = dict(spec.resume)
+    resumed = supervisor.resumed
+    if spec.resume is not None and resumed is not None and resumed.attempt:
+        # the write it started from (the one the agent picked when told "latest"), with the
+        # iterations added and the settings changed
+        chosen = {k: v for k, v in spec.resume.items() if k != "fallback"}
+        record["resumed_from"] = {**chosen, "attempt": resumed.attempt, "time": resumed.time}
     if spec.provenance is not None:
         record["portal"] = dict(spec.provenance)
     return record

@@ -13,6 +13,8 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from orchestration.environment import WRITE_NOW_SIGNAL
+
 TYPE_CHECKING = False  # typing is not imported at run time (every Slurm job starts an agent)
 if TYPE_CHECKING:
     from typing import Protocol
@@ -169,6 +171,27 @@ def _signal_pids(pids: list[int], sig: int) -> None:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+_NOT_ASKED = ("bwrap",)  # the sandbox's own process: the signal would end it, and the step
+
+
+def write_now(proc: subprocess.Popen[bytes], *, wait: float) -> bool:
+    """Ask the step's processes (not the sandbox's) to write their time step and end (an MPI
+    launcher passes it on to its ranks too); wait up to `wait` seconds: whether it ended."""
+    pids = [pid for pid in tree_pids(proc.pid) if _comm(pid) not in _NOT_ASKED]
+    _signal_pids(pids, WRITE_NOW_SIGNAL)
+    deadline = time.monotonic() + wait
+    while proc.poll() is None and time.monotonic() < deadline:
+        wait_exit(proc, min(0.2, max(deadline - time.monotonic(), 0.0)))
+    return proc.poll() is not None
+
+
+def _comm(pid: int) -> str:
+    try:
+        return _read(f"/proc/{pid}/comm").strip()
+    except OSError:
+        return ""
 
 
 def kill_group(

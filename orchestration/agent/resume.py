@@ -20,6 +20,7 @@ Stdlib only, and imported only by an attempt that resumes.
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import stat
@@ -29,13 +30,14 @@ from orchestration import nofollow
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any
+    from typing import Any, NamedTuple
 
 __all__ = [
     "SETTINGS_FILES",
     "SETTING_KEY",
     "SETTING_VALUE",
     "ResumeError",
+    "Resumed",
     "apply_resume",
     "complete_writes",
     "overrides_text",
@@ -147,6 +149,22 @@ def _scalar(case: str, rel: str, key: str) -> float | None:
         return None
 
 
+def _source_end(src_fd: int) -> float | None:
+    """The endTime of the earlier attempt's controlDict (the tenant's file: read without
+    following a link, its #includes not followed); None when it is not a plain number."""
+    from orchestration.case.foamdict import DictError, parse_text  # lazy: resumes only
+
+    try:
+        data = nofollow.read_file(src_fd, SETTINGS_FILES["controlDict"], max_bytes=MAX_DICT_BYTES)
+        value = parse_text(data.decode("utf-8", "replace")).get("endTime")
+    except (DictError, OSError):
+        return None
+    try:
+        return float(str(value[0] if isinstance(value, list) and len(value) == 1 else value))
+    except ValueError:
+        return None
+
+
 def _entry(path: list[str], value: str) -> str:
     """`a.b.c` = v as OpenFOAM text: `a { b { c v; } }`."""
     text = f"{_quoted(path[-1])} {value};"
@@ -214,11 +232,23 @@ def _copy_tree(src_fd: int, name: str, dest_fd: int) -> int:
     return count
 
 
-def apply_resume(*, resume: Mapping[str, Any], work_dir: str, case: str) -> tuple[str, int]:
+if TYPE_CHECKING:
+
+    class Resumed(NamedTuple):
+        note: str  # a line for the log ('': nothing to resume: started from the beginning)
+        attempt: int  # the attempt whose write it started from (0: none)
+        time: str  # that write's time
+        steps_before: int  # time steps solved before it (uniform/time): this attempt adds
+
+else:  # typing is not imported at run time (orchestration/agent/spec.py)
+    Resumed = collections.namedtuple("Resumed", "note attempt time steps_before")
+
+
+def apply_resume(*, resume: Mapping[str, Any], work_dir: str, case: str) -> Resumed:
     """Copy the earlier attempt's write into `case` (rendered already) and append what starts
-    the solver there: (a line for the log, the time steps solved before the write, from its
-    uniform/time: this attempt's steps add to them). ResumeError when the attempt cannot
-    resume (with `required` false: ('', 0) and nothing done: it starts from the beginning)."""
+    the solver there. ResumeError when the attempt cannot resume; with `required` false (a
+    run requeued after a loss) its `fallback` is tried instead (the continuation it was
+    on), else nothing is done and it starts from the beginning."""
     required = resume.get("required", True) is not False
     attempt = int(resume["attempt"])
     try:
@@ -226,7 +256,10 @@ def apply_resume(*, resume: Mapping[str, Any], work_dir: str, case: str) -> tupl
     except ResumeError:
         if required:
             raise
-        return "", 0
+        fallback = resume.get("fallback")
+        if isinstance(fallback, dict):
+            return apply_resume(resume=fallback, work_dir=work_dir, case=case)
+        return Resumed("", 0, "", 0)
 
 
 _INDEX = re.compile(rb"^\s*index\s+(\d+)\s*;", re.MULTILINE)
@@ -242,7 +275,7 @@ def _time_index(case_fd: int, time: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def _apply(resume: Mapping[str, Any], *, work_dir: str, case: str, attempt: int) -> tuple[str, int]:
+def _apply(resume: Mapping[str, Any], *, work_dir: str, case: str, attempt: int) -> Resumed:
     source = source_case(work_dir, attempt)
     try:
         src_fd = nofollow.open_dir(source)
@@ -275,6 +308,8 @@ def _apply(resume: Mapping[str, Any], *, work_dir: str, case: str, attempt: int)
             index = _time_index(case_fd, time)
             entries = {"startFrom": "startTime", "startTime": time}
             iterations, end_time = resume.get("iterations"), resume.get("end_time")
+            if resume.get("keep_end"):  # a lost attempt goes on to the end it had
+                end_time = _source_end(src_fd)
             if end_time is not None and not iterations:  # the end the run had before
                 entries["endTime"] = _number(float(end_time))
             elif iterations:
@@ -299,4 +334,5 @@ def _apply(resume: Mapping[str, Any], *, work_dir: str, case: str, attempt: int)
     finally:
         os.close(src_fd)
     until = f" until {entries['endTime']}" if "endTime" in entries else ""
-    return f"resuming from time {time} of attempt {attempt} ({files} files){until}", index
+    note = f"resuming from time {time} of attempt {attempt} ({files} files){until}"
+    return Resumed(note, attempt, time, index)

@@ -279,6 +279,9 @@ def _resume(raw: Any) -> Mapping[str, Any] | None:
     time = raw.get("time", "latest")
     if not isinstance(time, str) or not time or "/" in time or time.startswith("."):
         raise SpecError("run.json: resume.time must be 'latest' or a time folder's name")
+    fallback = raw.get("fallback")
+    if fallback is not None:
+        _resume(fallback)
     settings = raw.get("settings") or {}
     if not isinstance(settings, Mapping) or not all(
         isinstance(values, Mapping)

@@ -23,6 +23,7 @@ from orchestration.agent.procs import (
     reap_orphans,
     tree_pids,
     wait_exit,
+    write_now,
 )
 from orchestration.agent.reporter import Reporter
 from orchestration.agent.sandbox import Sandbox, SandboxError, find_program
@@ -49,6 +50,7 @@ PHASES = {
     "post": "post-processing",
 }
 TERMINATE_GRACE = 3.0  # on SIGTERM the driver waits for us: leave time to report
+WRITE_ON_TERMINATE = 5.0  # … and for the solver to write the time step it is on
 POLL = 0.1
 LIVE_POLL = 0.02  # the shortest wait between reads of the log (a watched run)
 SETTLE = 0.003  # after a watched step's write wakes the agent: the rest of its burst
@@ -106,7 +108,8 @@ class Supervisor:
                 self.env.pop(name, None)
         self._follow_dat = False
         self.iterations: int | None = None  # time steps of the last solve step, as it counted
-        self.iterations_before = 0  # a resumed attempt: the time steps solved before its write
+        self.resumed: Any = None  # the write a resumed attempt started from (resume.Resumed)
+        self._saves = False  # a solver asked to stop writes its time step (write_now)
         self.last_time: float | None = None
         # each step as it ran (command line, exit code, times) and what the solver's log
         # header said of its build and hosts: the run's provenance (provenance_record)
@@ -451,6 +454,7 @@ class Supervisor:
             self.reporter.add_log([f"cannot start {step.argv[0]}: {exc}"])
             record.update(exit_code=127, ended_at=_utc_now())
             return StepResult(returncode=127, fatal_error=f"cannot start {step.argv[0]}: {exc}")
+        self._saves = step.role == "solve" and not self.spec.allow_system_operations
         parser = LogParser()
         follower = LogFollower(fd, parser, self.reporter, solve=step.role == "solve")
         self.watchdog.step_started(step.name, solve=step.role == "solve")
@@ -516,10 +520,10 @@ class Supervisor:
                     self.kill(proc, grace=0.0)
                     raise Stale()
                 if self.terminate.is_set():
-                    self.kill(proc, grace=TERMINATE_GRACE)
+                    self.kill(proc, grace=TERMINATE_GRACE, save=WRITE_ON_TERMINATE)
                     return "terminated"
                 if interruptible and self.reporter.stop_requested.is_set():
-                    self.kill(proc, grace=self.spec.kill_grace)
+                    self.kill(proc, grace=self.spec.kill_grace, save=self.spec.kill_grace)
                     return "stop"
                 if self.handover is not None:
                     self.handover.observe(follower.parser.last_time)
@@ -530,7 +534,8 @@ class Supervisor:
                 if stopped:
                     log(f"watchdog: {self.watchdog.message}")
                     self.reporter.add_log([f"watchdog: {self.watchdog.message}"])
-                    self.kill(proc, grace=self.spec.kill_grace)
+                    save = self.spec.kill_grace if stopped == "wall" else 0.0  # not a stall
+                    self.kill(proc, grace=self.spec.kill_grace, save=save)
                     return stopped
                 if self.clock() >= next_sample:
                     next_sample = self.clock() + max(self.spec.telemetry_interval, SAMPLE_EVERY)
@@ -567,13 +572,16 @@ class Supervisor:
 
     def _poll_every(self) -> float:
         """How often the step's log is read: every half telemetry interval while the run is
-        watched (a line waits for the read no longer than for the batch), bounded to
-        [LIVE_POLL, POLL]."""
+        watched (a line waits no longer than the batch), in [LIVE_POLL, POLL]."""
         return min(POLL, max(LIVE_POLL, self.reporter.telemetry_interval / 2))
 
-    def kill(self, proc: subprocess.Popen[bytes], *, grace: float) -> None:
-        """SIGTERM the step's process group (plus strays), SIGKILL after `grace`."""
-        log(f"stopping pid {proc.pid} (grace {grace:.0f} s)")
+    def kill(self, proc: subprocess.Popen[bytes], *, grace: float, save: float = 0.0) -> None:
+        """SIGTERM the step's process group (plus strays), SIGKILL after `grace`; a solver is
+        first asked to write its time step and end, for up to `save` seconds."""
+        if save > 0 and self._saves:
+            log(f"asking pid {proc.pid} to write now and end (up to {save:.0f} s)")
+            if write_now(proc, wait=save):
+                return
         kill_group(proc.pid, grace=grace, extra_pids=tree_pids(proc.pid), reap=proc.poll)
 
     # -- following ------------------------------------------------------------------------

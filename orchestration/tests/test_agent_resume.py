@@ -75,7 +75,7 @@ def test_only_complete_writes_count_and_the_first_time_is_the_start(attempts) ->
 def test_latest_write_is_copied_without_links_and_the_end_moves_by_iterations(attempts) -> None:
     old, new = attempts
     assert source_case(str(new.parent), 1) == str(old)
-    note, before = apply_resume(
+    note, _attempt, _time, before = apply_resume(
         resume={"attempt": 1, "time": "latest", "iterations": 40},
         work_dir=str(new.parent),
         case=str(new),
@@ -172,7 +172,7 @@ def test_a_requeued_attempt_without_a_write_starts_from_the_beginning(tmp_path: 
     (tmp_path / "run" / "attempt-1" / "case" / "0").mkdir(parents=True)
     assert apply_resume(
         resume={"attempt": 1, "required": False}, work_dir=str(new.parent), case=str(new)
-    ) == ("", 0)
+    ) == ("", 0, "", 0)
     assert (new / "system" / "controlDict").read_text() == CONTROL
 
 

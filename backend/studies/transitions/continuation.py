@@ -17,6 +17,18 @@ from studies.events import publish_runs_changed
 from studies.models import Run
 from studies.transitions.effects import MESSAGE_MAX
 
+# what the next attempt's agent is told of a resume (run.json's resume)
+AGENT_KEYS = (
+    "attempt",
+    "time",
+    "iterations",
+    "end_time",
+    "keep_end",
+    "settings",
+    "required",
+    "fallback",
+)
+
 
 def runs_resume(
     *, resumes: Mapping[Any, tuple[int, Mapping[str, Any]]], tenant_id: int
@@ -65,6 +77,30 @@ def runs_resume(
             jobs.enqueue(Job.REFRESH_STUDY, study_id)
         jobs.enqueue(Job.SCHEDULE_TENANT, tenant_id)
     return ids
+
+
+def requeue_resume(run: Run, *, keeps_attempts: bool) -> dict[str, Any] | None:
+    """Run.resume for an attempt that ended without a result (its agent or node lost) going
+    back to the queue: on a backend whose next attempt sees this one's folder, it goes on
+    from this attempt's latest complete write, else from the write the run was continued
+    from (`fallback`), else from the beginning (`required` false)."""
+    before = run.resume if isinstance(run.resume, dict) else None
+    if not keeps_attempts:
+        return before
+    fallback = {k: v for k, v in (before or {}).items() if k in AGENT_KEYS}
+    # the lost attempt's own end (its controlDict's endTime: a continuation's moved end)
+    resume: dict[str, Any] = {
+        "attempt": run.attempt,
+        "time": "latest",
+        "required": False,
+        "keep_end": True,
+    }
+    if fallback:
+        resume["fallback"] = fallback
+    if before:  # what the user asked stays on record, and applies again; retries count on
+        resume.update({k: before[k] for k in ("retry_base", "by", "at") if k in before})
+        resume["settings"] = before.get("settings") or {}
+    return resume
 
 
 def _json(value: Mapping[str, Any]) -> str:

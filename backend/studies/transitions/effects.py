@@ -67,12 +67,12 @@ def after_end(run: Run, *, requeued: bool = False) -> None:
         jobs.enqueue(Job.SCHEDULE_TENANT, run.tenant_id)
     if run.state == RunState.FAILED:  # failed or diverged: its subscribers are told
         jobs.enqueue(Job.NOTIFY_RUNS_FAILED, [str(run.pk)])
-    if run.handle and traits_of(_backend_kind(run)).frees_on_end:
+    if run.handle and traits_of(backend_kind(run)).frees_on_end:
         # the server (or stack) of a finished run costs money until deleted: at once
         jobs.enqueue(Job.RELEASE_RUN, str(run.pk), run.attempt, run.handle)
 
 
-def _backend_kind(run: Run) -> str:
+def backend_kind(run: Run) -> str:
     if Run.backend.is_cached(run):
         return run.backend.kind
     return str(Run.objects.filter(pk=run.pk).values_list("backend__kind", flat=True).first() or "")

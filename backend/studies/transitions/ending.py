@@ -8,8 +8,10 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connection
+from django.db.models import F
 from django.utils import timezone
 
+from compute.drivers import traits_of
 from core import jobs
 from core.jobs import Job
 from studies.choices import (
@@ -22,12 +24,14 @@ from studies.choices import (
 )
 from studies.events import publish_runs_changed
 from studies.models import Run, Study
+from studies.transitions.continuation import requeue_resume
 from studies.transitions.effects import (
     MESSAGE_MAX,
     PUBLISH_CHUNK,
     RESULT_FIELDS,
     USAGE_FIELDS,
     after_end,
+    backend_kind,
     fields_assign,
     stop_started,
 )
@@ -113,7 +117,12 @@ def run_requeue(*, run: Run, message: str, as_seen: bool = False) -> bool:
     """The attempt ended without a result (agent lost, node failed): back to the queue.
 
     as_seen: only if the run is still as `run` was read (its state and last heartbeat), for a
-    caller that judged it from that reading (the reaper, whose look can take a minute)."""
+    caller that judged it from that reading (the reaper, whose look can take a minute).
+
+    Where its backend shows the next attempt this one's folder, the next attempt goes on
+    from this one's latest write (studies.transitions.continuation.requeue_resume); the
+    core-hours this one used are carried over (its start time becomes the next one's)."""
+    now = timezone.now()
     fields = {
         "state": RunState.PENDING,
         "wait_reason": WaitReason.RETRY,
@@ -122,9 +131,14 @@ def run_requeue(*, run: Run, message: str, as_seen: bool = False) -> bool:
         "token_hash": "",
         "phase": "",
         "message": message[:MESSAGE_MAX],
-        "updated_at": timezone.now(),
+        "updated_at": now,
+        "resume": requeue_resume(run, keeps_attempts=traits_of(backend_kind(run)).keeps_attempts),
     }
-    if not _holding(run, as_seen=as_seen).update(**fields):
+    used = 0.0
+    if run.started_at is not None:
+        used = run.processes * max((now - run.started_at).total_seconds(), 0.0) / 3600.0
+    carried = {"carried_core_hours": F("carried_core_hours") + used}
+    if not _holding(run, as_seen=as_seen).update(**fields, **carried):
         return False
     fields_assign(run, fields)
     after_end(run, requeued=True)

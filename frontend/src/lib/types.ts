@@ -34,6 +34,19 @@ export type TrustDetail = Schemas["TrustDetail"];
 /** A run's provenance (docs/provenance.md). */
 export type Provenance = Schemas["Provenance"];
 
+/** Whether and from which writes an ended run may go on, and where its attempt went on from. */
+export type Continuation = Schemas["Continuation"];
+/** Who made the run go on from an earlier attempt's write, and with what changed. */
+export type ResumedFrom = Schemas["ResumedFrom"];
+/** The agent's record of the same (the run's provenance). */
+export type AgentResume = Schemas["AgentResume"];
+/** Go on from a write: more iterations (continue), or an earlier write with changed settings. */
+export type ContinueRequest = Schemas["ContinueRequest"];
+export type StudyContinueRequest = Schemas["StudyContinueRequest"];
+/** What a study's selection did: the runs queued again, and those skipped with the reason. */
+export type ContinuedRuns = Schemas["Continued"];
+export type SkippedRun = Schemas["SkippedRun"];
+
 /** The objective plot's data (`GET /studies/{id}/plot/`): points, bins or a heat map. */
 export type StudyPlot = Schemas["Plot"];
 export type PlotGroup = Schemas["PlotGroup"];

@@ -33,6 +33,7 @@ const run = {
   core_hours: 0.025,
   archive_available: true,
   last_seq: 4,
+  continuation: { writes: ["100", "200"], problem: "", resumed_from: null },
 };
 
 function renderRun(body: object) {
@@ -148,5 +149,29 @@ describe("RunPage", () => {
       "href",
       expect.stringContaining("/api/v1/runs/r1/archive/"),
     );
+  });
+
+  it("says which write the run went on from, what changed and who asked, and offers to go on again", async () => {
+    renderRun({
+      ...run,
+      attempt: 2,
+      continuation: {
+        writes: ["100", "200", "300"],
+        problem: "",
+        resumed_from: {
+          attempt: 1,
+          time: "200",
+          iterations: 100,
+          settings: { fvSolution: { "relaxationFactors.equations.U": "0.5" } },
+          by: "ada",
+          at: "2026-01-01T10:05:00Z",
+        },
+      },
+    });
+    renderPage();
+    expect(await screen.findByTestId("resumed-from")).toHaveTextContent(
+      "Went on from time 200 of attempt 1 (+100 iterations; changed: fvSolution relaxationFactors.equations.U = 0.5) — by ada",
+    );
+    expect(screen.getByRole("button", { name: "Continue…" })).not.toHaveAttribute("aria-disabled");
   });
 });

@@ -23,9 +23,11 @@ import { RunStateBadge, TrustBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
 import { ReusedBadge } from "@/components/reused-badge";
 import {
+  ContinueRunButton,
   LogTail,
   ProvenancePanel,
   RerunBlock,
+  ResumedFromNote,
   RunObjectives,
   useCancelRun,
   useRun,
@@ -138,6 +140,7 @@ export function RunPage() {
                 {r.archive_bytes ? `Archive (${formatBytes(r.archive_bytes)})` : "Archive"}
               </Button>
             ) : null}
+            <ContinueRunButton run={r} />
             {active && (
               <Button
                 size="xs"
@@ -253,6 +256,7 @@ export function RunPage() {
               </span>
             </Fact>
           </SimpleGrid>
+          {r.continuation.resumed_from && <ResumedFromNote resumed={r.continuation.resumed_from} />}
           <RunObjectives run={r} names={Object.keys(study.data?.objectives ?? {})} />
         </Card>
 

@@ -1,5 +1,6 @@
 import {
   Badge,
+  Button,
   Card,
   Code,
   Collapse,
@@ -13,14 +14,16 @@ import {
   UnstyledButton,
 } from "@mantine/core";
 import { IconChevronRight } from "@/components/icons";
-import { type ReactNode, useCallback, useMemo, useState } from "react";
+import { type ReactNode, useMemo, useState } from "react";
 import { useNavigate, useParams, useSearchParams } from "react-router";
 import { PageHeader } from "@/components/page-header";
 import { usePatchSearchParams } from "@/lib/search-params";
 import { StudyStateBadge } from "@/components/state-badge";
 import { ErrorState } from "@/components/states";
 import {
+  ContinueSelectedButton,
   describeRunFilter,
+  MAX_SELECTED_RUNS,
   ObjectivePlot,
   plotQueryFor,
   runsPageState,
@@ -30,6 +33,7 @@ import {
   MeshIndependencePanel,
   SurrogateMap,
   useRunQueryInUrl,
+  useRunSelectionInUrl,
   useSelectedRuns,
   useStudy,
   useStudyPlot,
@@ -55,7 +59,8 @@ import { specToYaml } from "@/lib/spec-text";
 import { isActiveRun, isActiveStudy } from "@/lib/types";
 import { NotFoundPage } from "./not-found";
 
-const MAX_SELECTED = 8;
+/** The selected runs whose residuals and fields the page shows at once (the first ticked). */
+const SHOWN = 8;
 
 export function StudyPage() {
   const { id = "" } = useParams();
@@ -74,18 +79,9 @@ export function StudyPage() {
   const split = useMemo(() => splitParameters(study.data?.spec ?? { name: "" }), [study.data]);
   const parameters = split.varied;
   const objectives = useMemo(() => Object.keys(study.data?.objectives ?? {}), [study.data]);
-  const selectedIds = useMemo(() => params.get("runs")?.split(",").filter(Boolean) ?? [], [params]);
-  const selected = useMemo(() => new Set(selectedIds), [selectedIds]);
-  const selectedRuns = useSelectedRuns(selectedIds, runs.data?.results);
-  const toggle = useCallback(
-    (runId: string) => {
-      const next = new Set(selected);
-      if (next.has(runId)) next.delete(runId);
-      else if (next.size < MAX_SELECTED) next.add(runId);
-      setParam({ runs: [...next].join(",") || null });
-    },
-    [selected, setParam],
-  );
+  const selection = useRunSelectionInUrl();
+  const shownIds = useMemo(() => selection.ids.slice(0, SHOWN), [selection.ids]);
+  const selectedRuns = useSelectedRuns(shownIds, runs.data?.results);
 
   const view: ObjectivePlotView = {
     objective:
@@ -334,9 +330,23 @@ export function StudyPage() {
             <Card padding="md">
               <Group justify="space-between" mb="sm">
                 <Title order={3}>Runs</Title>
-                <Text size="xs" c="dimmed">
-                  tick up to {MAX_SELECTED} runs to compare their residuals
-                </Text>
+                <Group gap="xs">
+                  <Text size="xs" c="dimmed" data-testid="selection-count">
+                    {selection.ids.length === 0
+                      ? `tick runs to compare their residuals (the first ${SHOWN}) or to continue them`
+                      : `${plural(selection.ids.length, "run")} selected${
+                          selection.ids.length > SHOWN
+                            ? `; residuals and fields of the first ${SHOWN}`
+                            : ""
+                        }`}
+                  </Text>
+                  {selection.ids.length > 0 && (
+                    <Button size="compact-xs" variant="subtle" onClick={selection.clear}>
+                      Clear selection
+                    </Button>
+                  )}
+                  <ContinueSelectedButton studyId={s.id} runIds={selection.ids} />
+                </Group>
               </Group>
               <RunsTable
                 {...runsPageState(runs)}
@@ -345,9 +355,10 @@ export function StudyPage() {
                 parameters={parameters}
                 objectives={objectives}
                 counts={s.progress.by_state}
-                selected={selected}
-                onToggleSelect={toggle}
-                maxSelected={MAX_SELECTED}
+                selected={selection.selected}
+                onToggleSelect={selection.toggle}
+                onSelectPage={selection.selectPage}
+                maxSelected={MAX_SELECTED_RUNS}
               />
             </Card>
           </>

@@ -1,5 +1,6 @@
 export { ObjectivePlot } from "./components/objective-plot";
 export { plotQueryFor, plotTraces, type ObjectivePlotView } from "./lib/plot-traces";
+export { ContinueSelectedButton } from "./components/continue-runs";
 export { RunsTable } from "./components/runs-table";
 export { StudiesTable } from "./components/studies-table";
 export { StudyActions } from "./components/study-actions";
@@ -15,8 +16,10 @@ export {
   type RunQuery,
 } from "./lib/run-query";
 export {
+  MAX_SELECTED_RUNS,
   runsPageState,
   useRunQueryInUrl,
+  useRunSelectionInUrl,
   useRunsPage,
   useSelectedRuns,
   useStudyPlot,

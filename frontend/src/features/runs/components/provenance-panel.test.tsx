@@ -55,6 +55,7 @@ const PROVENANCE = {
   exit_code: 1,
   end_reason: "exit_code",
   attempt: 1,
+  resumed_from: null,
   agent_version: "1.1.0",
   portal_version: "0.1.0",
   case: { template: "cavity", upload: null, digest: "sha256:00" },
@@ -119,6 +120,29 @@ describe("ProvenancePanel", () => {
     );
     expect(screen.getByText("Commands (planned: no agent report yet)")).toBeInTheDocument();
     expect(screen.getByTestId("provenance-hosts")).toHaveTextContent("—");
+  });
+
+  it("says which write an attempt went on from and what it changed, as the agent recorded it", () => {
+    show(<ProvenancePanel provenance={PROVENANCE} />);
+    expect(screen.queryByTestId("provenance-resumed-from")).toBeNull();
+    show(
+      <ProvenancePanel
+        provenance={{
+          ...PROVENANCE,
+          attempt: 2,
+          resumed_from: {
+            attempt: 1,
+            time: "0.3",
+            iterations: null,
+            end_time: 0.5,
+            settings: { controlDict: { deltaT: "0.0005" } },
+          },
+        }}
+      />,
+    );
+    expect(screen.getByTestId("provenance-resumed-from")).toHaveTextContent(
+      "time 0.3 of attempt 1 (to time 0.5; changed: controlDict deltaT = 0.0005)",
+    );
   });
 
   it("quotes arguments a shell would split", () => {

@@ -1,6 +1,7 @@
 import { Badge, Code, Group, SimpleGrid, Stack, Table, Text } from "@mantine/core";
 import { Fact } from "@/components/fact";
 import { CopyIcon, CopyTextButton } from "@/components/copy-button";
+import { describeResume } from "@/lib/continuation";
 import { formatBytes, formatDateTime, plural } from "@/lib/format";
 import type { Provenance } from "@/lib/types";
 import { shellLine, type Command } from "./shell-line";
@@ -71,6 +72,11 @@ export function ProvenancePanel({ provenance }: { provenance: Provenance }) {
         </Fact>
         <Fact label="Attempt">{provenance.attempt}</Fact>
       </SimpleGrid>
+      {provenance.resumed_from && (
+        <Fact label="Went on from (the agent's record)" testId="provenance-resumed-from">
+          {describeResume(provenance.resumed_from)}
+        </Fact>
+      )}
       <Stack gap={4}>
         <Group justify="space-between">
           <Text size="sm" fw={600}>

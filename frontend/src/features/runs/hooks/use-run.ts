@@ -2,8 +2,8 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useCallback } from "react";
 import { env } from "@/lib/env";
 import { useLiveStream, type LiveMessage } from "@/lib/live";
-import { isActiveRun, type RunDetail } from "@/lib/types";
-import { cancelRun, fetchRun, fetchRunLog } from "../api/runs";
+import { isActiveRun, type ContinueRequest, type RunDetail } from "@/lib/types";
+import { cancelRun, continueRun, fetchRun, fetchRunLog } from "../api/runs";
 
 export const runKeys = {
   detail: (id: string) => ["runs", "detail", id] as const,
@@ -55,6 +55,24 @@ export function useCancelRun() {
     mutationFn: cancelRun,
     onSuccess: (run) => {
       qc.setQueryData(runKeys.detail(run.id), run);
+      void qc.invalidateQueries({ queryKey: ["studies"] });
+      void qc.invalidateQueries({ queryKey: ["quota"] });
+      void qc.invalidateQueries({ queryKey: ["runs", "active"] });
+    },
+  });
+}
+
+/**
+ * Continue or restart an ended run: the run comes back pending (its page follows it live from
+ * there), and what counts runs (its study, the quota, the active runs) is read again.
+ */
+export function useContinueRun() {
+  const qc = useQueryClient();
+  return useMutation({
+    mutationFn: ({ id, body }: { id: string; body: ContinueRequest }) => continueRun(id, body),
+    onSuccess: (run) => {
+      qc.setQueryData(runKeys.detail(run.id), run);
+      void qc.invalidateQueries({ queryKey: runKeys.detail(run.id) });
       void qc.invalidateQueries({ queryKey: ["studies"] });
       void qc.invalidateQueries({ queryKey: ["quota"] });
       void qc.invalidateQueries({ queryKey: ["runs", "active"] });

@@ -2,6 +2,7 @@ import { api, unwrap } from "@/lib/api-client";
 import type {
   MeshIndependence,
   CaseInspection,
+  ContinuedRuns,
   ObjectiveSpec,
   ParameterSpec,
   Run,
@@ -10,6 +11,7 @@ import type {
   StudyDeletion,
   StudyPlot,
   StudyState,
+  StudyContinueRequest,
   StudySurrogate,
   Trust,
   TrustRules,
@@ -182,6 +184,19 @@ export async function cancelStudy(id: string): Promise<Study> {
 
 export async function submitStudy(id: string): Promise<Study> {
   return await unwrap(api.POST("/api/v1/studies/{id}/submit/", { params: { path: { id } } }));
+}
+
+/**
+ * Continue (or restart) a selection of a study's ended runs from their writes: the runs that
+ * went on, and those skipped with the reason (400 when none can).
+ */
+export async function continueStudyRuns(
+  id: string,
+  body: StudyContinueRequest,
+): Promise<ContinuedRuns> {
+  return await unwrap(
+    api.POST("/api/v1/studies/{id}/runs/continue/", { params: { path: { id } }, body }),
+  );
 }
 
 /** The tenant's studies being deleted, with how many of their runs are gone so far. */

@@ -6,7 +6,11 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Run } from "@/lib/types";
 import { type FakeSocket, stubWebSockets } from "@/test/fake-socket";
 import { mockApi, renderWithApp } from "@/test/render";
-import { REFETCH_DEBOUNCE_MS, useStudyRunsPage } from "../hooks/use-runs-table";
+import {
+  REFETCH_DEBOUNCE_MS,
+  useRunSelectionInUrl,
+  useStudyRunsPage,
+} from "../hooks/use-runs-table";
 import { runQueryFromSearch, runQueryToSearch } from "../lib/run-query";
 import { RunsTable } from "./runs-table";
 
@@ -83,6 +87,30 @@ function StudyRuns({
       />
       <Location />
       <output data-testid="fetching">{runs.isFetching ? "yes" : "no"}</output>
+    </>
+  );
+}
+
+/** The study page's selection: ticks kept in the URL, a page ticked at once. */
+function SelectableRuns() {
+  const [params, setParams] = useSearchParams();
+  const query = useMemo(() => runQueryFromSearch(params), [params]);
+  const runs = useStudyRunsPage("s1", query, { active: false });
+  const selection = useRunSelectionInUrl();
+  return (
+    <>
+      <RunsTable
+        page={runs.data}
+        query={query}
+        onQueryChange={(patch) => setParams((p) => runQueryToSearch(p, patch))}
+        parameters={["aoa"]}
+        objectives={["Cl"]}
+        selected={selection.selected}
+        onToggleSelect={selection.toggle}
+        onSelectPage={selection.selectPage}
+        maxSelected={1000}
+      />
+      <output data-testid="selection">{selection.ids.join(",")}</output>
     </>
   );
 }
@@ -298,5 +326,27 @@ describe("RunsTable (server-side)", { timeout: 60_000 }, () => {
       expect(screen.getByTestId("run-row-100")).toHaveAttribute("data-state", "completed"),
     );
     expect(calls.length).toBe(before + 1);
+  });
+});
+
+describe("RunsTable selection", () => {
+  it("ticks every run of the page at once, shows a page partly ticked as mixed, and unticks it", async () => {
+    server({ total: 4, completed: 2 });
+    renderWithApp(<SelectableRuns />);
+    await screen.findByTestId("run-row-3");
+    const page = screen.getByRole("checkbox", { name: "Select all runs on this page" });
+    await user.click(screen.getByRole("checkbox", { name: "Select run 2" }));
+    await waitFor(() => expect(screen.getByTestId("selection")).toHaveTextContent("r2"));
+    expect(page).not.toBeChecked();
+    expect(page).toHaveAttribute("data-indeterminate", "true");
+
+    await user.click(page);
+    await waitFor(() => expect(screen.getByTestId("selection")).toHaveTextContent("r2,r0,r1,r3"));
+    expect(screen.getByRole("checkbox", { name: "Select run 0" })).toBeChecked();
+    expect(page).toBeChecked();
+
+    await user.click(page);
+    await waitFor(() => expect(screen.getByTestId("selection")).toBeEmptyDOMElement());
+    expect(screen.getByRole("checkbox", { name: "Select run 2" })).not.toBeChecked();
   });
 });

@@ -48,6 +48,8 @@ export interface RunsTableProps {
   counts?: Record<string, number>;
   selected?: ReadonlySet<string>;
   onToggleSelect?: (id: string) => void;
+  /** tick (or untick) every run of the page shown at once */
+  onSelectPage?: (ids: string[], select: boolean) => void;
   maxSelected?: number;
   /** runs across studies: a study column, the study and backend filters */
   acrossStudies?: boolean;
@@ -233,6 +235,7 @@ export function RunsTable({
   counts,
   selected,
   onToggleSelect,
+  onSelectPage,
   maxSelected = 8,
   acrossStudies = false,
   studies,
@@ -318,11 +321,15 @@ export function RunsTable({
             <Box miw={minWidth}>
               <div className={classes.head} style={{ gridTemplateColumns: template }} role="row">
                 {selectable && (
-                  <span
-                    className={classes.th}
-                    role="columnheader"
-                    aria-label="Select for residual plot"
-                  />
+                  <span className={classes.th} role="columnheader" aria-label="Selected">
+                    {onSelectPage && rows.length > 0 && (
+                      <PageCheckbox
+                        ids={rows.map((r) => r.id)}
+                        selected={selected}
+                        onSelectPage={onSelectPage}
+                      />
+                    )}
+                  </span>
                 )}
                 {columns.map(header)}
               </div>
@@ -376,6 +383,30 @@ export function RunsTable({
   );
 }
 
+/** Ticks every run of the page, or unticks them once all are; mixed while some are. */
+function PageCheckbox({
+  ids,
+  selected,
+  onSelectPage,
+}: {
+  ids: string[];
+  selected: ReadonlySet<string> | undefined;
+  onSelectPage: (ids: string[], select: boolean) => void;
+}) {
+  const ticked = ids.filter((id) => selected?.has(id)).length;
+  const all = ticked === ids.length;
+  return (
+    <Checkbox
+      size="xs"
+      checked={all}
+      indeterminate={ticked > 0 && !all}
+      onChange={() => onSelectPage(ids, !all)}
+      aria-label="Select all runs on this page"
+      data-testid="select-page"
+    />
+  );
+}
+
 const RunRow = memo(function RunRow({
   run,
   template,
@@ -412,7 +443,7 @@ const RunRow = memo(function RunRow({
             checked={selected}
             disabled={disabled}
             onChange={() => onToggle(run.id)}
-            aria-label={`Show residuals of run ${run.index}`}
+            aria-label={`Select run ${run.index}`}
           />
         </span>
       )}

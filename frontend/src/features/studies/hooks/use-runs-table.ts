@@ -171,6 +171,55 @@ export function useRunsPage(query: RunQuery) {
   });
 }
 
+/** The most runs one selection holds: what "Continue selected…" sends in one request. */
+export const MAX_SELECTED_RUNS = 1000;
+
+/**
+ * The runs ticked in a study's table, in the order ticked, kept in the page's URL
+ * (`runs=a,b,…`: a comparison can be shared): tick or untick one, a whole page, or clear;
+ * at most `max`.
+ */
+export function useRunSelectionInUrl(max = MAX_SELECTED_RUNS) {
+  const [params, setParams] = useSearchParams();
+  const ids = useMemo(() => params.get("runs")?.split(",").filter(Boolean) ?? [], [params]);
+  const selected = useMemo(() => new Set(ids), [ids]);
+  const update = useCallback(
+    (change: (ticked: Set<string>) => void) =>
+      setParams(
+        (p) => {
+          const next = new URLSearchParams(p);
+          const ticked = new Set(next.get("runs")?.split(",").filter(Boolean) ?? []);
+          change(ticked);
+          if (ticked.size) next.set("runs", [...ticked].join(","));
+          else next.delete("runs");
+          return next;
+        },
+        { replace: true },
+      ),
+    [setParams],
+  );
+  const toggle = useCallback(
+    (id: string) =>
+      update((ticked) => {
+        if (ticked.has(id)) ticked.delete(id);
+        else if (ticked.size < max) ticked.add(id);
+      }),
+    [update, max],
+  );
+  const selectPage = useCallback(
+    (page: string[], select: boolean) =>
+      update((ticked) => {
+        for (const id of page) {
+          if (!select) ticked.delete(id);
+          else if (ticked.size < max) ticked.add(id);
+        }
+      }),
+    [update, max],
+  );
+  const clear = useCallback(() => update((ticked) => ticked.clear()), [update]);
+  return { ids, selected, toggle, selectPage, clear };
+}
+
 /**
  * The runs ticked for the residual overlay, in the order of `ids`: taken from the page shown
  * (live), else fetched one by one (a selection may lie on another page, or come from a link).

@@ -6,10 +6,12 @@ import {
   type ParameterSpec,
   type Run,
   type Study,
+  type StudyContinueRequest,
 } from "@/lib/types";
 import {
   cancelStudy,
   cloneStudy,
+  continueStudyRuns,
   deleteStudy,
   extendStudy,
   fetchActiveRuns,
@@ -135,3 +137,20 @@ export function useStudyInspection(study: Study, enabled: boolean) {
 
 export const useExtendStudy = () =>
   useStudyMutation<Record<string, ParameterSpec>>((id, params) => extendStudy(id, params));
+
+/**
+ * Continue a selection of a study's runs: the study, its runs pages and plots, the quota and
+ * the active runs are read again (the runs that went on are pending now).
+ */
+export function useContinueStudyRuns() {
+  const qc = useQueryClient();
+  return useMutation({
+    mutationFn: ({ id, body }: { id: string; body: StudyContinueRequest }) =>
+      continueStudyRuns(id, body),
+    onSuccess: () => {
+      void qc.invalidateQueries({ queryKey: studyKeys.all });
+      void qc.invalidateQueries({ queryKey: ["runs"] });
+      void qc.invalidateQueries({ queryKey: ["quota"] });
+    },
+  });
+}
