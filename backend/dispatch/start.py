@@ -47,6 +47,7 @@ from studies.models import Run, Study
 from studies.policy import stall_seconds_effective, wall_seconds_effective
 from studies.provenance import provenance_seed
 from studies.transitions import run_record_superseded_handle, runs_claim, runs_record_handles
+from studies.warm import warm_sources_pick
 from telemetry.carry import series_carry_over
 
 log = logging.getLogger(__name__)
@@ -267,14 +268,17 @@ def _specs(runs: list[Run], tokens: dict[Any, str]) -> tuple[list[Run], list[Run
     specs: list[RunSpec] = []
     budgets: dict[int, float] = {}  # one read per tenant of the batch, not one per run
     plans: dict[Any, caseplan.CasePlan | None] = {}  # one read per study of the batch
+    by_study: dict[Any, list[Run]] = {}
+    for run in runs:
+        by_study.setdefault(run.study_id, []).append(run)
+    for group in by_study.values():  # a warm-starting study's runs: their sources, first
+        study = group[0].study
+        if (study.spec or {}).get("warm_start"):
+            warm_sources_pick(study=study, runs=group, plan=_plan_of(study, plans))
     for run in runs:
         if run.tenant_id not in budgets:
             budgets[run.tenant_id] = run_disk_budget_gb(tenant_id=run.tenant_id)
-        if run.study_id not in plans:
-            try:
-                plans[run.study_id] = study_case_plan(run.study)
-            except (render.RenderError, OSError):
-                plans[run.study_id] = None  # each run tries, and its agent reports why
+        _plan_of(run.study, plans)
         try:
             specs.append(
                 run_spec(
@@ -295,8 +299,11 @@ def _specs(runs: list[Run], tokens: dict[Any, str]) -> tuple[list[Run], list[Run
 
 
 def _carry_series(run: Run) -> None:
-    """A run that goes on from a write: its series begin with the points before it."""
+    """A run that goes on from a write: its series begin with the points before it (not a
+    warm start's: it begins anew from another run's fields)."""
     resume = run.resume or {}
+    if resume.get("source"):
+        return
     try:
         up_to = float(str(resume.get("time")))
     except (TypeError, ValueError):
@@ -304,6 +311,17 @@ def _carry_series(run: Run) -> None:
     series_carry_over(
         run_id=run.pk, from_attempt=int(resume["attempt"]), to_attempt=run.attempt, up_to=up_to
     )
+
+
+def _plan_of(study: Study, plans: dict[Any, caseplan.CasePlan | None]) -> Any:
+    """The study's case plan, read once for the batch (None: each run tries, and its agent
+    reports why)."""
+    if study.pk not in plans:
+        try:
+            plans[study.pk] = study_case_plan(study)
+        except (render.RenderError, OSError):
+            plans[study.pk] = None
+    return plans[study.pk]
 
 
 def _start_group(runs: list[Run], tokens: dict[Any, str]) -> int:

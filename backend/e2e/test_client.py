@@ -14,7 +14,6 @@ import csv
 import dataclasses
 import io
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -61,52 +60,6 @@ derived:
 objectives:
   u_min: {series: returnFlow.min(Ux), reduce: last}
 """
-
-
-# --- the command as a subprocess ----------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Cli:
-    """`windtunnel …` with this test's environment."""
-
-    env: dict[str, str]
-    cwd: Path
-
-    def __call__(self, *args: str, input: str | None = None, **env: str):
-        done = subprocess.run(
-            [str(WINDTUNNEL), *args],
-            env={**self.env, **env},
-            cwd=self.cwd,
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=1800,  # a safety net for a hung command, not a limit on the solver
-        )
-        return done
-
-    def json(self, *args: str, **env: str):
-        done = self(*args, "--json", **env)
-        assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
-        return json.loads(done.stdout)
-
-
-def token_of(live) -> str:
-    return live.headers["Authorization"].split()[1]
-
-
-@pytest.fixture
-def cli(live, tmp_path):
-    env = {
-        **os.environ,
-        "WINDTUNNEL_URL": live.stack.url,
-        "WINDTUNNEL_TOKEN": token_of(live),
-        "WINDTUNNEL_CONFIG": str(tmp_path / "config" / "config.toml"),
-        "COLUMNS": "200",  # rich lays out tables for this width, not a pipe's 80
-        "NO_COLOR": "1",
-    }
-    env.pop("WINDTUNNEL_PROFILE", None)
-    return Cli(env=env, cwd=tmp_path)
 
 
 def cavity_folder(where: Path) -> Path:
@@ -369,7 +322,7 @@ def test_tokens_are_made_listed_and_revoked_from_the_command_line(cli, live):
 @pytest.mark.slow
 def test_python_submit_wait_results_series_and_pandas(live, tmp_path, monkeypatch):
     monkeypatch.setenv("WINDTUNNEL_URL", live.stack.url)
-    monkeypatch.setenv("WINDTUNNEL_TOKEN", token_of(live))
+    monkeypatch.setenv("WINDTUNNEL_TOKEN", live.token)
     client = Client.from_env()
     assert {t.name for t in client.templates()} >= {"airfoil2d", "cavity"}
     spec = write_yaml(tmp_path / "cavity.yaml", CAVITY)
@@ -407,7 +360,7 @@ def test_python_submit_wait_results_series_and_pandas(live, tmp_path, monkeypatc
 @pytest.mark.slow
 @pytest.mark.parametrize("live_stream", [True, False], ids=["websocket", "polling"])
 def test_watch_yields_a_snapshot_then_changes_in_order_until_the_end(live, live_stream):
-    client = Client(live.stack.url, token_of(live))
+    client = Client(live.stack.url, live.token)
     # runs of a few seconds: the stream is open long before they end
     spec = {**CAVITY, "name": f"watched {live_stream}"}
     study = client.submit({**spec, "parameters": {**CAVITY["parameters"], "end_time": 10}})
@@ -582,34 +535,3 @@ def test_the_client_builds_as_a_wheel_that_installs_its_typed_package_and_comman
         text=True,
     )
     assert bare.stdout.strip() == "True", bare.stderr
-
-
-def test_ended_runs_continue_from_the_command_line(cli, live, tmp_path):
-    """`windtunnel continue RUN... -n N` queues a study's runs again to go on from their
-    latest write (a transient case: the end moves by N time steps); a bad --set is a usage
-    error, a write the run never made the API's 400 with its message."""
-    sub = cli("submit", str(write_yaml(tmp_path / "cavity.yaml", CAVITY)), "--watch", "--json")
-    assert sub.returncode == 0, sub.stderr
-    study = json.loads(sub.stdout)
-    client = Client(cli.env["WINDTUNNEL_URL"], cli.env["WINDTUNNEL_TOKEN"])
-    runs = client.study(study["id"]).runs()
-    ends = {run.id: run.record.last_time for run in runs}
-    assert all(end == pytest.approx(0.05) for end in ends.values()), ends
-
-    done = cli.json("continue", *ends, "--iterations", "4")
-    assert sorted(done["continued"]) == sorted(ends) and done["skipped"] == []
-    for run in runs:
-        wait_for(
-            lambda run=run: run.refresh().state == "completed" and run.record.attempt == 2,
-            timeout=300,
-            what=f"run {run.id} to go on and end",
-        )
-        # 4 time steps of the run's own deltaT past its write at 0.05
-        step = run.record.raw["context"]["delta_t"]  # the run's detail: its rendered values
-        assert run.record.last_time == pytest.approx(0.05 + 4 * step)
-
-    bad = cli("continue", runs[0].id, "--set", "deltaT")
-    assert bad.returncode == ExitCode.USAGE and "FILE:KEY=VALUE" in bad.stderr
-    never = cli("continue", runs[0].id, "--time", "0.033", "-n", "2")
-    assert never.returncode == ExitCode.API
-    assert "never wrote time 0.033" in never.stderr

@@ -6,13 +6,16 @@ study's runs continued at once; and what cannot go on refused with the field and
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
 
 import pytest
+from windtunnel import Client, ExitCode
 
 from core.testing import wait_for
+from e2e.test_client import CAVITY, write_yaml
 from orchestration.drivers.local import parse_handle
 from studies.models import Run
 from tenancy.services import api_token_create
@@ -220,3 +223,77 @@ def test_a_run_whose_agent_was_lost_goes_on_from_its_last_write(live) -> None:
     assert done["iterations"] == round(3 / step)  # as many as one uninterrupted attempt
     xs, _ys = _series(live, row["id"], "residual.Ux")
     assert xs == sorted(set(xs)) and xs[0] == pytest.approx(step) and xs[-1] == pytest.approx(3)
+
+
+def test_a_warm_study_starts_its_later_runs_from_their_nearest_neighbours(live) -> None:
+    """The first runs start cold; each later one from the nearest completed run's fields
+    (named in its provenance), so its solver starts far closer to its solution; a transient
+    solver's study is refused warm starts."""
+    spec = {
+        "name": "warm polar",
+        "template": "airfoil2d",
+        "warm_start": True,
+        "parameters": {"aoa": {"values": [0, 2, 4, 6, 8, 10]}, "iterations": 40},
+    }
+    r = live.post("/api/v1/studies/", json=spec)
+    assert r.status_code == 201, r.text
+    _ended(live, r.json()["id"])
+    runs = {row["parameters"]["aoa"]: row for row in _runs(live, r.json()["id"])}
+    detail = {aoa: live.get(f"/api/v1/runs/{row['id']}/").json() for aoa, row in runs.items()}
+    cold = [aoa for aoa, d in detail.items() if d["provenance"]["resumed_from"] is None]
+    warm = {aoa: d for aoa, d in detail.items() if d["provenance"]["resumed_from"] is not None}
+    # two at a time: the first two start cold, and each next one as soon as cores free up,
+    # from the nearest run completed by then (a run handing its cores over is not yet)
+    assert len(cold) >= 2 and len(warm) >= 2, (cold, list(warm))
+    for aoa, d in warm.items():
+        source = d["continuation"]["resumed_from"]["source"]
+        assert source in {runs[a]["id"] for a in cold + list(warm) if a != aoa}
+        assert d["provenance"]["resumed_from"]["source"] == source
+        source_aoa = next(a for a, row in runs.items() if row["id"] == source)
+        assert source_aoa < aoa  # a run completed before it started
+
+    def first_residual(run_id: str) -> float:
+        _xs, ys = _series(live, run_id, "residual.Ux")
+        return ys[0]
+
+    coldest = max(first_residual(runs[a]["id"]) for a in cold)
+    assert all(first_residual(d["id"]) < 0.1 * coldest for d in warm.values())
+    identities = {d["identity"] for d in detail.values()}
+    assert len(identities) == 6
+
+    transient = live.post(
+        "/api/v1/studies/",
+        json={"name": "warm cavity", "template": "cavity", "warm_start": True},
+    )
+    assert transient.status_code == 400 and transient.json()["field"] == "warm_start"
+
+
+def test_ended_runs_continue_from_the_command_line(cli, live, tmp_path):
+    """`windtunnel continue RUN... -n N` queues a study's runs again to go on from their
+    latest write (a transient case: the end moves by N time steps); a bad --set is a usage
+    error, a write the run never made the API's 400 with its message."""
+    sub = cli("submit", str(write_yaml(tmp_path / "cavity.yaml", CAVITY)), "--watch", "--json")
+    assert sub.returncode == 0, sub.stderr
+    study = json.loads(sub.stdout)
+    client = Client(cli.env["WINDTUNNEL_URL"], cli.env["WINDTUNNEL_TOKEN"])
+    runs = client.study(study["id"]).runs()
+    ends = {run.id: run.record.last_time for run in runs}
+    assert all(end == pytest.approx(0.05) for end in ends.values()), ends
+
+    done = cli.json("continue", *ends, "--iterations", "4")
+    assert sorted(done["continued"]) == sorted(ends) and done["skipped"] == []
+    for run in runs:
+        wait_for(
+            lambda run=run: run.refresh().state == "completed" and run.record.attempt == 2,
+            timeout=300,
+            what=f"run {run.id} to go on and end",
+        )
+        # 4 time steps of the run's own deltaT past its write at 0.05
+        step = run.record.raw["context"]["delta_t"]  # the run's detail: its rendered values
+        assert run.record.last_time == pytest.approx(0.05 + 4 * step)
+
+    bad = cli("continue", runs[0].id, "--set", "deltaT")
+    assert bad.returncode == ExitCode.USAGE and "FILE:KEY=VALUE" in bad.stderr
+    never = cli("continue", runs[0].id, "--time", "0.033", "-n", "2")
+    assert never.returncode == ExitCode.API
+    assert "never wrote time 0.033" in never.stderr

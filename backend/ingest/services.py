@@ -163,7 +163,7 @@ def _carry_picked_write(run_id: Any, attempt: int, provenance: Mapping[str, Any]
     it found): the series before it are carried over now, before the objectives are read
     (a continuation's write was known, and carried, at dispatch)."""
     picked = (provenance or {}).get("resumed_from")
-    if not isinstance(picked, Mapping):
+    if not isinstance(picked, Mapping) or picked.get("source"):  # a warm start begins anew
         return
     asked = Run.objects.filter(pk=run_id, attempt=attempt).values_list("resume", flat=True).first()
     if not isinstance(asked, Mapping) or asked.get("time") != "latest":

@@ -9,7 +9,9 @@ the run's context. The identity is therefore computed in two parts:
   count, the run configuration's environment, the convergence policy (it ends runs early), the
   extra flow fields, and the image's content digest (or, on a backend without images, the
   versions of the packages installed on the portal's machine);
-- the run's part: its context (parameters, constants and derived values) as canonical JSON.
+- the run's part: its context (parameters, constants and derived values) as canonical JSON;
+  a warm-started run's also the identity of the run it started from, once that is picked at
+  dispatch (warm_identity).
 
 `run_identity(base, context_json)` is one SHA-256 of both: cheap enough to be computed for
 every row of a 100,000-run submission as it is written (studies.bulk).
@@ -57,6 +59,7 @@ def identity_inputs(
     convergence: dict[str, Any],
     fields: list[str],
     image: Any,
+    warm_start: bool = False,
 ) -> dict[str, Any]:
     """The study's part of every run's identity, as a readable record (it is shown in each
     run's provenance). `image`: the study's catalog Image, or None on a backend that runs the
@@ -85,6 +88,9 @@ def identity_inputs(
         "convergence": convergence,
         "fields": list(fields),
         **runtime,
+        # a warm-started run's result depends on its start within the convergence tolerance:
+        # it is not the same computation as a cold one (its source joins at dispatch)
+        **({"warm_start": True} if warm_start else {}),
     }
 
 
@@ -104,3 +110,8 @@ def run_identity(base: Any, context: bytes) -> str:
     digest = base.copy()
     digest.update(context)
     return digest.hexdigest()
+
+
+def warm_identity(identity: str, source_identity: str) -> str:
+    """A warm-started run's identity: its own and its source's (studies.warm)."""
+    return hashlib.sha256(f"{identity}+warm:{source_identity}".encode()).hexdigest()

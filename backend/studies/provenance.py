@@ -148,6 +148,7 @@ def _resumed_from(value: Any) -> dict[str, Any] | None:
         return None
     settings = value.get("settings") if isinstance(value.get("settings"), dict) else {}
     return {
+        "source": value.get("source") or None,
         "attempt": value.get("attempt"),
         "time": str(value.get("time") or ""),
         "iterations": value.get("iterations"),

@@ -139,6 +139,7 @@ def runs_insert(*, study: Study, resolved: ResolvedSpec, points: Iterable[Point]
         convergence=resolved.convergence,
         fields=list((study.spec or {}).get("fields") or ()),
         image=study.image,
+        warm_start=bool((study.spec or {}).get("warm_start")),
     )
     template = Run(
         study=study,

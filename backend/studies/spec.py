@@ -308,7 +308,20 @@ def spec_resolve(*, tenant: Any, spec: Any) -> ResolvedSpec:
             "solver",
         )
 
+    if spec.get("warm_start") and "simple" not in solver.lower():
+        raise _invalid(
+            f"warm_start is for steady solvers (simpleFoam and its kin): {solver} is "
+            "transient, and a run's initial condition is part of its problem; leave "
+            "warm_start out",
+            "warm_start",
+        )
     backend = _backend(tenant=tenant, name=spec.get("backend"))
+    if spec.get("warm_start") and not traits_of(backend).keeps_attempts:
+        raise _invalid(
+            f"warm_start needs a backend whose runs share a folder (local, Slurm): "
+            f"{backend.name} is {backend.kind}; choose another backend or leave warm_start out",
+            "warm_start",
+        )
     resources = {**(tspec.get("resources") or {}), **(spec.get("resources") or {})}
     processes = int(resources.get("processes", 1))
     nodes = int(resources.get("nodes", 1))

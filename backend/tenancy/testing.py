@@ -22,3 +22,8 @@ class LiveClient(httpx.Client):
 
     tenant: Tenant
     stack: Stack
+
+    @property
+    def token(self) -> str:
+        """Its API token."""
+        return str(self.headers["Authorization"]).split()[1]

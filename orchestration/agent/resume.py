@@ -123,9 +123,52 @@ def complete_writes(case_fd: int) -> list[str]:
     return out
 
 
-def source_case(work_dir: str, attempt: int) -> str:
-    """The case of the run's attempt `attempt`: beside this attempt's folder."""
-    return os.path.join(os.path.dirname(os.path.abspath(work_dir)), f"attempt-{attempt}", "case")
+def source_case(work_dir: str, attempt: int, run: str = "") -> str:
+    """The case of attempt `attempt` of this run (beside this attempt's folder) or of the
+    run `run` (a neighbour's, in the same runs folder)."""
+    attempts = os.path.dirname(os.path.abspath(work_dir))
+    if run:
+        attempts = os.path.join(os.path.dirname(attempts), run)
+    return os.path.join(attempts, f"attempt-{attempt}", "case")
+
+
+def _warm(resume: Mapping[str, Any], *, work_dir: str, case: str, attempt: int) -> Resumed:
+    """A warm start: the neighbour run's write gives the new case's initial fields their
+    cell values (orchestration/agent/warm.py); the case starts at its own start time."""
+    from orchestration.agent.warm import WarmError, warm_fields  # lazy: warm starts only
+
+    run = str(resume["source"])
+    source = source_case(work_dir, attempt, run)
+    try:
+        src_fd = nofollow.open_dir(source)
+    except OSError:
+        raise ResumeError(f"run {run}'s files are not on this machine ({source})") from None
+    try:
+        writes = complete_writes(src_fd)
+        wanted = str(resume.get("time") or "latest")
+        picked = [w for w in writes if wanted == "latest" or float(w) == float(wanted)]
+        if not picked:
+            raise ResumeError(f"run {run} has no complete write {wanted} to start warm from")
+        case_fd = nofollow.open_dir(case)
+        try:
+            starts = time_names(case_fd)
+            if not starts:
+                raise ResumeError("the case has no start time folder to warm")
+            warmed, notes = warm_fields(
+                source_fd=src_fd, time=picked[-1], case_fd=case_fd, start=starts[0]
+            )
+        except WarmError as exc:
+            raise ResumeError(str(exc)) from None
+        finally:
+            os.close(case_fd)
+    finally:
+        os.close(src_fd)
+    if not warmed:
+        raise ResumeError(f"no field of run {run}'s write {picked[-1]} fits: {'; '.join(notes)}")
+    note = f"warm start from time {picked[-1]} of run {run} ({warmed} fields)"
+    if notes:
+        note += "; " + "; ".join(notes)
+    return Resumed(note, attempt, picked[-1], 0)
 
 
 def _number(value: float) -> str:
@@ -276,6 +319,8 @@ def _time_index(case_fd: int, time: str) -> int:
 
 
 def _apply(resume: Mapping[str, Any], *, work_dir: str, case: str, attempt: int) -> Resumed:
+    if resume.get("source"):
+        return _warm(resume, work_dir=work_dir, case=case, attempt=attempt)
     source = source_case(work_dir, attempt)
     try:
         src_fd = nofollow.open_dir(source)

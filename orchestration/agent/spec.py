@@ -279,6 +279,11 @@ def _resume(raw: Any) -> Mapping[str, Any] | None:
     time = raw.get("time", "latest")
     if not isinstance(time, str) or not time or "/" in time or time.startswith("."):
         raise SpecError("run.json: resume.time must be 'latest' or a time folder's name")
+    source = raw.get("source")
+    if source is not None and (
+        not isinstance(source, str) or not source or "/" in source or source.startswith(".")
+    ):
+        raise SpecError("run.json: resume.source must be a run id")
     fallback = raw.get("fallback")
     if fallback is not None:
         _resume(fallback)

@@ -38,11 +38,11 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jinja2
-from jinja2 import nodes
+from jinja2 import meta, nodes
 
 from orchestration.case import casecheck, casefiles, render
 from orchestration.case.foamtokens import BULK_CHARS, BULK_MIN, BinaryData, number_starts
@@ -162,6 +162,20 @@ class CasePlan:
             self.files = [f for f in split if f is not None]
         self.names = frozenset(name for f in self.files or () for name in f.names)
         self.shapes: dict[tuple[str | int, ...], bool] = {}  # True: passed, stands for all
+
+    def names_in(self, wanted: Callable[[str], bool]) -> frozenset[str]:
+        """The names loaded by the templates whose relative path `wanted` accepts (the
+        placeholders a case's mesh files use: a warm start's same-mesh test)."""
+        out: set[str] = set()
+        for rel, text in self.templates.items():
+            if not wanted(rel):
+                continue
+            env = ENV_CRLF if "\r\n" in text else ENV
+            try:
+                out |= meta.find_undeclared_variables(env.parse(text))
+            except jinja2.TemplateSyntaxError:
+                continue
+        return frozenset(out)
 
     def checked(self, context: Mapping[str, Any], *, texts: bool = True) -> dict[str, str] | None:
         """The texts the case's templates render to with `context`, checked as

@@ -55,6 +55,14 @@ class ContinuedSerializer(serializers.Serializer):
 
 
 class ResumedFromSerializer(serializers.Serializer):
+    # a field named `source`: DRF's serializer metaclass takes declared fields out of the
+    # class, so it never shadows Field.source, which the stubs cannot see
+    source = serializers.UUIDField(  # type: ignore[assignment]
+        allow_null=True,
+        help_text="a warm start: the neighbouring run whose converged fields it started from "
+        "(null: its own earlier attempt)",
+    )
+    source_index = serializers.IntegerField(allow_null=True, help_text="that run's index")
     attempt = serializers.IntegerField(help_text="the attempt whose write it started from")
     time = serializers.CharField(help_text="the write's time")
     iterations = serializers.IntegerField(allow_null=True, help_text="time steps added")
@@ -62,8 +70,8 @@ class ResumedFromSerializer(serializers.Serializer):
         child=serializers.DictField(child=serializers.CharField()),
         help_text="the settings changed, by file and dotted key",
     )
-    by = serializers.CharField(help_text="who asked")
-    at = serializers.DateTimeField()
+    by = serializers.CharField(allow_blank=True, help_text="who asked ('': the portal)")
+    at = serializers.DateTimeField(allow_null=True)
 
 
 class ContinuationSerializer(serializers.Serializer):
@@ -93,7 +101,10 @@ def continuation_of(run: Run) -> dict[str, Any]:
         "writes": times,
         "problem": problem[1] if problem else "",
         "resumed_from": (
-            {k: resume.get(k) for k in ("attempt", "time", "iterations", "by", "at")}
+            {
+                k: resume.get(k)
+                for k in ("source", "source_index", "attempt", "time", "iterations", "by", "at")
+            }
             | {"settings": resume.get("settings") or {}}
             if resume
             else None

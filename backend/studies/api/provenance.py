@@ -73,6 +73,10 @@ class ProvenanceCaseSerializer(serializers.Serializer):
 
 
 class AgentResumeSerializer(serializers.Serializer):
+    # a field named `source` (see studies.api.quota's LimitSourceSerializer)
+    source = serializers.CharField(  # type: ignore[assignment]
+        allow_null=True, help_text="a warm start: the neighbouring run it started from"
+    )
     attempt = serializers.IntegerField(help_text="the attempt whose write it started from")
     time = serializers.CharField(help_text="the write's time")
     iterations = serializers.IntegerField(allow_null=True, help_text="time steps added")

@@ -19,7 +19,7 @@ names below.
 
 from studies.transitions.admission import runs_admit
 from studies.transitions.cancellation import run_cancel, runs_cancel_for_study, runs_cancel_queued
-from studies.transitions.continuation import runs_resume
+from studies.transitions.continuation import runs_record_warm_sources, runs_resume
 from studies.transitions.dispatch import (
     run_record_provenance,
     run_record_superseded_handle,
@@ -59,6 +59,7 @@ __all__ = [
     "run_token_is_of",
     "runs_admit",
     "runs_cancel_for_study",
+    "runs_record_warm_sources",
     "runs_resume",
     "runs_cancel_queued",
     "runs_claim",

@@ -19,6 +19,7 @@ from studies.transitions.effects import MESSAGE_MAX
 
 # what the next attempt's agent is told of a resume (run.json's resume)
 AGENT_KEYS = (
+    "source",
     "attempt",
     "time",
     "iterations",
@@ -101,6 +102,25 @@ def requeue_resume(run: Run, *, keeps_attempts: bool) -> dict[str, Any] | None:
         resume.update({k: before[k] for k in ("retry_base", "by", "at") if k in before})
         resume["settings"] = before.get("settings") or {}
     return resume
+
+
+def runs_record_warm_sources(*, rows: list[tuple[Run, Mapping[str, Any], str]]) -> None:
+    """Dispatched runs that start warm (studies.warm): (run, its resume naming the source,
+    its identity with the source's), written in one statement, fenced by the attempt."""
+    if not rows:
+        return
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {Run._meta.db_table} r SET resume = v.resume::jsonb, identity = v.identity"
+            " FROM unnest(%s::uuid[], %s::int[], %s::text[], %s::text[])"
+            " AS v(id, attempt, resume, identity) WHERE r.id = v.id AND r.attempt = v.attempt",
+            [
+                [str(run.pk) for run, _, _ in rows],
+                [run.attempt for run, _, _ in rows],
+                [_json(resume) for _, resume, _ in rows],
+                [identity for _, _, identity in rows],
+            ],
+        )
 
 
 def _json(value: Mapping[str, Any]) -> str:

@@ -1509,6 +1509,8 @@ export interface components {
                     [key: string]: string;
                 };
             };
+            /** @description a warm start: the neighbouring run it started from */
+            source: string | null;
             /** @description the write's time */
             time: string;
         };
@@ -3436,10 +3438,10 @@ export interface components {
         };
         ResumedFrom: {
             /** Format: date-time */
-            at: string;
+            at: string | null;
             /** @description the attempt whose write it started from */
             attempt: number;
-            /** @description who asked */
+            /** @description who asked ('': the portal) */
             by: string;
             /** @description time steps added */
             iterations: number | null;
@@ -3449,6 +3451,13 @@ export interface components {
                     [key: string]: string;
                 };
             };
+            /**
+             * Format: uuid
+             * @description a warm start: the neighbouring run whose converged fields it started from (null: its own earlier attempt)
+             */
+            source: string | null;
+            /** @description that run's index */
+            source_index: number | null;
             /** @description the write's time */
             time: string;
         };
@@ -4044,6 +4053,11 @@ export interface components {
              */
             template?: string;
             trust?: components["schemas"]["TrustRules"];
+            /**
+             * @description Start each run from the converged fields of the nearest completed run of the study on the same mesh (parameters scaled by their ranges), picked when the run starts; the first runs, and runs of a mesh no run has finished yet, start cold. Steady solvers only, on backends whose runs share a folder (local, Slurm). Converged results do not depend on it beyond the convergence tolerance; the run's provenance names its source, and its identity includes it.
+             * @default false
+             */
+            warm_start?: boolean;
         };
         /**
          * @description * `draft` - Draft
