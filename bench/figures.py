@@ -115,6 +115,14 @@ FIGURES: dict[str, Figure] = {
     ),
     "compose_cached_speedup": Figure(bench="compose_build"),
     "gci_rel_err_vs_hand": Figure(bench="analysis", target=at_most(1e-6), smoke_margin=0),
+    # four angles at smoke size: two start cold, so the ratio means little there
+    "warm_start_iteration_ratio": Figure(bench="warm_start", target=at_most(0.65, margin=0.03)),
+    "warm_start_max_rel_err": Figure(
+        bench="warm_start", target=at_most(1e-4), smoke_margin=1e-4
+    ),
+    "continue_vs_uninterrupted_rel_err": Figure(
+        bench="warm_start", target=at_most(1e-6), smoke_margin=1e-6
+    ),
     "fuzz_failures": Figure(bench="fuzz", target=at_most(0), smoke_margin=0),
     "chaos_lost_runs": Figure(bench="chaos", target=at_most(0), smoke_margin=0),
     "chaos_double_runs": Figure(bench="chaos", target=at_most(0), smoke_margin=0),

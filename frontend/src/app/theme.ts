@@ -36,6 +36,7 @@ export const theme = createTheme({
     Tooltip: { defaultProps: { openDelay: 250 } },
     // a notification's close button says what it does (axe-core's button-name)
     Notification: { defaultProps: { closeButtonProps: { "aria-label": "Close the notice" } } },
+    Modal: { defaultProps: { closeButtonProps: { "aria-label": "Close the dialog" } } },
     Badge: {
       defaultProps: { radius: "sm" },
       styles: { root: { textTransform: "none", fontWeight: 600 } },

@@ -122,7 +122,8 @@ describe("what a run went on from", () => {
         iterations: 500,
         settings: { fvSolution: { "relaxationFactors.equations.U": "0.5" } },
         by: "ada",
-        at: "2026-12-07T13:00:00Z",
+        source: null,
+        source_index: null,
       }),
     ).toBe(
       "Went on from time 0.5 of attempt 1 (+500 iterations; changed: fvSolution relaxationFactors.equations.U = 0.5) — by ada",
@@ -131,10 +132,24 @@ describe("what a run went on from", () => {
 
   it("says a restart without added iterations runs on to the end time", () => {
     expect(describeResume({ attempt: 2, time: "0.1", iterations: null, settings: {} })).toBe(
-      "time 0.1 of attempt 2 (to the case's end time)",
+      "time 0.1 of attempt 2 (to its end time)",
     );
     expect(
       describeResume({ attempt: 2, time: "0.1", iterations: 1, settings: {}, end_time: 0.4 }),
     ).toBe("time 0.1 of attempt 2 (+1 iteration)");
+  });
+
+  it("names the neighbouring run a warm start took its fields from, and the portal when no one asked", () => {
+    expect(
+      resumedFromLine({
+        attempt: 1,
+        time: "120",
+        iterations: null,
+        settings: {},
+        by: "",
+        source: "r4",
+        source_index: 4,
+      }),
+    ).toBe("Started from the converged fields of run 4 at time 120 — by the portal");
   });
 });

@@ -177,24 +177,38 @@ export function describeSettings(settings: Record<string, Record<string, string>
     .join(", ");
 }
 
+/** What a line about a resume reads: the API's `continuation.resumed_from`, or the agent's. */
+type Resume = Pick<ResumedFrom, "attempt" | "time" | "iterations" | "settings"> & {
+  /** the agent's record: where a restart without added iterations ends */
+  end_time?: AgentResume["end_time"];
+  /** a warm start: the neighbouring run it started from (null: its own earlier attempt) */
+  source?: string | null;
+  source_index?: number | null;
+};
+
 /**
  * Where an attempt went on from, and what it did differently: "time 0.5 of attempt 1
- * (+500 iterations; changed: fvSolution relaxationFactors.equations.U = 0.5)".
+ * (+500 iterations; changed: fvSolution relaxationFactors.equations.U = 0.5)", or for a
+ * warm start "run 4 at time 120".
  */
-export function describeResume(
-  resume: Pick<ResumedFrom, "attempt" | "time" | "iterations" | "settings"> &
-    Partial<Pick<AgentResume, "end_time">>,
-): string {
+export function describeResume(resume: Resume): string {
   const what: string[] = [];
   if (resume.iterations != null) what.push(`+${plural(resume.iterations, "iteration")}`);
   else if (resume.end_time != null) what.push(`to time ${formatNumber(resume.end_time, 6)}`);
-  else what.push("to the case's end time");
+  else if (!resume.source) what.push("to its end time");
   const changed = describeSettings(resume.settings ?? {});
   if (changed) what.push(`changed: ${changed}`);
-  return `time ${resume.time} of attempt ${resume.attempt} (${what.join("; ")})`;
+  const where = resume.source
+    ? `run ${resume.source_index ?? "?"} at time ${resume.time}`
+    : `time ${resume.time} of attempt ${resume.attempt}`;
+  return what.length ? `${where} (${what.join("; ")})` : where;
 }
 
-/** The run page's line: "Went on from time 0.5 of attempt 1 (+500 iterations) — by ada". */
-export function resumedFromLine(resume: ResumedFrom): string {
-  return `Went on from ${describeResume(resume)} — by ${resume.by || "someone"}`;
+/**
+ * The run page's line: "Went on from time 0.5 of attempt 1 (+500 iterations) — by ada";
+ * a warm start "Started from the converged fields of run 4 at time 120 — by the portal".
+ */
+export function resumedFromLine(resume: Resume & Pick<ResumedFrom, "by">): string {
+  const from = resume.source ? "Started from the converged fields of" : "Went on from";
+  return `${from} ${describeResume(resume)} — by ${resume.by || "the portal"}`;
 }

@@ -136,7 +136,8 @@ describe("ProvenancePanel", () => {
             iterations: null,
             end_time: 0.5,
             settings: { controlDict: { deltaT: "0.0005" } },
-          },
+            source: null,
+          } as Provenance["resumed_from"],
         }}
       />,
     );
