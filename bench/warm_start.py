@@ -68,10 +68,9 @@ def _polar(tenant: Any, user: Any, *, warm: bool) -> dict[float, Any]:
 
 
 def _interrupted(tenant: Any, user: Any) -> tuple[Any, Any]:
+    from orchestration.drivers.local import parse_handle
     from studies.models import Run
     from studies.services import study_create
-
-    from orchestration.drivers.local import parse_handle
 
     def study(name: str) -> Any:
         spec = {"name": name, "template": "cavity", "parameters": CAVITY, "reuse": False}
@@ -185,8 +184,10 @@ def main() -> None:
         f" killed run (one write interval: {interval}); reported {killed.iterations}"
     )
     for name, err in errors.items():
-        progress(f"{name}: uninterrupted {through.objectives[name]!r}, continued"
-                 f" {killed.objectives[name]!r}, relative difference {err:.3g}")
+        progress(
+            f"{name}: uninterrupted {through.objectives[name]!r}, continued"
+            f" {killed.objectives[name]!r}, relative difference {err:.3g}"
+        )
     if solved > uninterrupted + interval:
         raise SystemExit(f"{solved} time steps solved: more than one write interval over")
     emit(
