@@ -340,6 +340,14 @@ def _start_group(runs: list[Run], tokens: dict[Any, str]) -> int:
             for spec, d in zip(specs, dirs, strict=True)
         ]
         specs = with_handover(backend, specs)
+        # a warm-starting study's next run starts from the runs that have completed: its
+        # runs give their cores back with their results, not before their last step ends
+        specs = [
+            dataclasses.replace(spec, handover=0.0)
+            if spec.handover and (run.study.spec or {}).get("warm_start")
+            else spec
+            for run, spec in zip(runs, specs, strict=True)
+        ]
         for spec in specs:
             driver.prepare(spec)
         if len(specs) > 1 and isinstance(driver, BatchStart):

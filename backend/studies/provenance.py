@@ -147,7 +147,11 @@ def _resumed_from(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         return None
     settings = value.get("settings") if isinstance(value.get("settings"), dict) else {}
+    blend = value.get("blend") if isinstance(value.get("blend"), dict) else None
     return {
+        "blend": (
+            {"source": str(blend.get("source")), "weight": blend.get("weight")} if blend else None
+        ),
         "source": value.get("source") or None,
         "attempt": value.get("attempt"),
         "time": str(value.get("time") or ""),

@@ -5,7 +5,11 @@ Same mesh: the same values of every placeholder the case's mesh files use (block
 snappyHexMeshDict, …, constant/polyMesh/…); a case whose mesh files have none has one mesh.
 Nearest: the smallest distance over the other parameters, each scaled by its range among the
 candidates and the run (a parameter that is not a number counts 1 when it differs); ties go
-to the lower index. The source must have run on the same backend (its folder is beside the
+to the lower index. With a second completed neighbour near the line through the nearest one
+and the run (the run between them, or at most one spacing beyond), the start is the fields
+linearly between or beyond the two (first + w × (second − first)): along a polar the flow
+changes smoothly, and a linear guess starts the solver far closer than either neighbour
+(orchestration/agent/warm.py). The source must have run on the same backend (its folder is beside the
 run's) and reported its writes. The run's identity then includes its source's
 (studies.identity.warm_identity), and its agent is told where to start from
 (orchestration/agent/resume.py, warm mode)."""
@@ -54,6 +58,49 @@ def _distance(a: Mapping[str, Any], b: Mapping[str, Any], spans: Mapping[str, fl
     return math.sqrt(total)
 
 
+def _numbers(params: Mapping[str, Any], spans: Mapping[str, float]) -> dict[str, float] | None:
+    """The scaled numeric parameters (None when one is not a number)."""
+    out = {}
+    for name, span in spans.items():
+        value = params.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        out[name] = float(value) / span if span > 0 else 0.0
+    return out
+
+
+def _second(
+    first: Run, same: list[Run], mine: Mapping[str, Any], spans: Mapping[str, float]
+) -> tuple[Run, float] | None:
+    """The second neighbour and the weight w of the run's start first + w × (second −
+    first): the nearest other candidate with the run on, or near, the line through the two,
+    between them or at most one spacing beyond (−1 ≤ w ≤ 2). None: the first alone."""
+    x, x1 = _numbers(mine, spans), _numbers(first.parameters, spans)
+    if x is None or x1 is None or not spans:
+        return None
+    names = list(spans)
+    offset = [x[n] - x1[n] for n in names]
+    reach = math.sqrt(sum(v * v for v in offset))
+    best: tuple[float, Run, float] | None = None
+    for c in same:
+        x2 = _numbers(c.parameters, spans)
+        others_equal = all(c.parameters.get(n) == mine.get(n) for n in mine if n not in spans)
+        if c.pk == first.pk or x2 is None or not others_equal:
+            continue
+        d = [x2[n] - x1[n] for n in names]
+        length = sum(v * v for v in d)
+        if length <= 0:
+            continue
+        w = sum(a * b for a, b in zip(offset, d, strict=True)) / length
+        off_line = math.sqrt(sum((o - w * v) ** 2 for o, v in zip(offset, d, strict=True)))
+        if not -1.0 <= w <= 2.0 or off_line > 0.25 * max(reach, 1e-12):
+            continue
+        gap = math.sqrt(sum((x[n] - x2[n]) ** 2 for n in names))
+        if best is None or (gap, c.index) < (best[0], best[1].index):
+            best = (gap, c, w)
+    return (best[1], best[2]) if best is not None else None
+
+
 def warm_sources_pick(
     *, study: Study, runs: Iterable[Run], plan: caseplan.CasePlan | None
 ) -> dict[Any, Run]:
@@ -79,6 +126,7 @@ def warm_sources_pick(
         Run.objects.filter(pk__in=[r.pk for r in waiting]).values_list("pk", "parameters")
     )
     picked: dict[Any, Run] = {}
+    seconds: dict[Any, tuple[Run, float] | None] = {}
     for run in waiting:
         own = parameters.get(run.pk) or {}
         mesh = [run.context.get(n) for n in mesh_names]
@@ -106,6 +154,12 @@ def warm_sources_pick(
             return (_distance(mine, theirs, spans), c.index)
 
         picked[run.pk] = min(same, key=key)
+        numeric = {
+            n: span
+            for n, span in spans.items()
+            if isinstance(mine.get(n), int | float) and not isinstance(mine.get(n), bool)
+        }
+        seconds[run.pk] = _second(picked[run.pk], same, mine, numeric)
     if not picked:
         return {}
     rows: list[tuple[Run, Mapping[str, Any], str]] = []
@@ -120,6 +174,16 @@ def warm_sources_pick(
             "time": str(source.writes["times"][-1]),
             "required": False,  # its folder gone meanwhile: the run starts cold
         }
+        second = seconds.get(run.pk)
+        if second is not None:
+            other, weight = second
+            resume["blend"] = {
+                "source": str(other.pk),
+                "source_index": other.index,
+                "attempt": other.attempt,
+                "time": str(other.writes["times"][-1]),
+                "weight": weight,
+            }
         identity = warm_identity(run.identity, source.identity)
         run.resume, run.identity = resume, identity
         rows.append((run, resume, identity))

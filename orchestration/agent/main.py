@@ -306,7 +306,10 @@ def _write_times(case_fd: int) -> list[str] | None:
     first: orchestration/agent/resume.py), the last MAX_WRITES; None: the case is unread."""
     if case_fd < 0:
         return None
-    from orchestration.agent.resume import complete_writes  # lazy: at the end only
+    try:
+        from orchestration.agent.resume import complete_writes  # lazy: at the end only
+    except ImportError:  # an image's agent: its backend keeps no attempts to go on from
+        return None
 
     try:
         return complete_writes(case_fd)[-MAX_WRITES:]

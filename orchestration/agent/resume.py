@@ -21,15 +21,16 @@ Stdlib only, and imported only by an attempt that resumes.
 from __future__ import annotations
 
 import collections
+import math
 import os
 import re
 import stat
+from collections.abc import Mapping
 
 from orchestration import nofollow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from typing import Any, NamedTuple
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "ResumeError",
     "Resumed",
     "apply_resume",
+    "check_resume",
     "complete_writes",
     "overrides_text",
     "source_case",
@@ -132,6 +134,23 @@ def source_case(work_dir: str, attempt: int, run: str = "") -> str:
     return os.path.join(attempts, f"attempt-{attempt}", "case")
 
 
+def _second_neighbour(raw: Any, work_dir: str) -> tuple[tuple[int, str, float] | None, int]:
+    """A warm start's second neighbour ((its case's descriptor, its write, the weight), and
+    the descriptor to close): None when there is none, or its write is not complete (the
+    first neighbour's fields alone then)."""
+    if not isinstance(raw, dict):
+        return None, -1
+    try:
+        fd = nofollow.open_dir(source_case(work_dir, int(raw["attempt"]), str(raw["source"])))
+    except (OSError, KeyError, TypeError, ValueError):
+        return None, -1
+    time = str(raw.get("time"))
+    if time not in complete_writes(fd):
+        os.close(fd)
+        return None, -1
+    return (fd, time, float(raw.get("weight", 0.0))), fd
+
+
 def _warm(resume: Mapping[str, Any], *, work_dir: str, case: str, attempt: int) -> Resumed:
     """A warm start: the neighbour run's write gives the new case's initial fields their
     cell values (orchestration/agent/warm.py); the case starts at its own start time."""
@@ -149,23 +168,28 @@ def _warm(resume: Mapping[str, Any], *, work_dir: str, case: str, attempt: int) 
         picked = [w for w in writes if wanted == "latest" or float(w) == float(wanted)]
         if not picked:
             raise ResumeError(f"run {run} has no complete write {wanted} to start warm from")
+        blend, other_fd = _second_neighbour(resume.get("blend"), work_dir)
         case_fd = nofollow.open_dir(case)
         try:
             starts = time_names(case_fd)
             if not starts:
                 raise ResumeError("the case has no start time folder to warm")
             warmed, notes = warm_fields(
-                source_fd=src_fd, time=picked[-1], case_fd=case_fd, start=starts[0]
+                source_fd=src_fd, time=picked[-1], case_fd=case_fd, start=starts[0], blend=blend
             )
         except WarmError as exc:
             raise ResumeError(str(exc)) from None
         finally:
             os.close(case_fd)
+            if other_fd >= 0:
+                os.close(other_fd)
     finally:
         os.close(src_fd)
     if not warmed:
         raise ResumeError(f"no field of run {run}'s write {picked[-1]} fits: {'; '.join(notes)}")
     note = f"warm start from time {picked[-1]} of run {run} ({warmed} fields)"
+    if blend is not None:
+        note += f", blended with run {resume['blend']['source']} (weight {blend[2]:g})"
     if notes:
         note += "; " + "; ".join(notes)
     return Resumed(note, attempt, picked[-1], 0)
@@ -287,11 +311,57 @@ else:  # typing is not imported at run time (orchestration/agent/spec.py)
     Resumed = collections.namedtuple("Resumed", "note attempt time steps_before")
 
 
+def _whole(value: Any, *, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value) and "/" not in value and value[0] != "."
+
+
+def check_resume(raw: Any) -> None:
+    """run.json's resume checked: ResumeError naming what is wrong."""
+    if not isinstance(raw, Mapping):
+        raise ResumeError("resume must be an object")
+    iterations, end_time, blend = raw.get("iterations"), raw.get("end_time"), raw.get("blend")
+    if not _whole(raw.get("attempt"), low=1):
+        raise ResumeError("resume.attempt must be an attempt number")
+    if iterations is not None and not _whole(iterations, low=1):
+        raise ResumeError("resume.iterations must be a positive integer or null")
+    if end_time is not None and not _finite(end_time):
+        raise ResumeError("resume.end_time must be a number or null")
+    if not _name(raw.get("time", "latest")):
+        raise ResumeError("resume.time must be 'latest' or a time folder's name")
+    if raw.get("source") is not None and not _name(raw["source"]):
+        raise ResumeError("resume.source must be a run id")
+    if blend is not None and not (
+        isinstance(blend, Mapping)
+        and _name(blend.get("source"))
+        and _whole(blend.get("attempt"), low=1)
+        and _finite(blend.get("weight"))
+    ):
+        raise ResumeError("resume.blend must name a run, its attempt, time and weight")
+    if raw.get("fallback") is not None:
+        check_resume(raw["fallback"])
+    settings = raw.get("settings") or {}
+    if not isinstance(settings, Mapping) or not all(
+        isinstance(values, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in values.items())
+        for values in settings.values()
+    ):
+        raise ResumeError("resume.settings must map files to {key: value} texts")
+
+
 def apply_resume(*, resume: Mapping[str, Any], work_dir: str, case: str) -> Resumed:
     """Copy the earlier attempt's write into `case` (rendered already) and append what starts
     the solver there. ResumeError when the attempt cannot resume; with `required` false (a
     run requeued after a loss) its `fallback` is tried instead (the continuation it was
     on), else nothing is done and it starts from the beginning."""
+    check_resume(resume)
     required = resume.get("required", True) is not False
     attempt = int(resume["attempt"])
     try:

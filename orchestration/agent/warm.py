@@ -115,12 +115,35 @@ def _read(dir_fd: int, name: str) -> tuple[bytes, bool]:
     return data, False
 
 
-def _as_ascii(entry: bytes, kind: bytes, count: int) -> bytes:
-    """A binary `internalField nonuniform List<T> N (…);` entry as OpenFOAM's ascii text
-    (17 significant digits: every double as it was)."""
-    n = _COMPONENTS[kind.decode()]
+_NUMBER = re.compile(rb"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+# fields that must stay positive where a blend extrapolates (turbulence quantities)
+POSITIVE = ("k", "epsilon", "omega", "nut", "nuTilda", "alphat", "R", "kt", "v2", "f")
+
+
+def _values(data: bytes) -> tuple[bytes, int, list[float]]:
+    """(type, count, every component) of a file's nonuniform internalField."""
+    s0, s1, kind, count = internal_field_span(data)
+    if count < 0:
+        raise WarmError("a uniform internalField")
+    entry = data[s0:s1]
+    n = _COMPONENTS.get(kind.decode(), 0)
+    if not n:
+        raise WarmError(f"values of a type the agent does not know ({kind.decode()})")
     start = entry.index(b"(")
-    values = struct.unpack(f"<{count * n}d", entry[start + 1 : start + 1 + count * n * 8])
+    if _facts(data)[0] == b"binary":
+        if b"scalar=64" not in _arch(data):
+            raise WarmError("binary values that are not 8-byte doubles")
+        values = list(struct.unpack(f"<{count * n}d", entry[start + 1 : start + 1 + count * n * 8]))
+    else:
+        values = [float(v) for v in _NUMBER.findall(entry, start + 1)]
+    if len(values) != count * n:
+        raise WarmError(f"{len(values)} numbers where {count} values of {n} were expected")
+    return kind, count, values
+
+
+def _entry(kind: bytes, count: int, values: list[float]) -> bytes:
+    """An ascii `internalField nonuniform List<T> N (…);` entry (17 significant digits)."""
+    n = _COMPONENTS[kind.decode()]
     if n == 1:
         rows = [f"{v:.17g}" for v in values]
     else:
@@ -130,6 +153,22 @@ def _as_ascii(entry: bytes, kind: bytes, count: int) -> bytes:
         ]
     head = f"internalField   nonuniform List<{kind.decode()}> \n{count}\n(\n"
     return (head + "\n".join(rows) + "\n)\n;").encode()
+
+
+def _blend(first: bytes, second: bytes, weight: float, name: str) -> bytes:
+    """A file like `first` whose internalField is first + weight × (second − first): the
+    field between two neighbours, or beyond them (weight < 0 or > 1), written as ascii; a
+    turbulence quantity is kept at least the smaller of the two where that extrapolates."""
+    kind, count, a = _values(first)
+    kind2, count2, b = _values(second)
+    if (kind2, count2) != (kind, count):
+        raise WarmError("the two neighbours' fields differ in type or size")
+    mixed = [x + weight * (y - x) for x, y in zip(a, b, strict=True)]
+    if name.removesuffix(".gz") in POSITIVE:
+        mixed = [max(v, min(x, y)) for v, x, y in zip(mixed, a, b, strict=True)]
+    s0, s1, _kind, _count = internal_field_span(first)
+    header = re.sub(rb"\bformat\s+binary\s*;", b"format      ascii;", first[:s0], count=1)
+    return header + _entry(kind, count, mixed) + first[s1:]
 
 
 def _splice(source: bytes, target: bytes) -> bytes:
@@ -147,7 +186,8 @@ def _splice(source: bytes, target: bytes) -> bytes:
     if s_fmt != t_fmt:
         if not (s_fmt == b"binary" and count >= 0 and b"scalar=64" in _arch(source)):
             raise WarmError(f"written as {s_fmt.decode()}, the new case's as {t_fmt.decode()}")
-        entry = _as_ascii(entry, kind, count)
+        _kind, _count, values = _values(source)
+        entry = _entry(kind, count, values)
     # the new case's boundary conditions that say `$internalField` meant its initial value
     # (a free stream's): they keep it
     own = target[t0 + len(b"internalField") : t1 - 1].strip()
@@ -162,13 +202,32 @@ def _arch(data: bytes) -> bytes:
     return found.group(1) if found else b"LSB;label=32;scalar=64"
 
 
-def warm_fields(*, source_fd: int, time: str, case_fd: int, start: str) -> tuple[int, list[str]]:
+def warm_fields(
+    *,
+    source_fd: int,
+    time: str,
+    case_fd: int,
+    start: str,
+    blend: tuple[int, str, float] | None = None,
+) -> tuple[int, list[str]]:
     """Give the new case's fields at `start` the internal values of the neighbour's write
-    `time`: (fields warmed, notes on those left at their initial values)."""
+    `time`, or with `blend` (a second neighbour's case, its write, a weight w) the values
+    first + w × (second − first) (the field linearly between or beyond two neighbours; a
+    field one of them lacks, or cannot be blended, is the first's): (fields warmed, notes
+    on those left at their initial values)."""
     try:
         src = nofollow.open_dir(time, dir_fd=source_fd)
     except OSError as exc:
         raise WarmError(f"the neighbour's write {time} cannot be read: {exc}") from None
+    other = -1
+    if blend is not None:
+        try:
+            other = nofollow.open_dir(blend[1], dir_fd=blend[0])
+        except OSError as exc:
+            os.close(src)
+            raise WarmError(
+                f"the second neighbour's write {blend[1]} cannot be read: {exc}"
+            ) from None
     dst = nofollow.open_dir(start, dir_fd=case_fd)
     warmed, notes = 0, []
     try:
@@ -183,6 +242,12 @@ def warm_fields(*, source_fd: int, time: str, case_fd: int, start: str) -> tuple
                 continue
             try:
                 source_data, _ = _read(src, name)
+                if blend is not None:
+                    try:
+                        second, _ = _read(other, name)
+                        source_data = _blend(source_data, second, blend[2], name)
+                    except (WarmError, OSError, EOFError) as exc:
+                        notes.append(f"{target}: from the nearest neighbour only ({exc})")
                 target_data, packed = _read(dst, target)
                 data = _splice(source_data, target_data)
             except (WarmError, OSError, EOFError) as exc:
@@ -195,4 +260,6 @@ def warm_fields(*, source_fd: int, time: str, case_fd: int, start: str) -> tuple
     finally:
         os.close(src)
         os.close(dst)
+        if other >= 0:
+            os.close(other)
     return warmed, notes

@@ -14,6 +14,7 @@ import pytest
 from orchestration.agent.resume import (
     ResumeError,
     apply_resume,
+    check_resume,
     complete_writes,
     overrides_text,
     source_case,
@@ -193,6 +194,17 @@ def test_run_json_resume_is_checked() -> None:
     }
     resume = parse_spec({**base, "resume": {"attempt": 1, "time": "20"}}).resume
     assert resume is not None and resume["time"] == "20"
-    for bad in ({"attempt": 0}, {"attempt": 1, "time": "../x"}, {"attempt": 1, "iterations": -1}):
-        with pytest.raises(SpecError, match="resume"):
-            parse_spec({**base, "resume": bad})
+    with pytest.raises(SpecError, match="resume"):
+        parse_spec({**base, "resume": [1]})
+    check_resume({"attempt": 1, "blend": {"source": "r2", "attempt": 1, "weight": -1}})
+    for bad in (
+        {"attempt": 0},
+        {"attempt": 1, "time": "../x"},
+        {"attempt": 1, "iterations": -1},
+        {"attempt": 1, "source": "../other"},
+        {"attempt": 1, "blend": {"source": "r2", "attempt": 1, "weight": float("nan")}},
+        {"attempt": 1, "fallback": {"attempt": "1"}},
+        {"attempt": 1, "settings": {"fvSolution": {"a": 1}}},
+    ):
+        with pytest.raises(ResumeError, match="resume"):
+            check_resume(bad)

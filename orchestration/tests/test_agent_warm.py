@@ -153,3 +153,77 @@ def test_a_warm_resume_names_the_neighbour_run_and_needs_its_write(tmp_path: Pat
     assert apply_resume(
         resume={"source": "run-a", "attempt": 1, "required": False}, work_dir=work, case=str(new)
     ) == ("", 0, "", 0)
+
+
+@needs_openfoam
+@pytest.mark.solver
+def test_two_neighbours_blend_linearly_and_openfoam_reads_it(tmp_path: Path) -> None:
+    """Between two neighbours (weight 0.5) each cell value is their mean; beyond them
+    (weight −1) the line goes on, and a turbulence-like quantity stays positive."""
+    runs = tmp_path / "runs"
+    slow = _cavity(runs / "slow" / "attempt-1" / "case", lid=1, fmt="binary")
+    fast = _cavity(runs / "fast" / "attempt-1" / "case", lid=3, fmt="ascii")
+    _sh(slow, "icoFoam")
+    _sh(fast, "icoFoam")
+    new = _cavity(runs / "new" / "attempt-1" / "case", lid=2, fmt="ascii")
+    resumed = apply_resume(
+        resume={
+            "source": "slow",
+            "attempt": 1,
+            "time": "0.02",
+            "blend": {"source": "fast", "attempt": 1, "time": "0.02", "weight": 0.5},
+        },
+        work_dir=str(new.parent),
+        case=str(new),
+    )
+    assert "blended with run fast (weight 0.5)" in resumed.note
+
+    def values(path: Path) -> list[float]:
+        data = path.read_bytes()
+        s0, s1, _kind, _count = internal_field_span(data)
+        text = data[s0:s1].decode()
+        return [
+            float(v) for v in re.findall(r"[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?", text.split("(", 1)[1])
+        ]
+
+    a = values_of_binary(slow / "0.02" / "U")
+    b = values(fast / "0.02" / "U")
+    mixed = values(new / "0" / "U")
+    assert mixed == pytest.approx([(x + y) / 2 for x, y in zip(a, b, strict=True)], abs=1e-15)
+    assert b"uniform (2 0 0)" in (new / "0" / "U").read_bytes()
+    log = _sh(new, "icoFoam")
+    assert "End" in log
+
+
+def values_of_binary(path: Path) -> list[float]:
+    data = path.read_bytes()
+    s0, s1, _kind, count = internal_field_span(data)
+    blob = data[s0:s1]
+    start = blob.index(b"(") + 1
+    return list(struct.unpack(f"<{3 * count}d", blob[start : start + 24 * count]))
+
+
+def test_a_blend_beyond_the_neighbours_keeps_turbulence_positive(tmp_path: Path) -> None:
+    header = "FoamFile\n{{\n    format ascii;\n    class volScalarField;\n    object {name};\n}}\n"
+    for name in ("k", "p"):
+        for rel, values in (("a/5", "(1 4)"), ("b/5", "(3 1)")):
+            path = tmp_path / rel / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(
+                header.format(name=name)
+                + f"internalField nonuniform List<scalar> 2 {values};\nboundaryField {{}}\n"
+            )
+        target = tmp_path / "c/0" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(header.format(name=name) + "internalField uniform 0;\nboundaryField {}\n")
+    src, other, dst = _dir(tmp_path / "a"), _dir(tmp_path / "b"), _dir(tmp_path / "c")
+    try:
+        got = warm_fields(source_fd=src, time="5", case_fd=dst, start="0", blend=(other, "5", -1.0))
+    finally:
+        for fd in (src, other, dst):
+            os.close(fd)
+    assert got == (2, [])
+    # a − (b − a): p goes on the line (−1, 7); k, below both there, is kept at the smaller (1)
+    p = (tmp_path / "c/0/p").read_text()
+    k = (tmp_path / "c/0/k").read_text()
+    assert "List<scalar> \n2\n(\n-1\n7\n)" in p and "List<scalar> \n2\n(\n1\n7\n)" in k

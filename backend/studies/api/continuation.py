@@ -97,6 +97,12 @@ def continuation_of(run: Run) -> dict[str, Any]:
     )
     problem = resume_problem(run, ResumeRequest(iterations=1, time="latest", settings={}))
     resume = run.resume if isinstance(run.resume, dict) else None
+    if resume is not None and resume.get("time") == "latest":
+        # requeued after a loss: the write its agent picked, once it said (else none yet)
+        picked = (run.provenance or {}).get("resumed_from")
+        resume = {**resume, **picked} if isinstance(picked, dict) else None
+    if resume is not None:  # a warm start's or a requeue's: asked by the portal, not a user
+        resume = {**resume, "by": resume.get("by") or "", "at": resume.get("at")}
     return {
         "writes": times,
         "problem": problem[1] if problem else "",

@@ -72,7 +72,20 @@ class ProvenanceCaseSerializer(serializers.Serializer):
     digest = serializers.CharField(help_text="content hash of the case's files")
 
 
+class BlendSerializer(serializers.Serializer):
+    # a field named `source` (see studies.api.quota's LimitSourceSerializer)
+    source = serializers.CharField(help_text="the second neighbour run")  # type: ignore[assignment]
+    weight = serializers.FloatField(
+        help_text="w of the start first + w × (second − first): between 0 and 1 between the "
+        "two, below 0 beyond the first"
+    )
+
+
 class AgentResumeSerializer(serializers.Serializer):
+    blend = BlendSerializer(
+        allow_null=True,
+        help_text="a warm start from two neighbours: the second, and the weight of the blend",
+    )
     # a field named `source` (see studies.api.quota's LimitSourceSerializer)
     source = serializers.CharField(  # type: ignore[assignment]
         allow_null=True, help_text="a warm start: the neighbouring run it started from"

@@ -1496,6 +1496,8 @@ export interface components {
         AgentResume: {
             /** @description the attempt whose write it started from */
             attempt: number;
+            /** @description a warm start from two neighbours: the second, and the weight of the blend */
+            blend: components["schemas"]["Blend"] | null;
             /**
              * Format: double
              * @description where it was to end without added iterations
@@ -1693,6 +1695,15 @@ export interface components {
         BatchSeq: number;
         /** @enum {unknown} */
         BlankEnum: "";
+        Blend: {
+            /** @description the second neighbour run */
+            source: string;
+            /**
+             * Format: double
+             * @description w of the start first + w × (second − first): between 0 and 1 between the two, below 0 beyond the first
+             */
+            weight: number;
+        };
         Capacity: {
             cores: number;
             /** Format: double */
@@ -4054,7 +4065,7 @@ export interface components {
             template?: string;
             trust?: components["schemas"]["TrustRules"];
             /**
-             * @description Start each run from the converged fields of the nearest completed run of the study on the same mesh (parameters scaled by their ranges), picked when the run starts; the first runs, and runs of a mesh no run has finished yet, start cold. Steady solvers only, on backends whose runs share a folder (local, Slurm). Converged results do not depend on it beyond the convergence tolerance; the run's provenance names its source, and its identity includes it.
+             * @description Start each run from the converged fields of the completed runs of the study nearest to it on the same mesh (parameters scaled by their ranges), picked when the run starts: linearly between or beyond the two nearest when the run lies on their line, else the nearest; the first runs, and runs of a mesh no run has finished yet, start cold. Steady solvers only, on backends whose runs share a folder (local, Slurm). Converged results do not depend on it beyond the convergence tolerance; the run's provenance names its source, and its identity includes it.
              * @default false
              */
             warm_start?: boolean;
