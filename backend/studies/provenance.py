@@ -150,9 +150,16 @@ def _resumed_from(value: Any) -> dict[str, Any] | None:
     blend = value.get("blend") if isinstance(value.get("blend"), dict) else None
     return {
         "blend": (
-            {"source": str(blend.get("source")), "weight": blend.get("weight")} if blend else None
+            {
+                "source": str(blend.get("source")),
+                "source_index": blend.get("source_index"),
+                "weight": blend.get("weight"),
+            }
+            if blend
+            else None
         ),
         "source": value.get("source") or None,
+        "source_index": value.get("source_index"),
         "attempt": value.get("attempt"),
         "time": str(value.get("time") or ""),
         "iterations": value.get("iterations"),

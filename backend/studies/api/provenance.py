@@ -75,6 +75,7 @@ class ProvenanceCaseSerializer(serializers.Serializer):
 class BlendSerializer(serializers.Serializer):
     # a field named `source` (see studies.api.quota's LimitSourceSerializer)
     source = serializers.CharField(help_text="the second neighbour run")  # type: ignore[assignment]
+    source_index = serializers.IntegerField(allow_null=True, help_text="that run's index")
     weight = serializers.FloatField(
         help_text="w of the start first + w × (second − first): between 0 and 1 between the "
         "two, below 0 beyond the first"
@@ -90,6 +91,7 @@ class AgentResumeSerializer(serializers.Serializer):
     source = serializers.CharField(  # type: ignore[assignment]
         allow_null=True, help_text="a warm start: the neighbouring run it started from"
     )
+    source_index = serializers.IntegerField(allow_null=True, help_text="that run's index")
     attempt = serializers.IntegerField(help_text="the attempt whose write it started from")
     time = serializers.CharField(help_text="the write's time")
     iterations = serializers.IntegerField(allow_null=True, help_text="time steps added")

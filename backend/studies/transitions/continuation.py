@@ -20,6 +20,7 @@ from studies.transitions.effects import MESSAGE_MAX
 # what the next attempt's agent is told of a resume (run.json's resume)
 AGENT_KEYS = (
     "source",
+    "source_index",
     "blend",
     "attempt",
     "time",

@@ -1513,6 +1513,8 @@ export interface components {
             };
             /** @description a warm start: the neighbouring run it started from */
             source: string | null;
+            /** @description that run's index */
+            source_index: number | null;
             /** @description the write's time */
             time: string;
         };
@@ -1698,6 +1700,8 @@ export interface components {
         Blend: {
             /** @description the second neighbour run */
             source: string;
+            /** @description that run's index */
+            source_index: number | null;
             /**
              * Format: double
              * @description w of the start first + w × (second − first): between 0 and 1 between the two, below 0 beyond the first

@@ -151,5 +151,16 @@ describe("what a run went on from", () => {
         source_index: 4,
       }),
     ).toBe("Started from the converged fields of run 4 at time 120 — by the portal");
+    expect(
+      describeResume({
+        attempt: 1,
+        time: "40",
+        iterations: null,
+        settings: {},
+        source: "r4",
+        source_index: 4,
+        blend: { source: "r3", source_index: 3, weight: -1 },
+      }),
+    ).toBe("run 4 at time 40 (blended with run 3, weight -1)");
   });
 });

@@ -184,12 +184,14 @@ type Resume = Pick<ResumedFrom, "attempt" | "time" | "iterations" | "settings"> 
   /** a warm start: the neighbouring run it started from (null: its own earlier attempt) */
   source?: string | null;
   source_index?: number | null;
+  /** a warm start from two neighbours (the agent's record): the second, and the weight */
+  blend?: AgentResume["blend"];
 };
 
 /**
  * Where an attempt went on from, and what it did differently: "time 0.5 of attempt 1
  * (+500 iterations; changed: fvSolution relaxationFactors.equations.U = 0.5)", or for a
- * warm start "run 4 at time 120".
+ * warm start "run 4 at time 120" ("… (blended with run 3, weight -1)" from two neighbours).
  */
 export function describeResume(resume: Resume): string {
   const what: string[] = [];
@@ -201,6 +203,10 @@ export function describeResume(resume: Resume): string {
   const where = resume.source
     ? `run ${resume.source_index ?? "?"} at time ${resume.time}`
     : `time ${resume.time} of attempt ${resume.attempt}`;
+  if (resume.blend) {
+    const w = formatNumber(resume.blend.weight, 3);
+    what.unshift(`blended with run ${resume.blend.source_index ?? "?"}, weight ${w}`);
+  }
   return what.length ? `${where} (${what.join("; ")})` : where;
 }
 

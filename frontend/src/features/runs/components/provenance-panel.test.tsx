@@ -137,6 +137,8 @@ describe("ProvenancePanel", () => {
             end_time: 0.5,
             settings: { controlDict: { deltaT: "0.0005" } },
             source: null,
+            source_index: null,
+            blend: null,
           } as Provenance["resumed_from"],
         }}
       />,
