@@ -4,9 +4,10 @@ OpenFOAM), two runs at a time:
 - warm_start_iteration_ratio: the airfoil polar (aoa −4 … 16 step 2, simpleFoam, an iteration
   cap of 5,000 that no run reaches) run cold, then again with `warm_start: true`; the time
   steps all its runs took, warm ÷ cold. Each run ends converged: by the solver's residual
-  control (every residual below 1e-5: the attached flow up to 10°), or where the residuals
-  stall on this coarse mesh (2e-5 to 2e-4 from 12° on) by the study's rule that Cl changed
-  less than 1e-5 (relative) over its last 100 iterations.
+  control (every residual below 1e-5: the attached flow up to 10°), or, where the residuals
+  stall on this coarse mesh (2e-5 to 2e-4 from 12° on: Cl settles into a cycle of a few 1e-5
+  about a mean steady to six digits), by the study's rule that Cl changed less than 5e-5
+  (relative) over its last 100 iterations.
 - warm_start_max_rel_err: the largest |Cl warm − Cl cold| over the polar, relative to the
   polar's largest |Cl| (at aoa 0 the symmetric section's Cl is near 0: a run's own Cl is no
   scale for it).
@@ -34,7 +35,7 @@ AOAS = sized(list(range(-4, 17, 2)), [0, 2, 4, 6])
 CAP = 5000
 CONVERGENCE = {
     "diverge": {"nan": True, "residual_above": 1.0e3},
-    "converge": {"objective": {"series": "forceCoeffs.Cl", "window": 100, "tolerance": 1.0e-5}},
+    "converge": {"objective": {"series": "forceCoeffs.Cl", "window": 100, "tolerance": 5.0e-5}},
 }
 CAVITY = {"cells": 40, "end_time": 2}
 WRITE_EVERY = 0.4  # the cavity template writes every end_time / 5
@@ -167,7 +168,7 @@ def main() -> None:
         warm_iterations / cold_iterations,
         "x",
         f"time steps warm/cold,airfoil polar of {len(AOAS)} angles,{sources} runs started warm,"
-        "2 at a time,residual control 1e-5 or Cl steady to 1e-5",
+        "2 at a time,residual control 1e-5 or Cl steady to 5e-5",
         cold_iterations=cold_iterations,
         warm_iterations=warm_iterations,
         warm_started=sources,
