@@ -6,7 +6,7 @@ snappyHexMeshDict, …, constant/polyMesh/…); a case whose mesh files have non
 Nearest: the smallest distance over the other parameters, each scaled by its range among the
 candidates and the run (a parameter that is not a number counts 1 when it differs); ties go
 to the lower index. With a second completed neighbour near the line through the nearest one
-and the run (the run between them, or at most one spacing beyond), the start is the fields
+and the run (the run between them, or at most two spacings beyond), the start is the fields
 linearly between or beyond the two (first + w × (second − first)): along a polar the flow
 changes smoothly, and a linear guess starts the solver far closer than either neighbour
 (orchestration/agent/warm.py). The source must have run on the same backend (its folder is beside the
@@ -93,7 +93,7 @@ def _second(
             continue
         w = sum(a * b for a, b in zip(offset, d, strict=True)) / length
         off_line = math.sqrt(sum((o - w * v) ** 2 for o, v in zip(offset, d, strict=True)))
-        if not -1.0 <= w <= 2.0 or off_line > 0.25 * max(reach, 1e-12):
+        if not -2.0 <= w <= 3.0 or off_line > 0.25 * max(reach, 1e-12):
             continue
         gap = math.sqrt(sum((x[n] - x2[n]) ** 2 for n in names))
         if best is None or (gap, c.index) < (best[0], best[1].index):
