@@ -109,25 +109,20 @@ def _interrupted(tenant: Any, user: Any) -> tuple[Any, Any]:
 
 
 def _steps_solved(run: Any) -> int:
-    """The time steps solved over all the run's attempts (each attempt's residual points)."""
-    from telemetry.selectors import series_length
-
-    return sum(
-        series_length(run=run, attempt=a, name="residual.Ux") for a in range(1, run.attempt + 1)
-    ) - _carried(run)
-
-
-def _carried(run: Any) -> int:
-    """Points the last attempt holds from the attempt it went on from (not solved again)."""
-    from telemetry.models import SeriesChunk
+    """The time steps solved over both attempts of the killed run: those before the write it
+    went on from (the write's own index), those its first attempt solved past the write
+    before it was killed (as far as its points reached the portal: an unwatched run reports
+    every few seconds), and those its second attempt solved."""
+    from telemetry.selectors import series_values
 
     resumed = (run.provenance or {}).get("resumed_from") or {}
     if not resumed:
-        return 0
-    rows = SeriesChunk.objects.filter(
-        run=run, attempt=run.attempt, name="residual.Ux", x_max__lte=float(resumed["time"])
-    ).values_list("xs", flat=True)
-    return sum(len(xs) for xs in rows)
+        raise SystemExit("the killed run did not go on from a write")
+    time = float(resumed["time"])
+    before = round(time / run.context["delta_t"])
+    lost, _ = series_values(run=run, attempt=1, name="residual.Ux")
+    own, _ = series_values(run=run, attempt=run.attempt, name="residual.Ux")
+    return before + sum(1 for x in lost if x > time) + sum(1 for x in own if x > time)
 
 
 def _estimated(user_of: Any) -> tuple[list[float], float]:
