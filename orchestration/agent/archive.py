@@ -37,6 +37,7 @@ __all__ = [
     "latest_time_dir",
     "main",
     "read_notes",
+    "time_names",
     "write_archive",
 ]
 
@@ -52,10 +53,10 @@ _File = tuple[str, int, int]  # (path relative to the case, size, inode)
 
 def _is_time(name: str) -> bool:
     try:
-        float(name)
+        value = float(name)
     except ValueError:
         return False
-    return True
+    return value == value and abs(value) != float("inf")  # not "nan" nor "inf"
 
 
 def latest_time_dir(case: Path) -> Path | None:
@@ -68,14 +69,15 @@ def latest_time_dir(case: Path) -> Path | None:
     return case / name if name is not None else None
 
 
-def _times(case_fd: int) -> list[str]:
-    """The case's time folders, earliest first."""
+def time_names(case_fd: int) -> list[str]:
+    """The case's time folders (top level, as reconstructed), earliest first (also what a
+    later attempt may go on from: orchestration/agent/resume.py)."""
     times = [n for n, st in _top(case_fd).items() if stat.S_ISDIR(st.st_mode) and _is_time(n)]
     return sorted(times, key=float)
 
 
 def _latest_time(case_fd: int) -> str | None:
-    times = _times(case_fd)
+    times = time_names(case_fd)
     return times[-1] if times else None
 
 
@@ -128,7 +130,7 @@ def _candidates(case_fd: int) -> list[tuple[str, list[tuple[str, list[_File]]]]]
         constant_rest = (
             sorted(n for n in _top(constant) if n != "polyMesh") if constant >= 0 else []
         )
-        times = _times(case_fd)
+        times = time_names(case_fd)
         latest = times[-1] if times else None
         # the initial conditions as rendered for the run (what a rerun starts from)
         initial = [n for n in [*times[:1], "0.orig"] if n != latest]

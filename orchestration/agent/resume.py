@@ -24,10 +24,10 @@ import collections
 import math
 import os
 import re
-import stat
 from collections.abc import Mapping
 
 from orchestration import nofollow
+from orchestration.agent.archive import time_names
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,7 +44,6 @@ __all__ = [
     "complete_writes",
     "overrides_text",
     "source_case",
-    "time_names",
 ]
 
 # the dictionaries a restart may change, and where they are in the case
@@ -71,30 +70,6 @@ _MARK = "// Windtunnel: this attempt starts from an earlier attempt's write (its
 
 class ResumeError(Exception):
     """The attempt cannot start from the write it was asked to (the message says why)."""
-
-
-def _is_time(name: str) -> bool:
-    try:
-        value = float(name)
-    except ValueError:
-        return False
-    return value == value and value not in (float("inf"), float("-inf"))
-
-
-def time_names(case_fd: int) -> list[str]:
-    """The case's time folders (top level, as reconstructed), earliest first."""
-    names = []
-    with os.scandir(case_fd) as entries:
-        for entry in entries:
-            if not _is_time(entry.name):
-                continue
-            try:
-                st = os.stat(entry.name, dir_fd=case_fd, follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                names.append(entry.name)
-    return sorted(names, key=float)
 
 
 def _files(case_fd: int, name: str) -> dict[str, int]:

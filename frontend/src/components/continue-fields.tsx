@@ -1,5 +1,6 @@
-import { NumberInput, Select, Stack, TextInput } from "@mantine/core";
-import { useState } from "react";
+import { Alert, Button, Group, NumberInput, Select, Stack, TextInput } from "@mantine/core";
+import { useState, type ReactNode } from "react";
+import { IconAlertTriangle } from "@/components/icons";
 import { formatInt } from "@/lib/format";
 import { type ContinueDraft, type DraftErrors, LATEST, MAX_ITERATIONS } from "@/lib/continuation";
 import { SettingsEditor } from "./settings-editor";
@@ -80,5 +81,51 @@ export function ContinueFields({
         onToggle={() => setSettingsOpen(!(settingsOpen || settingsErrors))}
       />
     </Stack>
+  );
+}
+
+/**
+ * The end of a continue form: the API's refusal that names no field (`error`, under
+ * `errorTitle`), what goes between it and the buttons (`children`), then Cancel and submit.
+ */
+export function ContinueFooter({
+  error,
+  errorTitle,
+  onCancel,
+  submitLabel,
+  pending,
+  children,
+}: {
+  error?: string;
+  errorTitle: string;
+  onCancel: () => void;
+  submitLabel: string;
+  pending: boolean;
+  children?: ReactNode;
+}) {
+  return (
+    <>
+      {error && (
+        <Alert
+          color="red"
+          variant="light"
+          icon={<IconAlertTriangle size={16} />}
+          role="alert"
+          title={errorTitle}
+          data-testid="continue-error"
+        >
+          {error}
+        </Alert>
+      )}
+      {children}
+      <Group justify="flex-end">
+        <Button variant="default" onClick={onCancel}>
+          Cancel
+        </Button>
+        <Button type="submit" loading={pending} data-testid="continue-submit">
+          {submitLabel}
+        </Button>
+      </Group>
+    </>
   );
 }

@@ -1,10 +1,10 @@
-import { Alert, Button, Group, Modal, Stack, Text, Tooltip, VisuallyHidden } from "@mantine/core";
+import { Button, Modal, Stack, Text, Tooltip, VisuallyHidden } from "@mantine/core";
 import { useDisclosure, useId } from "@mantine/hooks";
 import { notifications } from "@mantine/notifications";
 import { useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { ContinueFields } from "@/components/continue-fields";
-import { IconAlertTriangle, IconPlayerPlay } from "@/components/icons";
+import { ContinueFields, ContinueFooter } from "@/components/continue-fields";
+import { IconPlayerPlay } from "@/components/icons";
 import { ApiError } from "@/lib/api-client";
 import {
   checkDraft,
@@ -148,26 +148,13 @@ function ContinueRunModal({
             iterationsRequired={iterationsRequired}
             writes={writes}
           />
-          {errors.form && (
-            <Alert
-              color="red"
-              variant="light"
-              icon={<IconAlertTriangle size={16} />}
-              role="alert"
-              title="The run does not go on"
-              data-testid="continue-error"
-            >
-              {errors.form}
-            </Alert>
-          )}
-          <Group justify="flex-end">
-            <Button variant="default" onClick={onClose}>
-              Cancel
-            </Button>
-            <Button type="submit" loading={go.isPending} data-testid="continue-submit">
-              {restart ? "Restart run" : "Continue run"}
-            </Button>
-          </Group>
+          <ContinueFooter
+            error={errors.form}
+            errorTitle="The run does not go on"
+            onCancel={onClose}
+            submitLabel={restart ? "Restart run" : "Continue run"}
+            pending={go.isPending}
+          />
         </Stack>
       </form>
     </Modal>

@@ -3,8 +3,8 @@ import { useDisclosure } from "@mantine/hooks";
 import { notifications } from "@mantine/notifications";
 import { useState, type FormEvent } from "react";
 import { Link } from "react-router";
-import { ContinueFields } from "@/components/continue-fields";
-import { IconAlertTriangle, IconPlayerPlay } from "@/components/icons";
+import { ContinueFields, ContinueFooter } from "@/components/continue-fields";
+import { IconPlayerPlay } from "@/components/icons";
 import {
   checkDraft,
   type ContinueDraft,
@@ -174,27 +174,15 @@ function ContinueRunsForm({
           errors={errors}
           iterationsRequired={draftTime(draft) === LATEST}
         />
-        {errors.form && (
-          <Alert
-            color="red"
-            variant="light"
-            icon={<IconAlertTriangle size={16} />}
-            role="alert"
-            title="No run goes on"
-            data-testid="continue-error"
-          >
-            {errors.form}
-          </Alert>
-        )}
-        <SkippedList skipped={skipped} />
-        <Group justify="flex-end">
-          <Button variant="default" onClick={onCancel}>
-            Cancel
-          </Button>
-          <Button type="submit" loading={go.isPending} data-testid="continue-submit">
-            {label}
-          </Button>
-        </Group>
+        <ContinueFooter
+          error={errors.form}
+          errorTitle="No run goes on"
+          onCancel={onCancel}
+          submitLabel={label}
+          pending={go.isPending}
+        >
+          <SkippedList skipped={skipped} />
+        </ContinueFooter>
       </Stack>
     </form>
   );
