@@ -79,7 +79,7 @@ def main() -> None:
 
     stack = fresh_stack()
     stack.start_web()
-    stack.start_worker()  # with beat: the portal as `make run` runs it
+    stack.start_worker(wait=True)  # with beat: the portal as `make run` runs it, up a while
     out: dict[str, Any] = {}
     try:
         with httpx.Client(

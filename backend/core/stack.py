@@ -79,9 +79,28 @@ class Stack:
             time.sleep(0.2)
         raise RuntimeError(f"uvicorn did not come up; see {self.logs / 'web.log'}")
 
-    def start_worker(self, *, beat: bool = True) -> None:
-        """The Celery worker; with `beat`, the beat scheduler inside it (else start_beat())."""
+    def start_worker(self, *, beat: bool = True, wait: bool = False) -> None:
+        """The Celery worker; with `beat`, the beat scheduler inside it (else start_beat()).
+        With `wait`, returns once it is ready (as a portal that has been up a while is: a
+        measurement taken while it imports and warms up would be of its start)."""
+        log = self.logs / "worker.log"
+        start = log.stat().st_size if log.exists() else 0
         self.worker = self._celery_worker(beat=beat, log="worker.log")
+        if wait:
+            self._wait_ready(self.worker, log, start)
+
+    def _wait_ready(self, proc: subprocess.Popen, log: Path, start: int) -> None:
+        """Until the worker logs Celery's `… ready.` (after its worker_ready handlers ran)."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the Celery worker exited; see {log}")
+            with open(log, "rb") as fh:
+                fh.seek(start)
+                if b" ready." in fh.read():
+                    return
+            time.sleep(0.2)
+        raise RuntimeError(f"the Celery worker was not ready within 120 s; see {log}")
 
     def add_worker(self) -> None:
         """One more Celery worker process (no beat, a node name of its own) beside the first:

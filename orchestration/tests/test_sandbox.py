@@ -258,3 +258,36 @@ def test_the_cpu_a_sandboxed_step_spends_is_counted(
     log = (tmp_path / "run" / "agent.log").read_text()
     steps = float(log.rsplit(" s in its steps", 1)[0].rsplit(", ", 1)[1])
     assert steps >= 0.5, log[-300:]
+
+
+@as_root
+def test_a_step_runs_under_its_limits_and_is_the_oom_killers_first_choice(
+    portal: FakePortal, cavity: Path, tmp_path: Path
+) -> None:
+    """The file size, CPU time and process limits of run.json hold in the step (as `ulimit`
+    inside the sandbox reads them), and in the run's cgroup the step, not its agent, is what
+    the OOM killer takes first."""
+    probe = (
+        "ulimit -f > limits.txt; ulimit -t >> limits.txt; ulimit -u >> limits.txt;"
+        " cat /proc/self/oom_score_adj >> limits.txt"
+    )
+    spec = make_spec(
+        portal=portal,
+        case_dir=cavity,
+        work_dir=tmp_path / "run",
+        steps=[Step(name="probe", argv=("bash", "-c", probe), role="prepare")],
+        sandbox={
+            "mode": "bwrap",
+            "limits": {"file_size_gb": 1, "cpu_hours": 2, "processes": 300, "memory_gb": 2},
+        },
+    )
+    final = _run(portal, spec)
+    assert final["state"] == "completed", final
+    size, cpu, processes, oom = (tmp_path / "run/case/limits.txt").read_text().split()
+    # bash counts the file size in 1024-byte blocks
+    assert (int(size), int(cpu), int(processes)) == (1024**2, 7200, 300)
+    agent_oom = int(Path("/proc/self/oom_score_adj").read_text())
+    if final["provenance"]["limits"]["cgroup"]:  # a host where the run got its cgroup: the step goes first
+        assert int(oom) == 1000
+    else:
+        assert int(oom) == agent_oom
