@@ -287,7 +287,8 @@ def test_a_step_runs_under_its_limits_and_is_the_oom_killers_first_choice(
     # bash counts the file size in 1024-byte blocks
     assert (int(size), int(cpu), int(processes)) == (1024**2, 7200, 300)
     agent_oom = int(Path("/proc/self/oom_score_adj").read_text())
-    if final["provenance"]["limits"]["cgroup"]:  # a host where the run got its cgroup: the step goes first
+    # a host where the run got its cgroup: the step goes first
+    if final["provenance"]["limits"]["cgroup"]:
         assert int(oom) == 1000
     else:
         assert int(oom) == agent_oom
