@@ -57,8 +57,11 @@ def bounds_of(space: Space) -> tuple[surrogate.Bound, ...]:
     )
 
 
-def study_observed(*, study: Study, objectives: tuple[str, ...]) -> Observed:
-    bounds = bounds_of(study_space(study))
+def study_observed(
+    *, study: Study, objectives: tuple[str, ...], bounds: tuple[surrogate.Bound, ...] | None = None
+) -> Observed:
+    """The study's runs over `bounds` (by default its sampled parameters' bounds)."""
+    bounds = bounds_of(study_space(study)) if bounds is None else bounds
     names = [b.name for b in bounds]
     points: list[dict[str, Any]] = []
     indexes: list[int] = []
@@ -110,25 +113,26 @@ FITTED_KEPT = 64
 def study_models(*, observed: Observed, plan: AdaptivePlan) -> dict[str, surrogate.Model]:
     """One fitted surrogate per objective of the plan that has at least one value (fitted
     once per set of observations in this process)."""
-    models = {}
-    for name, (points, values) in observed.values.items():
-        if not values:
-            continue
-        key = (
-            observed.bounds,
-            plan.seed,
-            tuple(tuple(p.values()) for p in points),
-            tuple(values),
-        )
-        model = _FITTED.get(key)
-        if model is None:
-            model = surrogate.fit(observed.bounds, points, values, seed=plan.seed)
-            _FITTED[key] = model
-            while len(_FITTED) > FITTED_KEPT:
-                _FITTED.popitem(last=False)
-        _FITTED.move_to_end(key)
-        models[name] = model
-    return models
+    return {
+        name: fitted_model(observed=observed, objective=name, seed=plan.seed)
+        for name, (_, values) in observed.values.items()
+        if values
+    }
+
+
+def fitted_model(*, observed: Observed, objective: str, seed: int) -> surrogate.Model:
+    """The surrogate of one objective that has values (fitted once per set of observations
+    in this process)."""
+    points, values = observed.values[objective]
+    key = (observed.bounds, seed, tuple(tuple(p.values()) for p in points), tuple(values))
+    model = _FITTED.get(key)
+    if model is None:
+        model = surrogate.fit(observed.bounds, points, values, seed=seed)
+        _FITTED[key] = model
+        while len(_FITTED) > FITTED_KEPT:
+            _FITTED.popitem(last=False)
+    _FITTED.move_to_end(key)
+    return model
 
 
 def parse_prediction_query(

@@ -26,6 +26,7 @@ from studies import (
     results,
     run_query,
     selectors,
+    sensitivity,
     services,
     state,
     surrogate_map,
@@ -37,6 +38,7 @@ from studies.api.pagination import study_runs_pagination
 from studies.api.plots import PlotQuerySerializer, PlotSerializer, SurrogateSerializer
 from studies.api.preview import PreviewSerializer
 from studies.api.results import ResultsSerializer
+from studies.api.sensitivity import SensitivitySerializer
 from studies.choices import RunState, StudyState, Trust
 from studies.models import Run, Study, Upload
 from studies.objectives_edit import study_objectives_update
@@ -390,6 +392,27 @@ class StudyViewSet(viewsets.GenericViewSet):
         study = self.get_object()
         query = {k: v for k, v in request.query_params.items() if k != "format"}
         return Response(surrogate_map.study_surrogate(study=study, query=query))
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("objective", str, description="one objective (default: all)"),
+            OpenApiParameter(
+                "samples",
+                int,
+                description="the estimator's base samples, a power of two from 256 to 65536 "
+                "(default 4096)",
+            ),
+        ],
+        responses=SensitivitySerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def sensitivity(self, request, pk=None):
+        """Which parameters each objective depends on: first-order and total Sobol indices
+        with confidence intervals, on the surrogate fitted to the study's completed runs
+        (docs/api.md, "Sensitivity")."""
+        study = self.get_object()
+        query = {k: v for k, v in request.query_params.items() if k != "format"}
+        return Response(sensitivity.study_sensitivity(study=study, query=query))
 
     @extend_schema(responses=ResultsSerializer)
     @action(detail=True, methods=["get"])

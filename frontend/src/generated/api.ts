@@ -1168,6 +1168,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/studies/{id}/sensitivity/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Which parameters each objective depends on: first-order and total Sobol indices
+         *     with confidence intervals, on the surrogate fitted to the study's completed runs
+         *     (docs/api.md, "Sensitivity").
+         */
+        get: operations["v1_studies_sensitivity_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/studies/{id}/submit/": {
         parameters: {
             query?: never;
@@ -3777,6 +3798,60 @@ export interface components {
          * @description A number, or text written into the case (at most 200 characters, no quotes, #, $, ;, braces, backslashes or control characters).
          */
         Scalar: number | string | boolean;
+        Sensitivity: {
+            /**
+             * Format: double
+             * @description the intervals' confidence level
+             */
+            confidence: number;
+            objectives: components["schemas"]["SensitivityObjective"][];
+            /** @description the parameters the study varies, over the ranges it varies them */
+            parameters: components["schemas"]["SensitivityParameter"][];
+            /** @description completed runs with a value an objective needs before its indices are shown */
+            runs_needed: number;
+            /** @description the estimator's base samples */
+            samples: number;
+            /** @description objectives without enough runs yet */
+            skipped: components["schemas"]["SensitivitySkipped"][];
+        };
+        SensitivityIndex: {
+            /**
+             * Format: double
+             * @description first-order Sobol index: the share of the objective's variance the parameter explains alone (0 to 1)
+             */
+            first: number;
+            /** @description its confidence interval [low, high] (the estimator's) */
+            first_interval: number[];
+            parameter: string;
+            /**
+             * Format: double
+             * @description total Sobol index: its share with every interaction it takes part in (≥ first; about 0: the parameter can be fixed)
+             */
+            total: number;
+            /** @description its confidence interval [low, high] (the estimator's) */
+            total_interval: number[];
+        };
+        SensitivityObjective: {
+            /** @description one per parameter, as `parameters` */
+            indices: components["schemas"]["SensitivityIndex"][];
+            name: string;
+            /** @description completed runs with a value the surrogate learnt */
+            runs: number;
+        };
+        SensitivityParameter: {
+            /** Format: double */
+            max: number;
+            /** Format: double */
+            min: number;
+            name: string;
+            unit: string;
+        };
+        SensitivitySkipped: {
+            name: string;
+            reason: string;
+            /** @description completed runs with a value so far */
+            runs: number;
+        };
         /** @description New points by series name (residual.p, forceCoeffs.Cl, …): columns {x, y}, each a list of numbers or the base64 of little-endian float64 values, or a list of [x, y] points. NaN and Infinity y values are kept as gaps (the sign of divergence). At most 500 series and 200,000 points a batch; checked in bulk by the portal (telemetry.batches). */
         Series: {
             [key: string]: {
@@ -6651,6 +6726,32 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Continued"];
+                };
+            };
+        };
+    };
+    v1_studies_sensitivity_retrieve: {
+        parameters: {
+            query?: {
+                /** @description one objective (default: all) */
+                objective?: string;
+                /** @description the estimator's base samples, a power of two from 256 to 65536 (default 4096) */
+                samples?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sensitivity"];
                 };
             };
         };

@@ -1,6 +1,5 @@
-"""`windtunnel`: the command line (docs/cli.md).
-
-Every command takes --json (one JSON document on standard output; errors as JSON on
+"""`windtunnel`: the command line (docs/cli.md; the analysis commands in cli_analysis). Every
+command takes --json (one JSON document on standard output; errors as JSON on
 standard error), and exits with a code a script can trust (errors.ExitCode): 0 done, 1 the
 study or run ended with failures, 2 usage, 3 authentication, 4 the portal refused the
 request (its message says why), 5 the portal unreachable or failing, 130 interrupted.
@@ -596,3 +595,6 @@ def _report(state: State, exc: WindtunnelError) -> None:
         click.echo(json.dumps({"error": exc.as_dict()}, ensure_ascii=False), err=True)
     else:
         click.echo(f"windtunnel: error: {exc.message}", err=True)
+
+
+from . import cli_analysis  # noqa: E402, F401  (registers its commands on `cli`)

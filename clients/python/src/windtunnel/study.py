@@ -132,6 +132,17 @@ class Study:
         """One row per run: `row.parameters`, `row.objectives`, `row.state`, `row.trust`, …"""
         return self.results_table().rows
 
+    def sensitivity(self, objective: str | None = None, *, samples: int | None = None) -> Any:
+        """Which parameters each objective depends on (the API's answer, docs/api.md,
+        "Sensitivity"): per objective, each parameter's first-order and total Sobol index
+        with its confidence interval, on the surrogate of the completed runs."""
+        params: dict[str, Any] = {}
+        if objective is not None:
+            params["objective"] = objective
+        if samples is not None:
+            params["samples"] = samples
+        return self.client.get_json("/api/v1/studies/{id}/sensitivity/", id=self.id, params=params)
+
     def results_csv(self) -> str:
         """Its results as CSV, as the portal writes it (one column per parameter and
         objective)."""
