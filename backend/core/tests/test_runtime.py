@@ -8,10 +8,10 @@ import threading
 
 import psutil
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 
 from core.runtime import BACKGROUND_NICE, in_background
-from tenancy.models import Tenant
 
 
 def _seen() -> dict:
@@ -24,19 +24,19 @@ def _seen() -> dict:
         "nice": os.getpriority(os.PRIO_PROCESS, threading.get_native_id()),
         "server": server,
         "server_nice": psutil.Process(server).nice(),
-        "tenants": Tenant.objects.count(),
+        "users": get_user_model().objects.count(),
     }
 
 
 @pytest.mark.django_db(transaction=True)
 def test_background_work_runs_at_the_lowest_priority_and_so_does_its_database_work() -> None:
-    Tenant.objects.create(name="committed")
+    get_user_model().objects.create(username="committed")
     seen = in_background(_seen)
     assert seen["thread"] != threading.get_ident()
     assert seen["nice"] == BACKGROUND_NICE
     # the test database is this machine's own PostgreSQL: its server process is lowered too
     assert seen["server_nice"] == BACKGROUND_NICE
-    assert seen["tenants"] == 1  # it sees what was committed
+    assert seen["users"] == 1  # it sees what was committed
     # the caller and its own connection keep their priority; the work's server process ended
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0
     mine = _seen()
@@ -58,6 +58,6 @@ def test_what_background_work_raises_reaches_the_caller() -> None:
 
 @pytest.mark.django_db
 def test_inside_a_transaction_the_work_runs_here_and_sees_it() -> None:
-    Tenant.objects.create(name="uncommitted")
+    get_user_model().objects.create(username="uncommitted")
     seen = in_background(_seen)
-    assert seen["thread"] == threading.get_ident() and seen["tenants"] == 1
+    assert seen["thread"] == threading.get_ident() and seen["users"] == 1

@@ -55,6 +55,9 @@ export type PlotGroup = Schemas["PlotGroup"];
 export type StudySurrogate = Schemas["Surrogate"];
 export type MeshIndependence = Schemas["MeshIndependence"];
 export type GridConvergence = Schemas["Gci"];
+/** Which parameters each objective depends on (`GET /studies/{id}/sensitivity/`): Sobol indices. */
+export type Sensitivity = Schemas["Sensitivity"];
+export type SensitivityObjective = Schemas["SensitivityObjective"];
 export type SurrogateGrid = Schemas["SurrogateGrid"];
 export type SurrogateProgress = Schemas["SurrogateProgress"];
 

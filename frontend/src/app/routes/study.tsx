@@ -31,6 +31,7 @@ import {
   StudyActions,
   StudyProgress,
   MeshIndependencePanel,
+  SensitivityPanel,
   SurrogateMap,
   useRunQueryInUrl,
   useRunSelectionInUrl,
@@ -72,6 +73,7 @@ export function StudyPage() {
   const [query, setQuery] = useRunQueryInUrl();
   const runs = useStudyRunsPage(id, query, { active: live });
   const [meshOpen, setMeshOpen] = useState(false);
+  const [sensitivityOpen, setSensitivityOpen] = useState(false);
   const [specOpen, setSpecOpen] = useState(false);
 
   const setParam = usePatchSearchParams();
@@ -313,6 +315,26 @@ export function StudyPage() {
                 {meshOpen && (
                   <Stack mt="sm">
                     <MeshIndependencePanel studyId={s.id} parameters={parameters} />
+                  </Stack>
+                )}
+              </Card>
+            )}
+
+            {/* the indices need objectives and a surrogate of completed runs; computed on opening */}
+            {parameters.length > 0 && objectives.length > 0 && s.progress.completed > 0 && (
+              <Card padding="md">
+                <Disclosure
+                  open={sensitivityOpen}
+                  onToggle={() => setSensitivityOpen((o) => !o)}
+                  testId="sensitivity-toggle"
+                >
+                  <Text fw={600} size="sm">
+                    Sensitivity
+                  </Text>
+                </Disclosure>
+                {sensitivityOpen && (
+                  <Stack mt="sm">
+                    <SensitivityPanel studyId={s.id} />
                   </Stack>
                 )}
               </Card>

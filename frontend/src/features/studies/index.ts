@@ -6,6 +6,7 @@ export { StudiesTable } from "./components/studies-table";
 export { StudyActions } from "./components/study-actions";
 export { StudyProgress } from "./components/study-progress";
 export { MeshIndependencePanel } from "./components/mesh-independence";
+export { SensitivityPanel } from "./components/sensitivity";
 export { SurrogateMap } from "./components/surrogate-map";
 export {
   describeRunFilter,

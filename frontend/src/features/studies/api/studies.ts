@@ -7,6 +7,7 @@ import type {
   ParameterSpec,
   Run,
   RunState,
+  Sensitivity,
   Study,
   StudyDeletion,
   StudyPlot,
@@ -162,6 +163,27 @@ export async function fetchMeshIndependence(
   return await unwrap(
     api.GET("/api/v1/studies/{id}/mesh-independence/", {
       params: { path: { id }, query: { parameter: q.parameter, kind: q.kind } },
+      signal,
+    }),
+  );
+}
+
+/**
+ * The first-order and total Sobol indices of a study's objectives (all, or `objective`), with
+ * their intervals, on a surrogate fitted to its completed runs; the objectives without enough
+ * runs yet are `skipped`.
+ */
+export async function fetchSensitivity(
+  id: string,
+  q: { objective?: string | null; samples?: number } = {},
+  { signal }: { signal?: AbortSignal } = {},
+): Promise<Sensitivity> {
+  return await unwrap(
+    api.GET("/api/v1/studies/{id}/sensitivity/", {
+      params: {
+        path: { id },
+        query: { objective: q.objective || undefined, samples: q.samples },
+      },
       signal,
     }),
   );
