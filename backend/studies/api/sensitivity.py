@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from studies.api.plots import SurrogateParameterSerializer
+
 
 def _interval(help_text: str) -> serializers.ListField:
     return serializers.ListField(
@@ -37,20 +39,13 @@ class SensitivitySkippedSerializer(serializers.Serializer):
     reason = serializers.CharField()
 
 
-class SensitivityParameterSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    min = serializers.FloatField()
-    max = serializers.FloatField()
-    unit = serializers.CharField(allow_blank=True)
-
-
 class SensitivitySerializer(serializers.Serializer):
     samples = serializers.IntegerField(help_text="the estimator's base samples")
     confidence = serializers.FloatField(help_text="the intervals' confidence level")
     runs_needed = serializers.IntegerField(
         help_text="completed runs with a value an objective needs before its indices are shown"
     )
-    parameters = SensitivityParameterSerializer(
+    parameters = SurrogateParameterSerializer(
         many=True, help_text="the parameters the study varies, over the ranges it varies them"
     )
     objectives = SensitivityObjectiveSerializer(many=True)

@@ -3806,7 +3806,7 @@ export interface components {
             confidence: number;
             objectives: components["schemas"]["SensitivityObjective"][];
             /** @description the parameters the study varies, over the ranges it varies them */
-            parameters: components["schemas"]["SensitivityParameter"][];
+            parameters: components["schemas"]["SurrogateParameter"][];
             /** @description completed runs with a value an objective needs before its indices are shown */
             runs_needed: number;
             /** @description the estimator's base samples */
@@ -3837,14 +3837,6 @@ export interface components {
             name: string;
             /** @description completed runs with a value the surrogate learnt */
             runs: number;
-        };
-        SensitivityParameter: {
-            /** Format: double */
-            max: number;
-            /** Format: double */
-            min: number;
-            name: string;
-            unit: string;
         };
         SensitivitySkipped: {
             name: string;
