@@ -39,9 +39,11 @@ def in_background(work: Callable[[], T]) -> T:
 
     It runs in a thread of its own (Linux schedules threads apart: a worker's other tasks
     keep their priority; the thread ends with the work, so nothing needs raising again) with
-    a database connection of its own, whose server process is lowered as well when it is a
-    PostgreSQL of this machine that this process may lower (a portal's own database, as
-    `make run` starts it); elsewhere the database works at its usual priority. Returns what
+    a database connection of its own. That connection's server process is lowered as well
+    when it is a PostgreSQL of this machine and this process may raise it back (root: a
+    portal's own database, as `make run` starts it), and raised back before the connection is
+    released (a pool keeps it for other work); elsewhere the database works at its usual
+    priority. Returns what
     `work` returns; raises what it raises. Inside a transaction (a caller's, or a test's) it
     runs here at the usual priority: another connection would not see that transaction."""
     if connection.in_atomic_block:
@@ -49,18 +51,25 @@ def in_background(work: Callable[[], T]) -> T:
     outcome: dict[str, Any] = {}
 
     def thread() -> None:
+        server, before = 0, 0
         try:
             _lower(threading.get_native_id())
             with connection.cursor() as cur:
                 cur.execute("SELECT pg_backend_pid()")
-                server = cur.fetchone()[0]
-            if _local_postgres(server):
-                _lower(server)
+                pid = cur.fetchone()[0]
+            if os.geteuid() == 0 and _local_postgres(pid):
+                with contextlib.suppress(OSError):
+                    before = os.getpriority(os.PRIO_PROCESS, pid)
+                    _lower(pid)
+                    server = pid
             outcome["value"] = work()
         except BaseException as exc:  # handed to the caller's thread
             outcome["error"] = exc
         finally:
-            connection.close()  # its server process ends with it
+            if server:
+                with contextlib.suppress(OSError):  # it ended meanwhile
+                    os.setpriority(os.PRIO_PROCESS, server, before)
+            connection.close()  # back to the pool, or ended
 
     worker = threading.Thread(target=thread, name="background", daemon=True)
     worker.start()

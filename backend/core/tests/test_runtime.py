@@ -28,6 +28,7 @@ def _seen() -> dict:
     }
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a database server is lowered by root only")
 @pytest.mark.django_db(transaction=True)
 def test_background_work_runs_at_the_lowest_priority_and_so_does_its_database_work() -> None:
     get_user_model().objects.create(username="committed")
@@ -37,14 +38,15 @@ def test_background_work_runs_at_the_lowest_priority_and_so_does_its_database_wo
     # the test database is this machine's own PostgreSQL: its server process is lowered too
     assert seen["server_nice"] == BACKGROUND_NICE
     assert seen["users"] == 1  # it sees what was committed
-    # the caller and its own connection keep their priority; the work's server process ended
+    # the caller keeps its priority, and the work's server process was raised back before its
+    # connection was released (a pool would hand it to other work)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0
+    try:
+        assert psutil.Process(seen["server"]).nice() == 0
+    except psutil.NoSuchProcess:  # or it ended with the connection
+        pass
     mine = _seen()
-    assert mine["server"] != seen["server"] and mine["server_nice"] == 0
-    assert not psutil.pid_exists(seen["server"]) or psutil.Process(seen["server"]).status() in (
-        psutil.STATUS_ZOMBIE,
-        psutil.STATUS_DEAD,
-    )
+    assert mine["server_nice"] == 0
 
 
 @pytest.mark.django_db(transaction=True)
