@@ -19,8 +19,16 @@ from typing import Any
 from core.exceptions import ApplicationError
 from orchestration.planning import sensitivity, surrogate
 from studies.models import Study
-from studies.space import Space, SpaceError, parse_space
-from studies.surrogate_map import fitted_model, parameter_units, study_observed
+from studies.space import Space
+from studies.surrogate_map import (
+    Observed,
+    fitted_model,
+    kept,
+    observations_key,
+    parameter_units,
+    study_observed,
+    study_space,
+)
 
 MIN_RUNS = 8
 PER_PARAMETER = 4
@@ -28,7 +36,6 @@ PER_PARAMETER = 4
 # the indices by the surrogate they were computed on and the samples asked for: a study page
 # asks again whenever it is opened, and the estimator is the costly part after the fit
 _COMPUTED: OrderedDict[tuple, list[sensitivity.Index]] = OrderedDict()
-COMPUTED_KEPT = 64
 
 
 def varied_bounds(space: Space) -> tuple[surrogate.Bound, ...]:
@@ -53,20 +60,6 @@ def varied_bounds(space: Space) -> tuple[surrogate.Bound, ...]:
     return tuple(out)
 
 
-def _space(study: Study) -> Space:
-    """The study's parameter space as its spec combines it (a grid's values, or bounds)."""
-    spec = study.spec
-    try:
-        return parse_space(
-            spec.get("parameters") or {},
-            combine=spec.get("combine") or "grid",
-            samples=spec.get("samples") or 1,
-            seed=spec.get("seed"),
-        )
-    except SpaceError as exc:  # a stored spec was valid when saved
-        raise ApplicationError(str(exc), field=exc.field) from exc
-
-
 def runs_needed(parameters: int) -> int:
     return max(MIN_RUNS, PER_PARAMETER * parameters)
 
@@ -88,7 +81,7 @@ def study_sensitivity(*, study: Study, query: Mapping[str, str]) -> dict[str, An
             field="objective",
         )
     samples = _samples(query.get("samples"))
-    bounds = varied_bounds(_space(study))
+    bounds = varied_bounds(study_space(study, combine=study.spec.get("combine") or "grid"))
     if not bounds:
         raise ApplicationError(
             "parameters: the study varies no parameter over a range of numbers (a sampled "
@@ -126,15 +119,7 @@ def study_sensitivity(*, study: Study, query: Mapping[str, str]) -> dict[str, An
                 {"name": name, "runs": runs, "reason": f"{runs} of the {needed} runs it needs"}
             )
             continue
-        points, values = observed.values[name]
-        key = (bounds, seed, samples, tuple(tuple(p.values()) for p in points), tuple(values))
-        indices = _COMPUTED.get(key)
-        if indices is None:
-            model = fitted_model(observed=observed, objective=name, seed=seed)
-            indices = _COMPUTED[key] = sensitivity.sobol(model, samples=samples, seed=seed)
-            while len(_COMPUTED) > COMPUTED_KEPT:
-                _COMPUTED.popitem(last=False)
-        _COMPUTED.move_to_end(key)
+        indices = _indices(observed, name, seed=seed, samples=samples)
         out["objectives"].append(
             {
                 "name": name,
@@ -152,6 +137,21 @@ def study_sensitivity(*, study: Study, query: Mapping[str, str]) -> dict[str, An
             }
         )
     return out
+
+
+def _indices(
+    observed: Observed, objective: str, *, seed: int, samples: int
+) -> list[sensitivity.Index]:
+    """The objective's indices on its surrogate (computed once per set of runs and samples)."""
+    return kept(
+        _COMPUTED,
+        (samples, *observations_key(observed, objective, seed)),
+        lambda: sensitivity.sobol(
+            fitted_model(observed=observed, objective=objective, seed=seed),
+            samples=samples,
+            seed=seed,
+        ),
+    )
 
 
 def _samples(raw: str | None) -> int:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import OrderedDict
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from core.exceptions import ApplicationError
 from orchestration.planning import surrogate
@@ -20,6 +20,7 @@ from studies.choices import RunState
 from studies.models import Study
 from studies.space import Space, SpaceError, parse_space
 
+T = TypeVar("T")
 GRID_SIZE = 25
 MAX_GRID_SIZE = 60
 MAP_NEEDS = 2  # completed runs with a value an objective's map is drawn from
@@ -37,12 +38,13 @@ class Observed:
     found: dict[str, list[float | None]]
 
 
-def study_space(study: Study) -> Space:
-    """The study's parameter space as its spec gives it (samples: any; only the axes count)."""
+def study_space(study: Study, *, combine: str = "adaptive") -> Space:
+    """The study's parameter space as its spec gives it, parsed as `combine` (an adaptive
+    study's bounds by default; samples: any, only the axes count)."""
     spec = study.spec
     try:
         return parse_space(
-            spec.get("parameters") or {}, combine="adaptive", samples=1, seed=spec.get("seed")
+            spec.get("parameters") or {}, combine=combine, samples=1, seed=spec.get("seed")
         )
     except SpaceError as exc:  # a stored spec was valid when saved
         raise ApplicationError(str(exc), field=exc.field) from exc
@@ -120,19 +122,32 @@ def study_models(*, observed: Observed, plan: AdaptivePlan) -> dict[str, surroga
     }
 
 
+def observations_key(observed: Observed, objective: str, seed: int) -> tuple:
+    """What a fit of `objective` depends on: the bounds, the seed, the points and values."""
+    points, values = observed.values[objective]
+    return (observed.bounds, seed, tuple(tuple(p.values()) for p in points), tuple(values))
+
+
+def kept(cache: OrderedDict[tuple, T], key: tuple, make: Callable[[], T]) -> T:
+    """`cache[key]`, made by `make()` the first time; the FITTED_KEPT most recent are kept."""
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = make()
+        while len(cache) > FITTED_KEPT:
+            cache.popitem(last=False)
+    cache.move_to_end(key)
+    return found
+
+
 def fitted_model(*, observed: Observed, objective: str, seed: int) -> surrogate.Model:
     """The surrogate of one objective that has values (fitted once per set of observations
     in this process)."""
     points, values = observed.values[objective]
-    key = (observed.bounds, seed, tuple(tuple(p.values()) for p in points), tuple(values))
-    model = _FITTED.get(key)
-    if model is None:
-        model = surrogate.fit(observed.bounds, points, values, seed=seed)
-        _FITTED[key] = model
-        while len(_FITTED) > FITTED_KEPT:
-            _FITTED.popitem(last=False)
-    _FITTED.move_to_end(key)
-    return model
+    return kept(
+        _FITTED,
+        observations_key(observed, objective, seed),
+        lambda: surrogate.fit(observed.bounds, points, values, seed=seed),
+    )
 
 
 def parse_prediction_query(

@@ -16,7 +16,6 @@ Django-free.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -82,16 +81,3 @@ def sobol(
 def _clip(value: float) -> float:
     """An estimate in [0, 1] (Saltelli's estimators can step a little outside), rounded."""
     return round(min(1.0, max(0.0, float(value))), 6)
-
-
-def ishigami(points: Sequence[dict[str, float]], a: float = 7.0, b: float = 0.1) -> list[float]:
-    """The Ishigami function over x1, x2, x3 in [-π, π]: the sensitivity benchmark whose
-    indices are known (S1 .3139, S2 .4424, S3 0; ST1 .5576, ST2 .4424, ST3 .2437)."""
-    return [
-        float(np.sin(p["x1"]) + a * np.sin(p["x2"]) ** 2 + b * p["x3"] ** 4 * np.sin(p["x1"]))
-        for p in points
-    ]
-
-
-ISHIGAMI_FIRST = {"x1": 0.3139, "x2": 0.4424, "x3": 0.0}
-ISHIGAMI_TOTAL = {"x1": 0.5576, "x2": 0.4424, "x3": 0.2437}
