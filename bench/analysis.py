@@ -16,7 +16,15 @@ S = (.3139, .4424, 0), ST = (.5576, .4424, .2437). As the portal does it: the su
 to RUNS runs of a Latin hypercube (each run's value the function's), then Saltelli's estimator
 on its mean; the figure is the largest difference of the six indices from the true ones.
 
-Smoke mode: a handful of the GCI cases; the surrogate learns from 100 runs.
+pareto_hypervolume_ratio: the front a goal-pareto study grows (orchestration/planning/pareto.py,
+as studies/batches.py calls it), on ZDT1 over three parameters: the initial Latin hypercube of
+7 runs, then batches of 4 until BUDGET runs, each run's objectives the function's. The figure
+is the hypervolume of the runs' front over the true front's (reference point (1.1, 1.1)). Beside
+it, what a grid of the same three parameters needs for as much: the full factorial grids with
+k = 2, 3, … levels each, until one's front reaches the same ratio (its runs: k³); and a Latin
+hypercube of BUDGET runs.
+
+Smoke mode: a handful of the GCI cases; the surrogate learns from 100 runs; the front from 16.
 """
 
 from __future__ import annotations
@@ -26,11 +34,14 @@ import itertools
 import math
 
 from bench.common import emit, progress, setup_django, sized
+from bench.problems import ISHIGAMI_FIRST, ISHIGAMI_TOTAL, ishigami, zdt1, zdt1_front
 
 ORDERS = sized([0.5, 1.0, 1.5, 2.0, 3.0, 4.0], [1.0, 2.0])
 RATIOS = sized([1.1, 1.3, 1.5, 2.0, 3.0, 4.0], [1.5, 2.0])
 SLOPES = [0.3, -2.5]
 RUNS = sized(300, 100)  # the runs the Ishigami surrogate learns from
+BUDGET = sized(40, 16)  # the runs of the pareto study on ZDT1
+PARETO_DIM, PARETO_BATCH = 3, 4
 
 
 def main() -> None:
@@ -71,19 +82,6 @@ def main() -> None:
     )
 
 
-# the Ishigami function's true indices (a = 7, b = 0.1)
-ISHIGAMI_FIRST = {"x1": 0.3139, "x2": 0.4424, "x3": 0.0}
-ISHIGAMI_TOTAL = {"x1": 0.5576, "x2": 0.4424, "x3": 0.2437}
-
-
-def ishigami(points: list[dict[str, float]], a: float = 7.0, b: float = 0.1) -> list[float]:
-    """sin x1 + a sin² x2 + b x3⁴ sin x1 over [-π, π]³."""
-    return [
-        math.sin(p["x1"]) + a * math.sin(p["x2"]) ** 2 + b * p["x3"] ** 4 * math.sin(p["x1"])
-        for p in points
-    ]
-
-
 def ishigami_indices() -> None:
     import time
 
@@ -116,6 +114,74 @@ def ishigami_indices() -> None:
     )
 
 
+def pareto_front() -> None:
+    import time
+
+    import numpy as np
+
+    from orchestration.planning import pareto, surrogate
+
+    bounds = [surrogate.Bound(name=f"x{i}", low=0.0, high=1.0) for i in range(1, PARETO_DIM + 1)]
+    goals = [pareto.Objective(name=n, direction="min") for n in ("f1", "f2")]
+    reference = np.array([1.1, 1.1])
+    true = pareto.hypervolume(zdt1_front(), reference)
+
+    def ratio(points: list[dict[str, float]]) -> float:
+        y = np.array([[v["f1"], v["f2"]] for v in map(zdt1, points)])
+        return pareto.hypervolume(y, reference) / true
+
+    initial = 2 * PARETO_DIM + 1  # the portal's default initial design
+    points = surrogate.latin_hypercube(bounds, initial, seed=1)
+    t0 = time.process_time()
+    batch = 1
+    while len(points) < BUDGET:
+        found: dict[str, list[float | None]] = {"f1": [], "f2": []}
+        for value in map(zdt1, points):
+            for name in found:
+                found[name].append(value[name])
+        models = {
+            name: surrogate.fit(bounds, points, [float(v) for v in values if v is not None], seed=1)
+            for name, values in found.items()
+        }
+        choice = pareto.next_batch(
+            models,
+            objectives=goals,
+            found=found,
+            size=min(PARETO_BATCH, BUDGET - len(points)),
+            seed=1 + batch,
+            exclude=points,
+        )
+        points += choice.points
+        batch += 1
+        progress(f"batch {batch}: {len(points)} runs, hypervolume ratio {ratio(points):.4f}")
+    cpu = time.process_time() - t0
+    got = ratio(points)
+    lhs = ratio(surrogate.latin_hypercube(bounds, BUDGET, seed=1))
+    levels, grid_ratio = 1, 0.0
+    while grid_ratio < got and levels < 40:
+        levels += 1
+        axis = [i / (levels - 1) for i in range(levels)]
+        grid = [
+            {f"x{i + 1}": v for i, v in enumerate(combo)}
+            for combo in itertools.product(axis, repeat=PARETO_DIM)
+        ]
+        grid_ratio = ratio(grid)
+    emit(
+        "pareto_hypervolume_ratio",
+        got,
+        "",
+        f"hypervolume of the front a pareto study found on ZDT1 ({PARETO_DIM} parameters) in "
+        f"{BUDGET} runs ({initial} initial, batches of {PARETO_BATCH}) over the true front's; a "
+        f"grid needs {levels**PARETO_DIM} runs ({levels} levels each) for {grid_ratio:.3f}, a "
+        f"Latin hypercube of {BUDGET} runs reaches {lhs:.3f}; planning {cpu:.1f} CPU-s",
+        runs=BUDGET,
+        grid_runs=levels**PARETO_DIM,
+        grid_ratio=grid_ratio,
+        lhs_ratio=lhs,
+    )
+
+
 if __name__ == "__main__":
     main()
     ishigami_indices()
+    pareto_front()

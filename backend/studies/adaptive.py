@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from core.exceptions import ApplicationError
+from orchestration.planning import pareto
 from studies.space import Space
 
 DEFAULT_BATCH = 4
@@ -19,14 +20,53 @@ DEFAULT_BATCH = 4
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AdaptivePlan:
-    goal: str  # map | optimise
+    goal: str  # map | optimise | pareto
     objectives: tuple[str, ...]
-    direction: str  # max | min (optimise)
+    direction: str  # max | min (optimise: its objective's)
+    directions: tuple[str, ...] = ()  # optimise and pareto: max | min per objective
+    constraints: tuple[pareto.Constraint, ...] = ()  # optimise and pareto
     initial: int
     batch: int
     budget: int
     tolerance: float | None
     seed: int
+
+    @property
+    def goals(self) -> tuple[pareto.Objective, ...]:
+        """optimise and pareto: each objective with the way it is better."""
+        return tuple(
+            pareto.Objective(name=n, direction=d)
+            for n, d in zip(self.objectives, self.directions, strict=True)
+        )
+
+    def direction_of(self, objective: str) -> str:
+        """Which way `objective` is better under this plan (max when the goal does not say)."""
+        if objective in self.objectives and self.directions:
+            return self.directions[self.objectives.index(objective)]
+        return "max"
+
+    @property
+    def uses_front(self) -> bool:
+        """Batches placed by the hypervolume (orchestration/planning/pareto.py): a pareto
+        goal, or an optimise goal with constraints."""
+        return self.goal == "pareto" or bool(self.constraints)
+
+    @property
+    def learned(self) -> tuple[str, ...]:
+        """Every quantity a surrogate is fitted to: the objectives, then the constrained ones."""
+        extra = [c.name for c in self.constraints if c.name not in self.objectives]
+        return (*self.objectives, *dict.fromkeys(extra))
+
+    def goal_terms(self) -> dict[str, Any]:
+        """Each objective's direction and the constraints, as the API shows them."""
+        return {
+            "directions": (
+                dict(zip(self.objectives, self.directions, strict=True)) if self.directions else {}
+            ),
+            "constraints": [
+                {"objective": c.name, "min": c.low, "max": c.high} for c in self.constraints
+            ],
+        }
 
     @property
     def max_batches(self) -> int:
@@ -81,7 +121,6 @@ def adaptive_plan(
     naming the field when its goal names objectives the study does not have."""
     raw = spec["adaptive"]
     goal = raw.get("goal", "map")
-    direction = raw.get("direction", "max")
     if not objectives:
         raise ApplicationError(
             "adaptive sampling learns the study's objectives, and it has none: add objectives "
@@ -96,26 +135,94 @@ def adaptive_plan(
             f"{', '.join(objectives)}",
             field="adaptive.objectives",
         )
-    if goal == "optimise":
-        if len(chosen) != 1:
-            raise ApplicationError(
-                "adaptive.objectives: goal optimise needs exactly one objective to maximise "
-                f"or minimise (one of {', '.join(objectives)})",
-                field="adaptive.objectives",
-            )
-    elif "direction" in raw:
+    if len(set(chosen)) != len(chosen):
+        twice = next(name for name in chosen if chosen.count(name) > 1)
         raise ApplicationError(
-            "adaptive.direction is for goal optimise; goal map learns the objectives everywhere",
-            field="adaptive.direction",
+            f"adaptive.objectives: {twice} is named twice; name each objective once",
+            field="adaptive.objectives",
         )
+    if goal == "optimise" and len(chosen) != 1:
+        raise ApplicationError(
+            "adaptive.objectives: goal optimise needs exactly one objective to maximise "
+            f"or minimise (one of {', '.join(objectives)})",
+            field="adaptive.objectives",
+        )
+    if goal == "pareto" and not 2 <= len(chosen) <= 3:
+        raise ApplicationError(
+            "adaptive.objectives: goal pareto trades off two or three objectives; name them "
+            f'(of {", ".join(objectives)}), e.g. "objectives": ["LD", "Cd"]',
+            field="adaptive.objectives",
+        )
+    if goal == "map":
+        for key in ("direction", "constraints"):
+            if key in raw:
+                raise ApplicationError(
+                    f"adaptive.{key} is for goals optimise and pareto; goal map learns the "
+                    "objectives everywhere",
+                    field=f"adaptive.{key}",
+                )
+    chosen = chosen or tuple(objectives)
+    directions = _directions(raw.get("direction", "max"), chosen)
     tolerance = raw.get("tolerance")
     return AdaptivePlan(
         goal=goal,
-        objectives=chosen or tuple(objectives),
-        direction=direction,
+        objectives=chosen,
+        direction=directions[0],
+        directions=directions if goal != "map" else (),
+        constraints=_constraints(raw.get("constraints") or {}, objectives),
         initial=space.samples,
         batch=int(raw.get("batch", DEFAULT_BATCH)),
         budget=int(raw["budget"]),
         tolerance=None if tolerance is None else float(tolerance),
         seed=space.seed,
     )
+
+
+def _directions(raw: str | Mapping[str, str], objectives: tuple[str, ...]) -> tuple[str, ...]:
+    """Each objective's direction: one word for all, or one per objective (all named)."""
+    if isinstance(raw, str):
+        return tuple(raw for _ in objectives)
+    unknown = [name for name in raw if name not in objectives]
+    if unknown:
+        raise ApplicationError(
+            f"adaptive.direction: {unknown[0]!r} is not one of the goal's objectives "
+            f"({', '.join(objectives)})",
+            field="adaptive.direction",
+        )
+    missing = [name for name in objectives if name not in raw]
+    if missing:
+        raise ApplicationError(
+            f"adaptive.direction: say whether {missing[0]} is to be maximised or minimised, "
+            f'e.g. "direction": {{"{missing[0]}": "min", …}}',
+            field="adaptive.direction",
+        )
+    return tuple(raw[name] for name in objectives)
+
+
+def _constraints(
+    raw: Mapping[str, Mapping[str, float]], objectives: Collection[str]
+) -> tuple[pareto.Constraint, ...]:
+    """The ranges the runs must keep, on the study's objectives (any of them)."""
+    out = []
+    for name, bounds in raw.items():
+        if name not in objectives:
+            raise ApplicationError(
+                f"adaptive.constraints: the study has no objective {name!r} to constrain; it "
+                f"has {', '.join(objectives)}",
+                field=f"adaptive.constraints.{name}",
+            )
+        low, high = bounds.get("min"), bounds.get("max")
+        if low is not None and high is not None and low > high:
+            raise ApplicationError(
+                f"adaptive.constraints.{name}: min ({low:g}) is above max ({high:g}): no run "
+                "could keep it",
+                field=f"adaptive.constraints.{name}",
+            )
+        out.append(
+            pareto.Constraint(
+                name=name,
+                low=None if low is None else float(low),
+                high=None if high is None else float(high),
+            )
+        )
+    return tuple(out)

@@ -16,7 +16,7 @@ from django.db import transaction
 from core import jobs
 from core.exceptions import ApplicationError
 from core.jobs import Job
-from orchestration.planning import surrogate
+from orchestration.planning import pareto, surrogate
 from studies import services, state
 from studies.choices import ACTIVE_STATES, AdaptiveEnd, StudyState
 from studies.models import Study
@@ -53,19 +53,31 @@ def adaptive_next_batch(*, study_id, after: int) -> int:
         elif total >= plan.budget:
             end = AdaptiveEnd.BUDGET
         else:
-            observed = study_observed(study=study, objectives=plan.objectives)
+            observed = study_observed(study=study, objectives=plan.learned)
             models = study_models(observed=observed, plan=plan)
-            if not models:
+            size = min(plan.batch, plan.budget - total)
+            if not models or (plan.uses_front and len(models) < len(plan.learned)):
                 end = AdaptiveEnd.NO_RESULTS
+            elif plan.uses_front:
+                choice = pareto.next_batch(
+                    models,
+                    objectives=plan.goals,
+                    constraints=plan.constraints,
+                    found=observed.found,
+                    size=size,
+                    seed=plan.seed + after,
+                    exclude=observed.points,
+                )
             else:
                 choice = surrogate.next_batch(
                     models,
-                    size=min(plan.batch, plan.budget - total),
+                    size=size,
                     goal=plan.goal,
                     direction=plan.direction,
                     seed=plan.seed + after,
                     exclude=observed.points,
                 )
+            if not end:
                 # the parameters held at one value go with every point
                 fixed = study_space(study).constants()
                 points = [{**fixed, **p} for p in choice.points]

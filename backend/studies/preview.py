@@ -71,6 +71,7 @@ def adaptive_outline(plan: AdaptivePlan | None) -> dict[str, Any] | None:
         "goal": plan.goal,
         "objectives": list(plan.objectives),
         "direction": plan.direction if plan.goal == "optimise" else None,
+        **plan.goal_terms(),
         "initial": plan.initial,
         "batch": plan.batch,
         "budget": plan.budget,

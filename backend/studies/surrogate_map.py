@@ -254,6 +254,7 @@ def progress(*, study: Study, plan: AdaptivePlan) -> dict[str, Any]:
         "goal": plan.goal,
         "objectives": list(plan.objectives),
         "direction": plan.direction if plan.goal == "optimise" else None,
+        **plan.goal_terms(),
         "batch": study.batches,
         "max_batches": plan.max_batches,
         "runs": study.run_count,
@@ -310,7 +311,7 @@ def study_surrogate(*, study: Study, query: Mapping[str, str]) -> dict[str, Any]
     # the map is drawn from MAP_NEEDS values on: one run says nothing of a slope
     drawn = {n: m for n, m in models.items() if len(observed.values[n][1]) >= MAP_NEEDS}
     # the parameters not on the map are held at the best run's values
-    direction = plan.direction if plan.goal == "optimise" else "max"
+    direction = plan.direction_of(objective)
     best = best_run(observed, objective=objective, direction=direction)
     others = [n for n in names if n not in (x, y)]
     if drawn:

@@ -90,10 +90,25 @@ class PlotSerializer(serializers.Serializer):
     heatmap = PlotHeatmapSerializer(allow_null=True)
 
 
+class ConstraintSerializer(serializers.Serializer):
+    objective = serializers.CharField()
+    min = serializers.FloatField(allow_null=True, help_text="the lowest value allowed (null: none)")
+    max = serializers.FloatField(
+        allow_null=True, help_text="the highest value allowed (null: none)"
+    )
+
+
 class SurrogateProgressSerializer(serializers.Serializer):
-    goal = serializers.ChoiceField(choices=["map", "optimise"])
+    goal = serializers.ChoiceField(choices=["map", "optimise", "pareto"])
     objectives = serializers.ListField(child=serializers.CharField())
     direction = serializers.CharField(allow_null=True, help_text="optimise: max or min")
+    directions = serializers.DictField(
+        child=serializers.ChoiceField(choices=["max", "min"]),
+        help_text="optimise and pareto: each objective's direction (empty for map)",
+    )
+    constraints = ConstraintSerializer(
+        many=True, help_text="optimise and pareto: the ranges the runs must keep"
+    )
     batch = serializers.IntegerField(help_text="batches made so far (the initial design is 1)")
     max_batches = serializers.IntegerField(help_text="the most batches the budget allows")
     runs = serializers.IntegerField(help_text="runs made so far")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from core.api.fields import SchemaField
+from studies.api.plots import ConstraintSerializer
 from studies.api.quota import EstimateSerializer, QuotaAmountsSerializer, ShapeSerializer
 from studies.api.serializers import OBJECTIVE_SPECS, SCALARS, EffectiveResourcesSerializer
 
@@ -56,11 +57,18 @@ class QuotaImpactSerializer(serializers.Serializer):
 class PreviewAdaptiveSerializer(serializers.Serializer):
     """An adaptive study's plan: the initial design first, then batches up to the budget."""
 
-    goal = serializers.ChoiceField(choices=["map", "optimise"])
+    goal = serializers.ChoiceField(choices=["map", "optimise", "pareto"])
     objectives = serializers.ListField(
         child=serializers.CharField(), help_text="the objectives the surrogate learns"
     )
     direction = serializers.CharField(allow_null=True, help_text="optimise: max or min")
+    directions = serializers.DictField(
+        child=serializers.ChoiceField(choices=["max", "min"]),
+        help_text="optimise and pareto: each objective's direction (empty for map)",
+    )
+    constraints = ConstraintSerializer(
+        many=True, help_text="optimise and pareto: the ranges the runs must keep"
+    )
     initial = serializers.IntegerField(help_text="runs of the initial design (run_count)")
     batch = serializers.IntegerField(help_text="runs per later batch")
     budget = serializers.IntegerField(help_text="the most runs, the initial design included")

@@ -21,6 +21,7 @@ from studies import (
     continuation,
     deletion,
     extension,
+    front,
     plot,
     preview,
     results,
@@ -34,6 +35,7 @@ from studies import (
 )
 from studies.api import serializers as s
 from studies.api.continuation import ContinuedSerializer, StudyContinueSerializer
+from studies.api.front import FrontSerializer
 from studies.api.pagination import study_runs_pagination
 from studies.api.plots import PlotQuerySerializer, PlotSerializer, SurrogateSerializer
 from studies.api.preview import PreviewSerializer
@@ -413,6 +415,38 @@ class StudyViewSet(viewsets.GenericViewSet):
         study = self.get_object()
         query = {k: v for k, v in request.query_params.items() if k != "format"}
         return Response(sensitivity.study_sensitivity(study=study, query=query))
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "objectives",
+                str,
+                description="two or three objectives with the way each is better, e.g. "
+                "LD:max,Cd:min (default: an adaptive study's pareto goal's)",
+            ),
+            OpenApiParameter(
+                "constraint",
+                str,
+                many=True,
+                description="a range the runs must keep, e.g. Cl>=0.5 or Cd<=0.02; repeatable "
+                "(default: the adaptive goal's)",
+            ),
+        ],
+        responses=FrontSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def pareto(self, request, pk=None):
+        """The trade-off between two or three objectives: every completed run's values, which
+        runs are on the Pareto front, and the front's hypervolume, after each batch for an
+        adaptive study (docs/api.md, "Pareto front")."""
+        study = self.get_object()
+        return Response(
+            front.study_front(
+                study=study,
+                objectives=request.query_params.get("objectives"),
+                constraints=request.query_params.getlist("constraint"),
+            )
+        )
 
     @extend_schema(responses=ResultsSerializer)
     @action(detail=True, methods=["get"])

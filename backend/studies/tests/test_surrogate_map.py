@@ -123,6 +123,8 @@ def test_an_adaptive_preview_tells_the_initial_design_and_the_batches_after_it(a
         "goal": "map",
         "objectives": ["Cl"],
         "direction": None,
+        "directions": {},
+        "constraints": [],
         "initial": 3,
         "batch": 1,
         "budget": 5,

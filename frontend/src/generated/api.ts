@@ -1039,6 +1039,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/studies/{id}/pareto/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description The trade-off between two or three objectives: every completed run's values, which
+         *     runs are on the Pareto front, and the front's hypervolume, after each batch for an
+         *     adaptive study (docs/api.md, "Pareto front").
+         */
+        get: operations["v1_studies_pareto_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/studies/{id}/plot/": {
         parameters: {
             query?: never;
@@ -1387,23 +1408,33 @@ export interface components {
             batch?: number;
             /** @description The most runs the study makes, the initial design included. */
             budget: number;
+            /** @description optimise and pareto: objectives the runs must keep within a range, e.g. {"Cl": {"min": 0.5}}; a run outside it is never on the front or the best, and the next runs go where they are likely to keep it. */
+            constraints?: {
+                [key: string]: {
+                    /** @description The highest value allowed. */
+                    max?: number;
+                    /** @description The lowest value allowed. */
+                    min?: number;
+                };
+            };
             /**
-             * @description optimise: maximise (max) or minimise (min) the objective.
+             * @description optimise and pareto: maximise (max) or minimise (min); one word for every objective, or one per objective (pareto), e.g. {"LD": "max", "Cd": "min"}.
              * @default max
-             * @enum {string}
              */
-            direction?: "max" | "min";
+            direction?: ("max" | "min") | {
+                [key: string]: "max" | "min";
+            };
             /**
-             * @description map: learn the objectives over the whole space (the next runs go where the map is expected to be most wrong: unsure, or changing between runs); optimise: find the best value of one objective (expected improvement).
+             * @description map: learn the objectives over the whole space (the next runs go where the map is expected to be most wrong: unsure, or changing between runs); optimise: find the best value of one objective (expected improvement); pareto: find the best trade-offs between two or three objectives (their Pareto front, grown by the hypervolume each run is expected to add).
              * @default map
              * @enum {string}
              */
-            goal?: "map" | "optimise";
+            goal?: "map" | "optimise" | "pareto";
             /** @description Runs of the initial Latin hypercube; default 2 × the varied parameters + 1 (at least 4), at most the budget. */
             initial?: number;
-            /** @description The objectives the surrogate learns (map: default all of the study's; optimise: exactly one). */
+            /** @description The objectives the surrogate learns (map: default all of the study's; optimise: exactly one; pareto: two or three). */
             objectives?: string[];
-            /** @description Stop early when the next batch's score falls below it: map, the largest predicted standard deviation over the objectives' observed spread (e.g. 0.05); optimise, the largest expected improvement over the objective's spread. */
+            /** @description Stop early when the next batch's score falls below it: map, the largest predicted standard deviation over the objectives' observed spread (e.g. 0.05); optimise, the largest expected improvement over the objective's spread; pareto, the hypervolume the next run is expected to add, as a share of the front's. */
             tolerance?: number;
         };
         AdminBackend: {
@@ -1751,6 +1782,19 @@ export interface components {
          * @enum {string}
          */
         Combine: "grid" | "zip" | "lhs" | "random" | "adaptive";
+        Constraint: {
+            /**
+             * Format: double
+             * @description the highest value allowed (null: none)
+             */
+            max: number | null;
+            /**
+             * Format: double
+             * @description the lowest value allowed (null: none)
+             */
+            min: number | null;
+            objective: string;
+        };
         Continuation: {
             /** @description why it cannot go on now (empty: it can, with more iterations) */
             problem: string;
@@ -2051,6 +2095,74 @@ export interface components {
             axes: string[];
             normal: string;
         };
+        Front: {
+            /** @description the study's completed runs */
+            completed: number;
+            constraints: components["schemas"]["Constraint"][];
+            /** @description completed runs that keep the constraints */
+            feasible: number;
+            /** @description runs on the front */
+            front_size: number;
+            /** @description an adaptive study's hypervolume after each batch (same reference) */
+            history: components["schemas"]["FrontHistory"][];
+            /**
+             * Format: double
+             * @description the front's hypervolume to the reference point, in the objectives' units (null before a feasible run)
+             */
+            hypervolume: number | null;
+            /**
+             * Format: double
+             * @description that hypervolume over the box from the feasible runs' best values to the reference point (0 to 1)
+             */
+            hypervolume_share: number | null;
+            /** @description completed runs without a value of an objective */
+            missing: number;
+            objectives: components["schemas"]["FrontObjective"][];
+            /** @description an adaptive study's batches (null for other studies) */
+            progress: components["schemas"]["SurrogateProgress"] | null;
+            /** @description the reference point: 10 % of the feasible runs' range past their worst value */
+            reference: {
+                [key: string]: number;
+            } | null;
+            /** @description by index: every run on the front, then the latest others, 5,000 at most */
+            runs: components["schemas"]["FrontRun"][];
+        };
+        FrontHistory: {
+            batch: number;
+            /**
+             * Format: double
+             * @description the front's hypervolume then
+             */
+            hypervolume_share: number;
+            /** @description runs made up to this batch */
+            runs: number;
+        };
+        FrontObjective: {
+            /**
+             * @description which way is better
+             *
+             *     * `max` - max
+             *     * `min` - min
+             */
+            direction: components["schemas"]["DirectionEnum"];
+            name: string;
+        };
+        FrontRun: {
+            /** @description an adaptive study's batch it came in (1: the initial design) */
+            batch: number | null;
+            /** @description it has every value and keeps the constraints */
+            feasible: boolean;
+            /** @description no feasible run is at least as good at everything */
+            front: boolean;
+            /** Format: uuid */
+            id: string;
+            /** @description the run's index in the study */
+            index: number;
+            /** @description its value of each objective and constrained objective (null: none) */
+            values: {
+                [key: string]: number | null;
+            };
+        };
         Gci: {
             /**
              * Format: double
@@ -2098,9 +2210,10 @@ export interface components {
         /**
          * @description * `map` - map
          *     * `optimise` - optimise
+         *     * `pareto` - pareto
          * @enum {string}
          */
-        GoalEnum: "map" | "optimise";
+        GoalEnum: "map" | "optimise" | "pareto";
         Health: {
             detail: string;
             /** @description its runs stopped in the last hour for making no progress */
@@ -3155,8 +3268,14 @@ export interface components {
             batch: number;
             /** @description the most runs, the initial design included */
             budget: number;
+            /** @description optimise and pareto: the ranges the runs must keep */
+            constraints: components["schemas"]["Constraint"][];
             /** @description optimise: max or min */
             direction: string | null;
+            /** @description optimise and pareto: each objective's direction (empty for map) */
+            directions: {
+                [key: string]: "max" | "min";
+            };
             goal: components["schemas"]["GoalEnum"];
             /** @description runs of the initial design (run_count) */
             initial: number;
@@ -4255,8 +4374,14 @@ export interface components {
             batch: number;
             batch_size: number;
             budget: number;
+            /** @description optimise and pareto: the ranges the runs must keep */
+            constraints: components["schemas"]["Constraint"][];
             /** @description optimise: max or min */
             direction: string | null;
+            /** @description optimise and pareto: each objective's direction (empty for map) */
+            directions: {
+                [key: string]: "max" | "min";
+            };
             /** @description why the batches stopped; empty while they go on */
             end: string;
             end_display: string;
@@ -6528,6 +6653,32 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Study"];
+                };
+            };
+        };
+    };
+    v1_studies_pareto_retrieve: {
+        parameters: {
+            query?: {
+                /** @description a range the runs must keep, e.g. Cl>=0.5 or Cd<=0.02; repeatable (default: the adaptive goal's) */
+                constraint?: string[];
+                /** @description two or three objectives with the way each is better, e.g. LD:max,Cd:min (default: an adaptive study's pareto goal's) */
+                objectives?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Front"];
                 };
             };
         };
