@@ -66,8 +66,11 @@ def type_of(root: dict[str, Any], node: dict[str, Any]) -> str:
         return f"name → {type_of(root, value)}" if isinstance(value, dict) else "object"
     if kinds:
         return str(kinds)
-    if "anyOf" in node:
-        return " or ".join(resolve(root, b).get("title") or type_of(root, b) for b in node["anyOf"])
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            parts = [resolve(root, b).get("title") or type_of(root, b) for b in node[key]]
+            # "`max` \| `min`, or name → `max` \| `min`": a comma where a part is a choice
+            return (", or " if any("\\|" in p for p in parts) else " or ").join(parts)
     return "any"
 
 

@@ -46,6 +46,7 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 BASE_TIMEOUT = 1200.0
 BUILD_TIMEOUT = 3600.0
 LOCK_TIMEOUT = 3600.0
+IMAGES_TRIES = 5  # listings of the image store, against images removed meanwhile
 
 
 def default_cache_dir() -> Path:
@@ -305,7 +306,7 @@ class Buildah:
 
     def find(self, digest: str) -> LocalImage | None:
         """The local image labelled with `digest`: {id, names, size_bytes}, or None."""
-        out = self._run("images", "--json", "--filter", f"label={LABEL_PREFIX}.digest={digest}")
+        out = self._images("--filter", f"label={LABEL_PREFIX}.digest={digest}")
         images = json.loads(out or "[]") or []
         if not images:
             return None
@@ -315,6 +316,19 @@ class Buildah:
             names=image.get("names") or [],
             size_bytes=_size_to_bytes(image.get("size", "")),
         )
+
+    def _images(self, *args: str) -> str:
+        """`buildah images --json …`. The listing reads every image of the store, and one
+        removed meanwhile (another build's clean-up, the image GC) fails it with "image not
+        known": listed again, the store no longer has it."""
+        for attempt in range(1, IMAGES_TRIES):
+            try:
+                return self._run("images", "--json", *args)
+            except BuildError as exc:
+                if "image not known" not in str(exc):
+                    raise
+                time.sleep(0.2 * attempt)
+        return self._run("images", "--json", *args)
 
     def exists(self, ref: str) -> bool:
         try:
@@ -343,7 +357,7 @@ class Buildah:
             )
             if proc.returncode == 0 and proc.stdout.strip().isdigit():
                 return int(proc.stdout.strip())
-        out = self._run("images", "--json", ref)
+        out = self._images(ref)
         images = json.loads(out or "[]") or [{}]
         return _size_to_bytes(images[0].get("size", ""))
 

@@ -113,3 +113,27 @@ def test_a_failed_build_raises_with_the_log_tail(tmp_path: Path) -> None:
     assert any("windtunnel-no-such-package" in x for x in info.value.log_tail)
     assert Buildah().find(composition.digest) is None
     assert all(p < 1.0 for p in progress)
+
+
+def test_an_image_removed_while_the_store_is_listed_does_not_fail_a_lookup(tmp_path: Path) -> None:
+    # buildah lists every image of the store; one removed meanwhile (another build's clean-up)
+    # fails that listing with "image not known" the first time, and is gone from the next
+    calls = tmp_path / "calls"
+    binary = tmp_path / "buildah"
+    binary.write_text(
+        "#!/bin/sh\n"
+        f'echo x >> "{calls}"\n'
+        f'if [ "$(wc -l < "{calls}")" -lt 3 ]; then\n'
+        '  echo \'Error: reading image "0028": locating image with ID "0028": image not known\' >&2\n'
+        "  exit 125\n"
+        "fi\n"
+        'echo \'[{"id": "abc", "names": ["localhost/wt:1"], "size": "1.5 MB", "created": 1}]\'\n'
+    )
+    binary.chmod(0o755)
+    found = Buildah(binary=str(binary)).find("sha256:feed")
+    assert found == {"id": "abc", "names": ["localhost/wt:1"], "size_bytes": 1_500_000}
+    assert len(calls.read_text().splitlines()) == 3
+    # any other failure is reported at once
+    binary.write_text("#!/bin/sh\necho 'Error: database is locked' >&2\nexit 125\n")
+    with pytest.raises(BuildError, match="database is locked"):
+        Buildah(binary=str(binary)).find("sha256:feed")

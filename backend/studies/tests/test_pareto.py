@@ -11,6 +11,8 @@ import math
 from typing import Any
 
 import pytest
+from rich.console import Console
+from windtunnel.cli_analysis import front_summary, front_table
 
 from studies.batches import adaptive_next_batch
 from studies.models import Run, Study
@@ -117,6 +119,18 @@ def test_a_pareto_study_grows_its_front_batch_after_batch(api, published):
     assert 0 < body["hypervolume_share"] <= 1
     assert body["progress"]["goal"] == "pareto"
     assert body["progress"]["directions"] == {"Cl": "max", "Cd": "min"}
+
+    # the command line's table: the front's runs along Cl, each with its values
+    console = Console(width=120, record=True)
+    console.print(front_summary(body))
+    console.print(front_table(body))
+    text = console.export_text()
+    assert f"{body['front_size']} runs on the front of 18 feasible (18 completed)" in text
+    assert "Cl ↑" in text and "Cd ↓" in text
+    front = sorted((r for r in runs if r["front"]), key=lambda r: r["values"]["Cl"])
+    lines = [line.split() for line in text.splitlines() if line.strip()[:1] in "│┃"]
+    indexes = [int(cells[1]) for cells in lines if len(cells) > 1 and cells[1].isdigit()]
+    assert indexes == [r["index"] for r in front], text
 
 
 def test_a_constrained_front_keeps_to_the_constraint_and_sends_runs_where_it_holds(api, published):

@@ -1,4 +1,5 @@
-"""`windtunnel sensitivity`: which parameters a study's objectives depend on."""
+"""`windtunnel sensitivity` and `windtunnel pareto`: which parameters a study's objectives
+depend on, and the best trade-offs between them."""
 
 from __future__ import annotations
 
@@ -67,3 +68,78 @@ def sensitivity(state: State, study_id: str, objective: str | None, samples: int
         state.note(f"{skipped['name']}: not yet ({skipped['reason']})")
     if not answer["objectives"] and not answer["skipped"]:
         state.note("the study has no objective with values")
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def front_summary(answer: dict[str, Any]) -> str:
+    """ "14 runs on the front of 18 feasible (18 completed) · hypervolume 80.2 % of the box" """
+    share = answer["hypervolume_share"]
+    return (
+        f"{answer['front_size']} runs on the front of {answer['feasible']} feasible "
+        f"({answer['completed']} completed)"
+        + (f" · hypervolume {100 * share:.1f} % of the box" if share is not None else "")
+    )
+
+
+def front_table(answer: dict[str, Any]) -> Table:
+    """The front's runs, ordered along the first objective, with each objective's value."""
+    names = [o["name"] for o in answer["objectives"]]
+    arrows = {o["name"]: "↑" if o["direction"] == "max" else "↓" for o in answer["objectives"]}
+    title = "Pareto front: " + ", ".join(f"{n} {arrows[n]}" for n in names)
+    table = Table(title=title, title_justify="left")
+    table.add_column("run", justify="right")
+    for name in names:
+        table.add_column(f"{name} {arrows[name]}", justify="right")
+    extra = [c["objective"] for c in answer["constraints"] if c["objective"] not in names]
+    for name in dict.fromkeys(extra):
+        table.add_column(name, justify="right", style="dim")
+    front = [r for r in answer["runs"] if r["front"]]
+    first = names[0]
+    for run in sorted(front, key=lambda r: r["values"][first]):
+        cells = [_number(run["values"][n]) for n in (*names, *dict.fromkeys(extra))]
+        table.add_row(str(run["index"]), *cells)
+    return table
+
+
+@cli.command()
+@click.argument("study_id", metavar="STUDY")
+@click.option(
+    "--objectives",
+    help="Two or three objectives with the way each is better, e.g. LD:max,Cd:min (default: "
+    "an adaptive pareto study's own).",
+)
+@click.option(
+    "--constraint",
+    "constraints",
+    multiple=True,
+    help="A range the runs must keep, e.g. Cl>=0.5 or Cd<=0.02 (repeatable).",
+)
+@json_option
+@pass_state
+def pareto(
+    state: State, study_id: str, objectives: str | None, constraints: tuple[str, ...]
+) -> None:
+    """The best trade-offs between two or three objectives: the runs on the study's Pareto
+    front (no run is at least as good at everything), the front's hypervolume, and after
+    each batch of an adaptive study how it grew."""
+    answer = state.client().study(study_id).pareto(objectives, constraints=constraints)
+    if state.json:
+        state.print_json(answer)
+        return
+    state.out.print(front_summary(answer))
+    state.out.print(front_table(answer))
+    for c in answer["constraints"]:
+        low, high = c["min"], c["max"]
+        kept = f"{low:g} ≤ {c['objective']}" if low is not None else c["objective"]
+        kept += f" ≤ {high:g}" if high is not None else ""
+        state.note(f"constraint: {kept}")
+    if answer["history"]:
+        steps = ", ".join(
+            f"{h['batch']}: {100 * h['hypervolume_share']:.1f} %" for h in answer["history"]
+        )
+        state.note(f"hypervolume after each batch: {steps}")
+    if answer["missing"]:
+        state.note(f"{answer['missing']} completed run(s) without a value of an objective")

@@ -289,6 +289,7 @@ ENDPOINTS: tuple[tuple[str, str], ...] = (
     ("get", "/api/v1/studies/{id}/results/"),
     ("get", "/api/v1/studies/{id}/results.csv"),
     ("get", "/api/v1/studies/{id}/sensitivity/"),
+    ("get", "/api/v1/studies/{id}/pareto/"),
     ("get", "/api/v1/runs/{id}/"),
     ("post", "/api/v1/runs/{id}/cancel/"),
     ("post", "/api/v1/runs/{id}/continue/"),

@@ -143,6 +143,20 @@ class Study:
             params["samples"] = samples
         return self.client.get_json("/api/v1/studies/{id}/sensitivity/", id=self.id, params=params)
 
+    def pareto(
+        self, objectives: str | None = None, *, constraints: list[str] | tuple[str, ...] = ()
+    ) -> Any:
+        """The trade-off between two or three objectives (the API's answer, docs/api.md,
+        "Pareto front"): each completed run's values, which are on the front, and the front's
+        hypervolume. `objectives` as "LD:max,Cd:min" (an adaptive pareto study's own by
+        default), `constraints` as ["Cl>=0.5"]."""
+        params: dict[str, Any] = {}
+        if objectives is not None:
+            params["objectives"] = objectives
+        if constraints:
+            params["constraint"] = list(constraints)
+        return self.client.get_json("/api/v1/studies/{id}/pareto/", id=self.id, params=params)
+
     def results_csv(self) -> str:
         """Its results as CSV, as the portal writes it (one column per parameter and
         objective)."""
