@@ -20,7 +20,7 @@ from images.api.views import ImageViewSet
 from images.api.vm import AdminImageRegisterView, AdminImageUploadView
 from ingest.api import views as ingest
 from runs.api.views import RunViewSet
-from studies.api.analysis import StudyMeshIndependenceView
+from studies.api.analysis import StudyMeshIndependenceCsvView, StudyMeshIndependenceView
 from studies.api.quota import QuotaView
 from studies.api.views import StudyObjectivesView, StudyViewSet, UploadViewSet
 from tenancy.api.tokens import ApiTokenDetailView, ApiTokenListView
@@ -132,6 +132,7 @@ urlpatterns = [
     path("api/v1/studies/<str:pk>/results.csv", StudyViewSet.as_view({"get": "results_csv"})),
     path("api/v1/studies/<str:pk>/objectives/", StudyObjectivesView.as_view()),
     path("api/v1/studies/<str:pk>/mesh-independence/", StudyMeshIndependenceView.as_view()),
+    path("api/v1/studies/<str:pk>/mesh-independence.csv", StudyMeshIndependenceCsvView.as_view()),
     path("api/v1/", include(router.urls)),
     path("api-auth/", include("rest_framework.urls")),
     re_path(SPA_PATH_REGEX, spa_index),  # the web UI; keep last

@@ -18,6 +18,8 @@ s < 0 is oscillatory convergence, which the procedure flags (its p is still comp
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -188,3 +190,62 @@ def study_mesh_independence(
         "objectives": results,
         "refused": refused,
     }
+
+
+CSV_COLUMNS = (
+    "objective",
+    "phi_fine",
+    "phi_medium",
+    "phi_coarse",
+    "h_fine",
+    "h_medium",
+    "h_coarse",
+    "r21",
+    "r32",
+    "p",
+    "phi_ext",
+    "e_a",
+    "e_ext",
+    "gci_fine",
+    "gci_coarse",
+    "asymptotic_ratio",
+    "in_asymptotic_range",
+    "oscillatory",
+    "refused",
+)
+
+
+def mesh_independence_csv(answer: dict[str, Any]) -> str:
+    """study_mesh_independence's answer as CSV: one row per objective, fine to coarse, with
+    its order, extrapolated value and GCIs; an objective refused has only its reason."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for name, g in answer["objectives"].items():
+        writer.writerow(
+            [
+                name,
+                *(repr(float(v)) for v in g["phi"]),
+                *(repr(float(v)) for v in g["h"]),
+                *(
+                    repr(float(g[k]))
+                    for k in (
+                        "r21",
+                        "r32",
+                        "p",
+                        "phi_ext",
+                        "e_a",
+                        "e_ext",
+                        "gci_fine",
+                        "gci_coarse",
+                        "asymptotic_ratio",
+                    )
+                ),
+                str(g["in_asymptotic_range"]).lower(),
+                str(g["oscillatory"]).lower(),
+                "",
+            ]
+        )
+    for name, reason in answer["refused"].items():
+        writer.writerow([name, *[""] * (len(CSV_COLUMNS) - 2), reason])
+    return out.getvalue()

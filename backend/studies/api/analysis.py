@@ -3,13 +3,16 @@ objective over a refinement parameter, studies/gci.py)."""
 
 from __future__ import annotations
 
+from django.http import HttpResponse
+from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from studies import selectors
-from studies.gci import KINDS, study_mesh_independence
+from studies.gci import KINDS, mesh_independence_csv, study_mesh_independence
 
 
 class MeshIndependenceQuerySerializer(serializers.Serializer):
@@ -77,3 +80,29 @@ class StudyMeshIndependenceView(APIView):
                 study=study, parameter=q["parameter"], kind=q["kind"], dims=int(q["dims"])
             )
         )
+
+
+class StudyMeshIndependenceCsvView(APIView):
+    """The same answer as CSV: one row per objective (docs/api.md, "Mesh independence")."""
+
+    @extend_schema(
+        parameters=[MeshIndependenceQuerySerializer],
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+        operation_id="studies_mesh_independence_csv",
+    )
+    def get(self, request, pk: str):
+        study = selectors.study_get(user=request.user, study_id=pk)
+        query = MeshIndependenceQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        answer = study_mesh_independence(
+            study=study, parameter=q["parameter"], kind=q["kind"], dims=int(q["dims"])
+        )
+        response = HttpResponse(
+            mesh_independence_csv(answer), content_type="text/csv; charset=utf-8"
+        )
+        safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in study.name)[:60] or "study"
+        response["Content-Disposition"] = content_disposition_header(
+            True, f"{safe}-mesh-independence.csv"
+        )
+        return response

@@ -4,6 +4,9 @@ study's runs through the API, with bad input answered 400 naming the field."""
 
 from __future__ import annotations
 
+import csv
+import io
+
 import pytest
 
 from catalog.models import Backend
@@ -78,6 +81,29 @@ def test_a_studys_objectives_over_its_three_finest_levels(api, refined):
     assert "same on two neighbouring levels" in body["refused"]["flat"]
 
 
+def test_the_answer_downloads_as_csv_one_row_per_objective(api, refined):
+    r = api.get(f"/api/v1/studies/{refined.pk}/mesh-independence.csv?parameter=cells")
+    assert r.status_code == 200
+    assert r["Content-Type"].startswith("text/csv")
+    assert 'filename="mesh-mesh-independence.csv"' in r["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(r.content.decode())))
+    u, flat = rows
+    # u_min(h) = −0.2 + 3 h² on h = 1/40, 1/20, 1/10: order 2, limit −0.2, by hand
+    assert u["objective"] == "u_min" and u["refused"] == ""
+    assert [float(u[k]) for k in ("h_fine", "h_medium", "h_coarse")] == [1 / 40, 1 / 20, 1 / 10]
+    assert float(u["phi_fine"]) == pytest.approx(-0.2 + 3 / 1600)
+    assert float(u["p"]) == pytest.approx(2, abs=1e-6)
+    assert float(u["phi_ext"]) == pytest.approx(-0.2, abs=1e-9)
+    e_a = abs((3 / 1600 - 3 / 400) / (-0.2 + 3 / 1600))
+    assert float(u["gci_fine"]) == pytest.approx(1.25 * e_a / (2**2 - 1), rel=1e-6)
+    assert u["oscillatory"] == "false"
+    assert flat["objective"] == "flat" and flat["p"] == ""
+    assert "same on two neighbouring levels" in flat["refused"]
+    # the same checks as the JSON answer, and the same walls
+    bad = api.get(f"/api/v1/studies/{refined.pk}/mesh-independence.csv?parameter=nope")
+    assert bad.status_code == 400 and bad.json()["field"] == "parameter"
+
+
 @pytest.mark.parametrize(
     ("query", "field", "words"),
     [
@@ -110,4 +136,6 @@ def test_another_tenants_study_is_not_found(api, refined, make_tenant):
     other = TenantAPIClient()
     other.force_authenticate(make_tenant().user)
     r = other.get(f"/api/v1/studies/{refined.pk}/mesh-independence/?parameter=cells")
+    assert r.status_code == 404
+    r = other.get(f"/api/v1/studies/{refined.pk}/mesh-independence.csv?parameter=cells")
     assert r.status_code == 404

@@ -54,6 +54,14 @@ describe("MeshIndependencePanel", () => {
       "flat is the same on two neighbouring levels",
     );
     expect(screen.getByText(/Levels 40, 20, 10 of cells/)).toBeInTheDocument();
+    // the same answer downloads as CSV, for the parameter and kind shown
+    const csv = new URL(
+      screen.getByTestId("mesh-independence-csv").getAttribute("href") ?? "",
+      "http://x",
+    );
+    expect(csv.pathname).toBe("/api/v1/studies/s1/mesh-independence.csv");
+    expect(csv.searchParams.get("parameter")).toBe("cells");
+    expect(csv.searchParams.get("kind")).toBe("per_direction");
   });
 
   it("says why the procedure cannot run, in the API's words", async () => {

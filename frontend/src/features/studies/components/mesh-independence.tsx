@@ -1,10 +1,11 @@
-import { Alert, Badge, Group, Select, Stack, Table, Text } from "@mantine/core";
+import { Alert, Badge, Button, Group, Select, Stack, Table, Text } from "@mantine/core";
+import { IconDownload } from "@/components/icons";
 import { useQuery } from "@tanstack/react-query";
 import type { Data } from "plotly.js";
 import { useMemo, useState } from "react";
 import { Plot } from "@/components/plot";
 import { PlotSelect } from "@/components/plot-select";
-import { ApiError } from "@/lib/api-client";
+import { ApiError, apiUrl } from "@/lib/api-client";
 import type { GridConvergence, MeshIndependence } from "@/lib/types";
 import { fetchMeshIndependence, type MeshKind } from "../api/studies";
 import { studyKeys } from "../hooks/use-studies";
@@ -73,6 +74,21 @@ export function MeshIndependencePanel({
           allowDeselect={false}
           w={170}
         />
+        {data && (
+          <Button
+            size="xs"
+            variant="default"
+            leftSection={<IconDownload size={14} />}
+            component="a"
+            href={apiUrl(
+              `/api/v1/studies/${studyId}/mesh-independence.csv?${new URLSearchParams({ parameter, kind }).toString()}`,
+            )}
+            download
+            data-testid="mesh-independence-csv"
+          >
+            Download CSV
+          </Button>
+        )}
       </Group>
       {answer.isError ? (
         <Alert color="gray" variant="light" data-testid="mesh-independence-refused">
