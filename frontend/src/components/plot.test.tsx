@@ -22,6 +22,12 @@ describe("Plot's text alternative", () => {
     );
   });
 
+  it("counts a 3-D scatter's points", () => {
+    expect(
+      describeTraces([{ type: "scatter3d", name: "front", x: [1, 2], y: [3, 4], z: [5, 6] }]),
+    ).toBe("front: 2 points, x from 1 to 2, last value 4.");
+  });
+
   it("says why a plot is empty", () => {
     renderWithApp(
       <Plot aria-label="Forces" data={[]} emptyMessage="The run sent no forces yet." />,

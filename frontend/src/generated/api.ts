@@ -1005,6 +1005,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/studies/{id}/mesh-independence.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The same answer as CSV: one row per objective (docs/api.md, "Mesh independence"). */
+        get: operations["studies_mesh_independence_csv"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/studies/{id}/mesh-independence/": {
         parameters: {
             query?: never;
@@ -6586,6 +6603,46 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Study"];
+                };
+            };
+        };
+    };
+    studies_mesh_independence_csv: {
+        parameters: {
+            query: {
+                /**
+                 * @description kind total: the mesh's dimensions
+                 *
+                 *     * `1` - 1
+                 *     * `2` - 2
+                 *     * `3` - 3
+                 */
+                dims?: 1 | 2 | 3;
+                /**
+                 * @description its value is cells per direction (h = 1/n), a total cell count (h = N^(-1/dims)) or the cell size itself
+                 *
+                 *     * `per_direction` - per_direction
+                 *     * `total` - total
+                 *     * `size` - size
+                 */
+                kind?: "per_direction" | "total" | "size";
+                /** @description the refinement parameter, e.g. cells */
+                parameter: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
                 };
             };
         };

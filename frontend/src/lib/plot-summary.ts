@@ -15,13 +15,15 @@ export function describeTraces(data: Data[], limit = 12): string {
   const parts: string[] = [];
   for (const trace of data.slice(0, limit)) {
     const t = trace as {
+      type?: string;
       name?: string;
       x?: ArrayLike<unknown>;
       y?: ArrayLike<unknown>;
       z?: ArrayLike<ArrayLike<unknown>>;
     };
     const name = t.name || "series";
-    if (t.z) {
+    // a heat map's z is its grid; a 3-D scatter's, a value per point
+    if (t.z && t.type !== "scatter3d") {
       parts.push(`${name}: a grid of ${t.z.length} rows`);
       continue;
     }

@@ -58,6 +58,17 @@ export type GridConvergence = Schemas["Gci"];
 /** Which parameters each objective depends on (`GET /studies/{id}/sensitivity/`): Sobol indices. */
 export type Sensitivity = Schemas["Sensitivity"];
 export type SensitivityObjective = Schemas["SensitivityObjective"];
+/**
+ * The trade-off between two or three objectives (`GET /studies/{id}/pareto/`): every
+ * completed run's values, which are on the Pareto front, and the front's hypervolume.
+ */
+export type Pareto = Schemas["Front"];
+export type ParetoRun = Schemas["FrontRun"];
+export type ParetoObjective = Schemas["FrontObjective"];
+/** A range an objective must keep (`Cl ≥ 0.5`): a run outside it is never on the front. */
+export type ParetoConstraint = Schemas["Constraint"];
+/** Which way an objective is better: max or min. */
+export type Direction = Schemas["DirectionEnum"];
 export type SurrogateGrid = Schemas["SurrogateGrid"];
 export type SurrogateProgress = Schemas["SurrogateProgress"];
 

@@ -30,7 +30,9 @@ import {
   RunsTable,
   StudyActions,
   StudyProgress,
+  isFrontStudy,
   MeshIndependencePanel,
+  ParetoFrontPanel,
   SensitivityPanel,
   SurrogateMap,
   useRunQueryInUrl,
@@ -74,6 +76,8 @@ export function StudyPage() {
   const runs = useStudyRunsPage(id, query, { active: live });
   const [meshOpen, setMeshOpen] = useState(false);
   const [sensitivityOpen, setSensitivityOpen] = useState(false);
+  // null: as the study suggests (open for a study whose batches are after the front)
+  const [paretoOpen, setParetoOpen] = useState<boolean | null>(null);
   const [specOpen, setSpecOpen] = useState(false);
 
   const setParam = usePatchSearchParams();
@@ -159,6 +163,8 @@ export function StudyPage() {
 
   const sampled =
     s.spec.combine === "lhs" || s.spec.combine === "random" || s.spec.combine === "adaptive";
+  const frontStudy = isFrontStudy(s.spec);
+  const frontOpen = paretoOpen ?? frontStudy;
   return (
     <>
       <PageHeader
@@ -297,6 +303,32 @@ export function StudyPage() {
                     axes={surrogateAxes}
                     onAxesChange={(a) => setParam({ sx: a.x, sy: a.y })}
                   />
+                )}
+              </Card>
+            )}
+
+            {/* a trade-off needs two objectives and a completed run with values of them */}
+            {objectives.length >= 2 && s.progress.completed > 0 && (
+              <Card padding="md">
+                <Disclosure
+                  open={frontOpen}
+                  onToggle={() => setParetoOpen(!frontOpen)}
+                  testId="pareto-toggle"
+                >
+                  <Text fw={600} size="sm">
+                    Pareto front
+                  </Text>
+                </Disclosure>
+                {frontOpen && (
+                  <Stack mt="sm">
+                    <ParetoFrontPanel
+                      studyId={s.id}
+                      objectives={objectives}
+                      completed={s.progress.completed}
+                      planned={frontStudy}
+                      onRunClick={(runId) => navigate(`/runs/${runId}`)}
+                    />
+                  </Stack>
                 )}
               </Card>
             )}

@@ -6,6 +6,8 @@ export { StudiesTable } from "./components/studies-table";
 export { StudyActions } from "./components/study-actions";
 export { StudyProgress } from "./components/study-progress";
 export { MeshIndependencePanel } from "./components/mesh-independence";
+export { ParetoFrontPanel } from "./components/pareto-front";
+export { isFrontStudy } from "./lib/pareto-traces";
 export { SensitivityPanel } from "./components/sensitivity";
 export { SurrogateMap } from "./components/surrogate-map";
 export {

@@ -5,6 +5,7 @@ import type {
   ContinuedRuns,
   ObjectiveSpec,
   ParameterSpec,
+  Pareto,
   Run,
   RunState,
   Sensitivity,
@@ -183,6 +184,31 @@ export async function fetchSensitivity(
       params: {
         path: { id },
         query: { objective: q.objective || undefined, samples: q.samples },
+      },
+      signal,
+    }),
+  );
+}
+
+/**
+ * The trade-off between two or three of a study's objectives: `objectives` as
+ * "LD:max,Cd:min" (an adaptive study with a pareto goal or constraints has its own), within
+ * the `constraint` ranges ("Cl>=0.5"); every completed run's values, which runs are on the
+ * front, and its hypervolume (after each batch, for an adaptive study).
+ */
+export async function fetchPareto(
+  id: string,
+  q: { objectives?: string | null; constraint?: string[] } = {},
+  { signal }: { signal?: AbortSignal } = {},
+): Promise<Pareto> {
+  return await unwrap(
+    api.GET("/api/v1/studies/{id}/pareto/", {
+      params: {
+        path: { id },
+        query: {
+          objectives: q.objectives || undefined,
+          constraint: q.constraint?.length ? q.constraint : undefined,
+        },
       },
       signal,
     }),

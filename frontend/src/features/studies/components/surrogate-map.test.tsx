@@ -6,6 +6,7 @@ import { renderWithApp } from "@/test/render";
 import {
   adaptiveProgressText,
   fixedText,
+  goalText,
   surrogateDimensions,
   surrogateGap,
   surrogateHeatmap,
@@ -17,6 +18,8 @@ const progress = {
   goal: "map" as const,
   objectives: ["Cl", "Cd"],
   direction: null,
+  directions: {},
+  constraints: [],
   batch: 3,
   max_batches: 8,
   runs: 24,
@@ -99,6 +102,22 @@ describe("adaptiveProgressText", () => {
     expect(
       adaptiveProgressText({ ...progress, end: "tolerance", end_display: "Tolerance met" }),
     ).toBe("batch 3 of ≤ 8, 24 of 40 runs · stopped: tolerance met");
+  });
+});
+
+describe("goalText", () => {
+  it("names the objectives traded off and the way each is better", () => {
+    expect(
+      goalText(
+        {
+          ...progress,
+          goal: "pareto",
+          directions: { LD: "max", Cd: "min" },
+          objectives: ["LD", "Cd"],
+        },
+        "LD",
+      ),
+    ).toBe("goal: the trade-off of LD (max) and Cd (min)");
   });
 });
 

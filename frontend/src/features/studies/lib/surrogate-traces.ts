@@ -16,8 +16,14 @@ export function adaptiveProgressText(p: SurrogateProgress): string {
   return p.end ? `${text} · stopped: ${p.end_display.toLowerCase()}` : text;
 }
 
-/** What the surrogate is after: "goal: map u_min" or "goal: minimise Cd". */
+/** What the surrogate is after: "goal: map u_min", "goal: minimise Cd" or "goal: the
+ * trade-off of LD (max) and Cd (min)". */
 export function goalText(p: SurrogateProgress, objective: string): string {
+  if (p.goal === "pareto") {
+    const named = p.objectives.map((o) => (p.directions[o] ? `${o} (${p.directions[o]})` : o));
+    const last = named.pop() ?? objective;
+    return `goal: the trade-off of ${named.length ? `${named.join(", ")} and ${last}` : last}`;
+  }
   if (p.goal === "optimise")
     return `goal: ${p.direction === "min" ? "minimise" : "maximise"} ${p.objectives[0] ?? objective}`;
   return `goal: map ${p.objectives.join(", ")}`;

@@ -1,4 +1,4 @@
-import { screen } from "@testing-library/react";
+import { fireEvent, screen, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { mockApi, renderWithApp } from "@/test/render";
@@ -86,6 +86,66 @@ describe("StudyWizard", () => {
     await userEvent.click(screen.getByTestId("step-4"));
     expect(screen.getByTestId("spec-yaml")).toHaveTextContent("combine: adaptive");
     expect(screen.getByTestId("spec-yaml")).toHaveTextContent("budget: 1");
+  });
+
+  it("lets the user trade off two objectives, each its own way, within a constraint", async () => {
+    const cavity = {
+      name: "cavity",
+      title: "Cavity",
+      description: "",
+      solver: "icoFoam",
+      solvers: ["icoFoam"],
+      resources: { processes: 1 },
+      parameters: { lid_velocity: { type: "float", default: 1, min: 0.001, max: 100 } },
+      derived: {},
+      objectives: {
+        u_min: { series: "returnFlow.min(Ux)" },
+        mean_speed: { series: "meanSpeed.volAverage(mag(U))" },
+      },
+      demo: { parameters: { lid_velocity: { values: [0.5, 1, 2] } }, combine: "grid" },
+      placeholders: {},
+      inspection: null,
+    } as CaseTemplate;
+    wizard(formFromTemplate(cavity, { name: "trade-off" }));
+    await userEvent.click(screen.getByTestId("step-1"));
+    await userEvent.click(screen.getByText("Adaptive (Gaussian-process surrogate)"));
+    await userEvent.click(screen.getByText("Pareto front (trade-off)"));
+    const picked = screen.getByRole("textbox", { name: "Objectives to trade off" });
+    expect(picked).toHaveAccessibleDescription(/pick them/);
+    // the dropdown is still in its opening transition in jsdom: hidden to the a11y tree
+    await userEvent.click(picked);
+    fireEvent.click(await screen.findByRole("option", { name: "u_min", hidden: true }));
+    fireEvent.click(await screen.findByRole("option", { name: "mean_speed", hidden: true }));
+    expect(picked).not.toHaveAccessibleDescription(/pick them/);
+    await userEvent.click(
+      within(screen.getByTestId("adaptive-direction-u_min")).getByText("Minimise"),
+    );
+
+    await userEvent.click(screen.getByRole("button", { name: "Add constraint" }));
+    const min = screen.getByRole("textbox", { name: "Lowest row 1" });
+    await userEvent.type(min, "0.5");
+    expect(min).toHaveAttribute("aria-invalid", "true");
+    expect(screen.getByRole("group", { name: "Constraint on row 1" })).toHaveAccessibleDescription(
+      /pick the objective this range is for/,
+    );
+    const constrained = screen.getByRole("textbox", { name: "Objective of constraint 1" });
+    await userEvent.click(constrained);
+    const listbox = document.getElementById(constrained.getAttribute("aria-controls") ?? "")!;
+    fireEvent.click(within(listbox).getByRole("option", { name: "mean_speed", hidden: true }));
+    expect(screen.getByRole("textbox", { name: "Lowest mean_speed" })).toHaveAttribute(
+      "aria-invalid",
+      "false",
+    );
+    expect(
+      screen.getByRole("group", { name: "Constraint on mean_speed" }),
+    ).not.toHaveAccessibleDescription();
+
+    await userEvent.click(screen.getByTestId("step-4"));
+    const yaml = screen.getByTestId("spec-yaml").textContent ?? "";
+    expect(yaml).toContain("goal: pareto");
+    expect(yaml).toMatch(/objectives:\s*- u_min\s*- mean_speed/);
+    expect(yaml).toMatch(/direction:\s*u_min: min\s*mean_speed: max/);
+    expect(yaml).toMatch(/constraints:\s*mean_speed:\s*min: 0\.5/);
   });
 
   it("gives a step left behind a tick only when nothing on it is missing", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { CaseTemplate } from "@/lib/types";
-import { adaptiveOutline, rowsForAdaptive } from "./adaptive";
+import { adaptiveOutline, newConstraint, rowsForAdaptive, type AdaptiveSpec } from "./adaptive";
 import { formFromSpec, formFromTemplate, type WizardForm } from "./form";
 import { stepOfField, toSpec } from "./to-spec";
 
@@ -110,6 +110,143 @@ describe("adaptive sampling in the wizard", () => {
     expect(stepOfField(field)).toBe(1); // shown on the parameters step
   });
 
+  it.each([
+    [{ objectives: ["u_min"] }, "a Pareto front trades off 2 or 3 objectives: you picked 1"],
+    [{ objectives: [] }, "a Pareto front trades off 2 or 3 objectives: pick them"],
+    [{ objectives: ["u_min", "u_min"] }, "pick each objective once"],
+  ])("asks a Pareto front for two or three distinct objectives: %o", (change, needle) => {
+    const { errors } = toSpec(
+      adaptive((f) => (f.adaptive = { ...f.adaptive, goal: "pareto", ...change })),
+    );
+    expect(errors["adaptive.objectives"]).toBe(needle);
+  });
+
+  it.each([
+    [{ objective: "Cl", min: "0.5" }, "adaptive.constraints.Cl", "no objective Cl; it has u_min"],
+    [{ objective: "u_min" }, "adaptive.constraints.u_min", "give u_min a min, a max or both"],
+    [
+      { objective: "u_min", min: "low" },
+      "adaptive.constraints.u_min",
+      "min of u_min must be a number",
+    ],
+    [
+      { objective: "u_min", min: "2", max: "1" },
+      "adaptive.constraints.u_min",
+      "min of u_min (2) is above its max (1)",
+    ],
+  ])("names what is wrong with the constraint %o on its objective", (change, field, needle) => {
+    const { errors } = toSpec(
+      adaptive((f) => {
+        f.adaptive = {
+          ...f.adaptive,
+          goal: "optimise",
+          objectives: ["mean_speed"],
+          constraints: [{ ...newConstraint(), ...change }],
+        };
+      }),
+    );
+    expect(errors[field]).toContain(needle);
+    expect(stepOfField(field)).toBe(1);
+  });
+
+  it("asks which objective an unnamed constraint is for, and to give each objective one row", () => {
+    const blank = newConstraint();
+    const { errors } = toSpec(
+      adaptive((f) => {
+        f.adaptive = {
+          ...f.adaptive,
+          goal: "optimise",
+          objectives: ["mean_speed"],
+          constraints: [
+            blank,
+            { ...newConstraint("u_min"), min: "0" },
+            { ...newConstraint("u_min"), max: "1" },
+          ],
+        };
+      }),
+    );
+    expect(errors[`adaptive.constraints.${blank.key}`]).toBe(
+      "pick the objective this range is for, or remove the row",
+    );
+    expect(errors["adaptive.constraints.u_min"]).toBe(
+      "u_min is constrained twice: give its min and max on one row",
+    );
+  });
+
+  it("leaves constraints and the direction out of a map, which aims at nothing", () => {
+    const { spec, errors } = toSpec(
+      adaptive((f) => {
+        f.adaptive = {
+          ...f.adaptive,
+          directions: { u_min: "min" },
+          constraints: [{ ...newConstraint("u_min"), min: "0" }],
+        };
+      }),
+    );
+    expect(errors).toEqual({});
+    expect(spec.adaptive).not.toHaveProperty("direction");
+    expect(spec.adaptive).not.toHaveProperty("constraints");
+  });
+
+  it("gives a Pareto front each objective's direction once one has its own", () => {
+    const { spec, errors } = toSpec(
+      adaptive((f) => {
+        f.adaptive = {
+          ...f.adaptive,
+          goal: "pareto",
+          objectives: ["u_min", "mean_speed"],
+          directions: { u_min: "min", Cl: "max" }, // Cl is no longer chosen
+        };
+      }),
+    );
+    expect(errors).toEqual({});
+    expect(spec.adaptive?.direction).toEqual({ u_min: "min", mean_speed: "max" });
+  });
+
+  it.each<[string, AdaptiveSpec]>([
+    [
+      "a Pareto front with a direction per objective and constraints",
+      {
+        goal: "pareto",
+        objectives: ["u_min", "mean_speed"],
+        direction: { u_min: "min", mean_speed: "max" },
+        constraints: { mean_speed: { min: 0.5 }, u_min: { min: -1, max: 0 } },
+        budget: 30,
+        batch: 3,
+        tolerance: 0.01,
+      },
+    ],
+    [
+      "a Pareto front with one direction for both",
+      {
+        goal: "pareto",
+        objectives: ["u_min", "mean_speed"],
+        direction: "min",
+        budget: 20,
+        batch: 4,
+      },
+    ],
+    [
+      "a constrained optimisation",
+      {
+        goal: "optimise",
+        objectives: ["mean_speed"],
+        direction: "max",
+        constraints: { u_min: { max: 0.02 } },
+        initial: 6,
+        budget: 12,
+        batch: 2,
+      },
+    ],
+  ])("opens %s and saves it unchanged", (_, saved) => {
+    const { spec } = toSpec(adaptive());
+    const stored = { ...spec, adaptive: saved };
+    const again = formFromSpec(stored, cavity);
+    const out = toSpec(again);
+    expect(out.errors).toEqual({});
+    expect(out.spec).toEqual(stored);
+  });
+
   it("refuses lists, equal bounds, text bounds and a space with nothing to sample", () => {
     const listed = toSpec(
       adaptive((f) => Object.assign(row(f, "lid_velocity"), { mode: "values", values: "1, 2" })),
@@ -156,6 +293,8 @@ describe("adaptive sampling in the wizard", () => {
       goal: "map" as const,
       objectives: ["u_min", "mean_speed"],
       direction: null,
+      directions: {},
+      constraints: [],
       initial: 4,
       batch: 2,
       budget: 10,
@@ -176,6 +315,24 @@ describe("adaptive sampling in the wizard", () => {
       }),
     ).toBe(
       "The budget (4 runs) is spent by the initial design, minimising u_min, or until the score falls below 0.1.",
+    );
+    expect(adaptiveOutline({ ...outline, goal: "pareto", objectives: ["LD", "Cd"] })).toBe(
+      "Then batches of 2 up to 10 runs in all (≤ 4 batches), finding the trade-offs between LD and Cd.",
+    );
+    expect(
+      adaptiveOutline({
+        ...outline,
+        goal: "pareto",
+        objectives: ["LD", "Cd"],
+        constraints: [
+          { objective: "Cl", min: 0.5, max: null },
+          { objective: "Cm", min: -0.1, max: 0.1 },
+          { objective: "Cd", min: null, max: 0.02 },
+        ],
+        tolerance: 0.01,
+      }),
+    ).toBe(
+      "Then batches of 2 up to 10 runs in all (≤ 4 batches), finding the trade-offs between LD and Cd, keeping Cl ≥ 0.5, Cm between -0.1 and 0.1 and Cd ≤ 0.02, or until the score falls below 0.01.",
     );
   });
 });

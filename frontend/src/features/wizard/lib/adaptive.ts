@@ -11,12 +11,30 @@ import type { ParamRow } from "./form";
 export type AdaptiveSpec = NonNullable<StudySpec["adaptive"]>;
 export type AdaptiveGoal = NonNullable<AdaptiveSpec["goal"]>;
 export type AdaptiveDirection = NonNullable<AdaptiveSpec["direction"]>;
+/** Which way an objective is better. */
+export type Sense = "max" | "min";
+
+/** A range an objective must keep (`Cl ≥ 0.5`), its bounds as typed (blank: none). */
+export interface ConstraintRow {
+  key: string;
+  objective: string;
+  min: string;
+  max: string;
+}
 
 export interface AdaptiveForm {
   goal: AdaptiveGoal;
-  /** map: the objectives learnt (none chosen: all of the study's); optimise: the one */
+  /**
+   * map: the objectives learnt (none chosen: all of the study's); optimise: the one;
+   * pareto: the two or three traded off
+   */
   objectives: string[];
-  direction: AdaptiveDirection;
+  /** optimise: its way; pareto: the way of an objective not in `directions` */
+  direction: Sense;
+  /** pareto: each objective's own way (a saved spec's per-objective direction) */
+  directions: Record<string, Sense>;
+  /** optimise and pareto: the ranges the runs must keep */
+  constraints: ConstraintRow[];
   budget: string;
   batch: string;
   /** blank: the portal's default initial design */
@@ -31,11 +49,27 @@ const MAX_BATCH = 1000;
 const MAX_INITIAL = 10_000;
 const MAX_TOLERANCE = 100;
 export const DEFAULT_BATCH = 4;
+const MIN_PARETO = 2;
+const MAX_PARETO = 3;
+
+let counter = 0;
+/** A new, empty constraint row. */
+export const newConstraint = (objective = ""): ConstraintRow => ({
+  key: `c${++counter}`,
+  objective,
+  min: "",
+  max: "",
+});
+
+/** Whether a goal keeps constraints and a direction (map learns, it does not aim). */
+export const aims = (goal: AdaptiveGoal) => goal === "optimise" || goal === "pareto";
 
 export const emptyAdaptive = (): AdaptiveForm => ({
   goal: "map",
   objectives: [],
   direction: "max",
+  directions: {},
+  constraints: [],
   budget: "20",
   batch: String(DEFAULT_BATCH),
   initial: "",
@@ -46,10 +80,20 @@ export const emptyAdaptive = (): AdaptiveForm => ({
 export function adaptiveForm(spec: AdaptiveSpec | undefined): AdaptiveForm {
   const f = emptyAdaptive();
   if (!spec) return f;
+  const objectives = [...(spec.objectives ?? [])];
+  const d = spec.direction ?? "max";
+  const directions = typeof d === "string" ? {} : { ...d };
   return {
     goal: spec.goal ?? "map",
-    objectives: [...(spec.objectives ?? [])],
-    direction: spec.direction ?? "max",
+    objectives,
+    // a per-objective direction: the first chosen objective's is the optimised one's
+    direction: typeof d === "string" ? d : (directions[objectives[0] ?? ""] ?? "max"),
+    directions,
+    constraints: Object.entries(spec.constraints ?? {}).map(([objective, c]) => ({
+      ...newConstraint(objective),
+      min: c.min !== undefined ? String(c.min) : "",
+      max: c.max !== undefined ? String(c.max) : "",
+    })),
     budget: String(spec.budget),
     batch: String(spec.batch ?? DEFAULT_BATCH),
     initial: spec.initial !== undefined ? String(spec.initial) : "",
@@ -122,10 +166,88 @@ export function adaptiveSpec(
     else if (f.goal === "optimise" && chosen.length !== 1)
       errors["adaptive.objectives"] =
         `pick the one objective to ${f.direction === "min" ? "minimise" : "maximise"}`;
+    else if (f.goal === "pareto" && new Set(chosen).size !== chosen.length)
+      errors["adaptive.objectives"] = "pick each objective once";
+    else if (f.goal === "pareto" && (chosen.length < MIN_PARETO || chosen.length > MAX_PARETO))
+      errors["adaptive.objectives"] =
+        `a Pareto front trades off ${MIN_PARETO} or ${MAX_PARETO} objectives: ${chosen.length ? `you picked ${chosen.length}` : "pick them"}`;
   }
   if (chosen.length) adaptive.objectives = chosen;
   if (f.goal === "optimise") adaptive.direction = f.direction;
+  if (f.goal === "pareto") adaptive.direction = paretoDirection(f, chosen);
+  if (aims(f.goal) && f.constraints.length) {
+    const constraints = constraintsOf(f.constraints, objectives, errors);
+    if (Object.keys(constraints).length) adaptive.constraints = constraints;
+  }
   return { adaptive, errors };
+}
+
+/** How a Pareto front's objectives are better: the one word while none has its own way
+ * (as a saved spec with one word gives it), else every chosen objective's. */
+export function directionOf(f: AdaptiveForm, objective: string): Sense {
+  return f.directions[objective] ?? f.direction;
+}
+
+function paretoDirection(f: AdaptiveForm, chosen: string[]): AdaptiveDirection {
+  if (!chosen.some((o) => o in f.directions)) return f.direction;
+  return Object.fromEntries(chosen.map((o) => [o, directionOf(f, o)]));
+}
+
+/** The spec's `constraints`, each row's problem keyed `adaptive.constraints.<objective>` (an
+ * unnamed row by its key). */
+function constraintsOf(
+  rows: ConstraintRow[],
+  objectives: string[],
+  errors: Record<string, string>,
+): NonNullable<AdaptiveSpec["constraints"]> {
+  const out: NonNullable<AdaptiveSpec["constraints"]> = {};
+  const seen = new Set<string>();
+  for (const row of rows) {
+    const name = row.objective.trim();
+    const field = `adaptive.constraints.${name || row.key}`;
+    const fail = (message: string) => {
+      errors[field] ??= message;
+    };
+    if (!name) {
+      fail("pick the objective this range is for, or remove the row");
+      continue;
+    }
+    if (!objectives.includes(name)) {
+      fail(
+        objectives.length
+          ? `the study has no objective ${name}; it has ${objectives.join(", ")}`
+          : `the study has no objective ${name}: add it in the Objectives step`,
+      );
+      continue;
+    }
+    if (seen.has(name)) {
+      fail(`${name} is constrained twice: give its min and max on one row`);
+      continue;
+    }
+    seen.add(name);
+    const bound = (text: string, which: string) => {
+      if (!text.trim()) return undefined;
+      const n = parseNumber(text);
+      if (n === null) fail(`the ${which} of ${name} must be a number (e.g. 0.5), or blank`);
+      return n ?? undefined;
+    };
+    const min = bound(row.min, "min");
+    const max = bound(row.max, "max");
+    if (errors[field]) continue;
+    if (min === undefined && max === undefined) {
+      fail(`give ${name} a min, a max or both (e.g. min 0.5)`);
+      continue;
+    }
+    if (min !== undefined && max !== undefined && min > max) {
+      fail(`the min of ${name} (${min}) is above its max (${max})`);
+      continue;
+    }
+    out[name] = {
+      ...(min !== undefined ? { min } : {}),
+      ...(max !== undefined ? { max } : {}),
+    };
+  }
+  return out;
 }
 
 /**
@@ -173,12 +295,24 @@ export function adaptiveOutline(a: PreviewAdaptive): string {
   const aim =
     a.goal === "optimise"
       ? `${a.direction === "min" ? "minimising" : "maximising"} ${a.objectives[0] ?? ""}`
-      : `mapping ${a.objectives.join(", ")}`;
+      : a.goal === "pareto"
+        ? `finding the trade-offs between ${a.objectives.slice(0, -1).join(", ")} and ${a.objectives.at(-1) ?? ""}`
+        : `mapping ${a.objectives.join(", ")}`;
   const more = a.budget - a.initial;
   const then =
     more > 0
       ? `Then batches of ${formatInt(a.batch)} up to ${formatInt(a.budget)} runs in all (≤ ${plural(a.max_batches, "batch", "batches")})`
       : `The budget (${formatInt(a.budget)} runs) is spent by the initial design`;
   const stop = a.tolerance !== null ? `, or until the score falls below ${a.tolerance}` : "";
-  return `${then}, ${aim}${stop}.`;
+  const kept = a.constraints.map((c) =>
+    c.min !== null && c.max !== null
+      ? `${c.objective} between ${c.min} and ${c.max}`
+      : c.min !== null
+        ? `${c.objective} ≥ ${c.min}`
+        : `${c.objective} ≤ ${c.max ?? ""}`,
+  );
+  const keeping = kept.length
+    ? `, keeping ${kept.slice(0, -1).join(", ")}${kept.length > 1 ? " and " : ""}${kept.at(-1)}`
+    : "";
+  return `${then}, ${aim}${keeping}${stop}.`;
 }
