@@ -75,7 +75,7 @@ def _front_plan(study: Study) -> AdaptivePlan | None:
 
 def parse_goals(raw: str, names: Sequence[str]) -> tuple[pareto.Objective, ...]:
     """ "LD:max,Cd:min": two or three of the study's objectives, each with max or min."""
-    goals = []
+    goals: list[pareto.Objective] = []
     for part in raw.split(","):
         name, _, direction = part.strip().partition(":")
         if name not in names:

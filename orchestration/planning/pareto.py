@@ -60,19 +60,12 @@ class Constraint:
 
     def holds(self, values: np.ndarray) -> np.ndarray:
         """Which of `values` keep the constraint (NaN never does)."""
-        ok = np.isfinite(values)
+        ok: np.ndarray = np.isfinite(values)
         if self.low is not None:
             ok &= values >= self.low
         if self.high is not None:
             ok &= values <= self.high
         return ok
-
-    def describe(self) -> str:
-        if self.low is not None and self.high is not None:
-            return f"{self.low:g} ≤ {self.name} ≤ {self.high:g}"
-        if self.low is not None:
-            return f"{self.name} ≥ {self.low:g}"
-        return f"{self.name} ≤ {self.high:g}"
 
 
 def minimised(values: np.ndarray, objectives: Sequence[Objective]) -> np.ndarray:
@@ -82,7 +75,9 @@ def minimised(values: np.ndarray, objectives: Sequence[Objective]) -> np.ndarray
     return out
 
 
-def feasible(found: Mapping[str, Sequence[float | None]], constraints: Sequence[Constraint]):
+def feasible(
+    found: Mapping[str, Sequence[float | None]], constraints: Sequence[Constraint]
+) -> np.ndarray:
     """Per run (as `found`, each quantity's values by run), whether every constraint holds."""
     n = len(next(iter(found.values()))) if found else 0
     ok = np.ones(n, dtype=bool)

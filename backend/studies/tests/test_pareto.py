@@ -220,7 +220,7 @@ def test_a_front_before_any_feasible_run_has_no_hypervolume(api):
     body = api.get(f"/api/v1/studies/{study_id}/pareto/").json()
     assert body["completed"] == 0 and body["runs"] == [] and body["hypervolume"] is None
     # a run without one of the values is shown, as missing, never on the front
-    run = Run.objects.filter(study_id=study_id).first()
+    run = Run.objects.filter(study_id=study_id).earliest("index")
     Run.objects.filter(pk=run.pk).update(state="completed", objectives={"Cl": 0.3})
     study_refresh_state(study_id=study_id)
     body = api.get(f"/api/v1/studies/{study_id}/pareto/").json()
