@@ -6,9 +6,10 @@ the batches are made by studies.batches, the surrogate read by studies.surrogate
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from core.exceptions import ApplicationError
@@ -16,6 +17,7 @@ from orchestration.planning import pareto
 from studies.space import Space
 
 DEFAULT_BATCH = 4
+MAX_BATCH = 1000  # the spec's largest batch, and batch auto's
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -26,7 +28,8 @@ class AdaptivePlan:
     directions: tuple[str, ...] = ()  # optimise and pareto: max | min per objective
     constraints: tuple[pareto.Constraint, ...] = ()  # optimise and pareto
     initial: int
-    batch: int
+    batch: int  # runs per batch after the initial design (batch_auto: the most, 1000)
+    batch_auto: bool = False  # each batch as large as what can run when it is made
     budget: int
     tolerance: float | None
     seed: int
@@ -69,12 +72,18 @@ class AdaptivePlan:
         }
 
     @property
-    def max_batches(self) -> int:
-        """The most batches the budget allows, the initial design included."""
+    def max_batches(self) -> int | None:
+        """The most batches the budget allows, the initial design included (None for batch
+        auto: it depends on what can run when each is made)."""
+        if self.batch_auto:
+            return None
         return 1 + math.ceil(max(0, self.budget - self.initial) / self.batch)
 
-    def batch_of(self, index: int) -> int:
-        """The batch (1 = the initial design) a run's index belongs to."""
+    def batch_of(self, index: int, starts: Sequence[int] = ()) -> int:
+        """The batch (1 = the initial design) a run's index belongs to: by `starts`, each
+        batch's first index (batch auto), else by the fixed sizes."""
+        if starts:
+            return bisect.bisect_right(starts, index)
         return 1 if index < self.initial else 2 + (index - self.initial) // self.batch
 
 
@@ -171,7 +180,8 @@ def adaptive_plan(
         directions=directions if goal != "map" else (),
         constraints=_constraints(raw.get("constraints") or {}, objectives),
         initial=space.samples,
-        batch=int(raw.get("batch", DEFAULT_BATCH)),
+        batch=MAX_BATCH if raw.get("batch") == "auto" else int(raw.get("batch", DEFAULT_BATCH)),
+        batch_auto=raw.get("batch") == "auto",
         budget=int(raw["budget"]),
         tolerance=None if tolerance is None else float(tolerance),
         seed=space.seed,

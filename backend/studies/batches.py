@@ -13,17 +13,36 @@ import logging
 
 from django.db import transaction
 
+from compute.capacity import capacity_of
 from core import jobs
 from core.exceptions import ApplicationError
 from core.jobs import Job
 from orchestration.planning import pareto, surrogate
+from quotas.fit import runs_at_once_limited
+from quotas.models import Quota
 from studies import services, state
 from studies.choices import ACTIVE_STATES, AdaptiveEnd, StudyState
 from studies.models import Study
 from studies.spec import spec_resolve
 from studies.surrogate_map import stored_plan, study_models, study_observed, study_space
+from studies.usage import usage_for_tenant
 
 log = logging.getLogger(__name__)
+
+
+def free_batch(study: Study) -> int:
+    """Batch auto's size: the runs of this study's shape the tenant can run at once on its
+    backend (its quota and the backend's capacity, studies.preview's figure), less those of
+    its runs already running; at least 1."""
+    resolved = spec_resolve(tenant=study.tenant, spec=study.spec)
+    quota = Quota.objects.get(tenant=study.tenant)
+    concurrent, _ = runs_at_once_limited(
+        shape=services.resolved_shape(resolved),
+        quota=quota,
+        backend=capacity_of(resolved.backend),
+    )
+    running = usage_for_tenant(tenant_id=study.tenant_id).runs
+    return max(1, concurrent - running)
 
 
 def adaptive_next_batch(*, study_id, after: int) -> int:
@@ -56,7 +75,15 @@ def adaptive_next_batch(*, study_id, after: int) -> int:
             observed = study_observed(study=study, objectives=plan.learned)
             models = study_models(observed=observed, plan=plan)
             size = min(plan.batch, plan.budget - total)
-            if not models or (plan.uses_front and len(models) < len(plan.learned)):
+            if plan.batch_auto:
+                try:  # the case, template or image may have changed since submission
+                    size = min(size, free_batch(study))
+                except ApplicationError as exc:
+                    log.warning("adaptive batch refused study=%s error=%s", study.pk, exc.message)
+                    end = AdaptiveEnd.ERROR
+            if end:
+                pass
+            elif not models or (plan.uses_front and len(models) < len(plan.learned)):
                 end = AdaptiveEnd.NO_RESULTS
             elif plan.uses_front:
                 choice = pareto.next_batch(
@@ -110,8 +137,14 @@ def adaptive_next_batch(*, study_id, after: int) -> int:
             if not moved:
                 return 0
             services.runs_insert(study=study, resolved=resolved, points=rows)
+            # batch auto: where this batch starts (its runs' batch is read from it)
+            starts = list(study.batch_starts)
+            if plan is not None and plan.batch_auto:
+                starts = [*(starts or [0]), rows[0][0]]
             Study.objects.filter(pk=study.pk).update(
-                run_count=total + len(rows), identity_inputs=study.identity_inputs
+                run_count=total + len(rows),
+                identity_inputs=study.identity_inputs,
+                batch_starts=starts,
             )
             jobs.enqueue(Job.SCHEDULE_TENANT, study.tenant_id)
             return len(rows)

@@ -163,7 +163,11 @@ def _front(
         "history": [],
         "progress": progress(study=study, plan=plan) if plan is not None else None,
     }
-    batch_of = plan.batch_of if plan is not None else None
+    starts = list(study.batch_starts)
+
+    def batch_of(index: int) -> int | None:
+        return plan.batch_of(index, starts) if plan is not None else None
+
     if ok.any():
         scale = pareto.Scale.of(y[ok])
         reference = scale.low + pareto.REFERENCE * scale.width
@@ -173,8 +177,8 @@ def _front(
         out["hypervolume"] = volume
         out["hypervolume_share"] = volume / box
         out["reference"] = {g.name: float(v) for g, v in zip(goals, reference * signs, strict=True)}
-        if batch_of is not None:
-            batches = np.array([batch_of(r[1]) for r in rows])
+        if plan is not None:
+            batches = np.array([plan.batch_of(r[1], starts) for r in rows])
             for b in range(1, int(batches.max()) + 1):
                 upto = ok & (batches <= b)
                 if not (batches == b).any():
@@ -195,7 +199,7 @@ def _front(
         {
             "id": str(rows[i][0]),
             "index": rows[i][1],
-            "batch": batch_of(rows[i][1]) if batch_of is not None else None,
+            "batch": batch_of(rows[i][1]),
             "values": {q: found[q][i] for q in found},
             "feasible": bool(ok[i]),
             "front": bool(on_front[i]),

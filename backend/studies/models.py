@@ -1,6 +1,7 @@
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
 
@@ -105,6 +106,14 @@ class Study(PublicIdModel):
     )
     adaptive_end = models.CharField(
         max_length=20, choices=AdaptiveEnd.choices, default=AdaptiveEnd.NONE, blank=True
+    )
+    # batch: auto (sized to what can run when made): the first run index of each batch made,
+    # the initial design's 0 first; empty for fixed batches, whose bounds are arithmetic
+    batch_starts = ArrayField(
+        models.PositiveIntegerField(),
+        default=list,
+        blank=True,
+        help_text="adaptive studies with batch auto: each batch's first run index",
     )
     # parameter names runs carry beyond the spec's: only runs of studies extended before
     # extend refused new names (filled by migration 0018); a read never scans the runs for them

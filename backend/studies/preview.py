@@ -55,16 +55,20 @@ def study_preview(*, tenant: Any, spec: dict[str, Any], rows: int = 20) -> dict[
         "steps": resolved.steps,
         "objectives": resolved.objectives,
         "quota": quota,
-        "adaptive": adaptive_outline(resolved.adaptive),
+        "adaptive": adaptive_outline(
+            resolved.adaptive,
+            free=max(1, quota["concurrent_runs"] - quota["in_use"]["runs"]),
+        ),
         "estimate": study_estimate(
             tenant=tenant, resolved=resolved, concurrent=quota["concurrent_runs"]
         ),
     }
 
 
-def adaptive_outline(plan: AdaptivePlan | None) -> dict[str, Any] | None:
+def adaptive_outline(plan: AdaptivePlan | None, *, free: int) -> dict[str, Any] | None:
     """An adaptive study's plan as the preview tells it: the initial design (its runs are
-    the run count), then batches up to the budget; None for other studies."""
+    the run count), then batches up to the budget (batch auto: as large as the `free` runs
+    the tenant could start now); None for other studies."""
     if plan is None:
         return None
     return {
@@ -73,7 +77,8 @@ def adaptive_outline(plan: AdaptivePlan | None) -> dict[str, Any] | None:
         "direction": plan.direction if plan.goal == "optimise" else None,
         **plan.goal_terms(),
         "initial": plan.initial,
-        "batch": plan.batch,
+        "batch": min(plan.batch, free) if plan.batch_auto else plan.batch,
+        "batch_auto": plan.batch_auto,
         "budget": plan.budget,
         "max_batches": plan.max_batches,
         "tolerance": plan.tolerance,

@@ -259,7 +259,7 @@ def progress(*, study: Study, plan: AdaptivePlan) -> dict[str, Any]:
         "max_batches": plan.max_batches,
         "runs": study.run_count,
         "budget": plan.budget,
-        "batch_size": plan.batch,
+        "batch_size": None if plan.batch_auto else plan.batch,
         "initial": plan.initial,
         "tolerance": plan.tolerance,
         "end": study.adaptive_end,
@@ -327,7 +327,7 @@ def study_surrogate(*, study: Study, query: Mapping[str, str]) -> dict[str, Any]
     else:
         out["grid"] = None
     out["samples"] = [
-        {**point, "batch": plan.batch_of(i)}
+        {**point, "batch": plan.batch_of(i, study.batch_starts)}
         for i, point in zip(observed.indexes, observed.points, strict=True)
     ]
     out["values"] = observed.found

@@ -110,10 +110,14 @@ class SurrogateProgressSerializer(serializers.Serializer):
         many=True, help_text="optimise and pareto: the ranges the runs must keep"
     )
     batch = serializers.IntegerField(help_text="batches made so far (the initial design is 1)")
-    max_batches = serializers.IntegerField(help_text="the most batches the budget allows")
+    max_batches = serializers.IntegerField(
+        allow_null=True, help_text="the most batches the budget allows (null: batch auto)"
+    )
     runs = serializers.IntegerField(help_text="runs made so far")
     budget = serializers.IntegerField()
-    batch_size = serializers.IntegerField()
+    batch_size = serializers.IntegerField(
+        allow_null=True, help_text="runs per batch (null: batch auto, sized when each is made)"
+    )
     initial = serializers.IntegerField()
     tolerance = serializers.FloatField(allow_null=True)
     end = serializers.CharField(help_text="why the batches stopped; empty while they go on")

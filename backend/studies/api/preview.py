@@ -70,10 +70,15 @@ class PreviewAdaptiveSerializer(serializers.Serializer):
         many=True, help_text="optimise and pareto: the ranges the runs must keep"
     )
     initial = serializers.IntegerField(help_text="runs of the initial design (run_count)")
-    batch = serializers.IntegerField(help_text="runs per later batch")
+    batch = serializers.IntegerField(
+        help_text="runs per later batch (batch auto: a batch made now, from what can run now)"
+    )
+    batch_auto = serializers.BooleanField(
+        help_text="each batch is sized when it is made, to what the tenant can run at once"
+    )
     budget = serializers.IntegerField(help_text="the most runs, the initial design included")
     max_batches = serializers.IntegerField(
-        help_text="the most batches, the initial design included"
+        allow_null=True, help_text="the most batches, the initial design included (null: auto)"
     )
     tolerance = serializers.FloatField(allow_null=True)
 

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from catalog.models import Backend
 from core.jobs import Job
+from quotas.models import Quota
 from studies.batches import adaptive_next_batch
 from studies.models import Run, Study
 from studies.state import study_cancel, study_refresh_state
@@ -333,3 +335,33 @@ def test_objectives_replaced_without_the_goals_end_the_batches_with_an_error(api
     assert adaptive_next_batch(study_id=study_id, after=1) == 0
     study = Study.objects.get(pk=study_id)
     assert study.adaptive_end == "error" and study.state == "completed"
+
+
+def test_batch_auto_sizes_each_batch_to_what_the_tenant_can_run_at_once(api, published):
+    # six 1-core runs at once: the tenant's quota is the limit, not the backend's cores
+    Quota.objects.filter(tenant=api.tenant).update(max_runs=6, cores=6, memory_gb=64)
+    Backend.objects.filter(name="local").update(cores=16, memory_gb=64)
+    adaptive = {**SPEC["adaptive"], "batch": "auto", "budget": 30}
+    preview = api.post("/api/v1/studies/preview/", {**SPEC, "adaptive": adaptive}, format="json")
+    assert preview.status_code == 200, preview.json()
+    outline = preview.json()["adaptive"]
+    assert outline["batch_auto"] and outline["batch"] == 6 and outline["max_batches"] is None
+    study_id = create(api, adaptive=adaptive).json()["id"]
+    complete(study_id)
+    assert adaptive_next_batch(study_id=study_id, after=1) == 6  # nothing else runs: 6 at once
+    # another study of the tenant holds two runs: the next batch is what is left
+    other = create(api, name="other", adaptive={**SPEC["adaptive"], "budget": 5}).json()["id"]
+    held = Run.objects.filter(study_id=other).order_by("index")[:2]
+    Run.objects.filter(pk__in=[r.pk for r in held]).update(state="running")
+    complete(study_id)
+    assert adaptive_next_batch(study_id=study_id, after=2) == 4
+    study = Study.objects.get(pk=study_id)
+    assert study.batch_starts == [0, 5, 11]
+    body = api.get(f"/api/v1/studies/{study_id}/surrogate/").json()
+    batches = [s["batch"] for s in sorted(body["samples"], key=lambda s: s["batch"])]
+    assert batches == [1] * 5 + [2] * 6 + [3] * 4
+    assert body["progress"]["max_batches"] is None and body["progress"]["batch_size"] is None
+    # a bad word is a 400 naming the field
+    r = create(api, name="bad", adaptive={**SPEC["adaptive"], "batch": "many"})
+    assert r.status_code == 400 and r.json()["field"] == "adaptive.batch", r.json()
+    assert "or auto" in r.json()["message"]

@@ -127,6 +127,7 @@ def test_an_adaptive_preview_tells_the_initial_design_and_the_batches_after_it(a
         "constraints": [],
         "initial": 3,
         "batch": 1,
+        "batch_auto": False,
         "budget": 5,
         "max_batches": 3,
         "tolerance": None,

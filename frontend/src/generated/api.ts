@@ -1419,10 +1419,10 @@ export interface components {
         /** @description Adaptive sampling (combine: adaptive): an initial Latin hypercube of `initial` runs, then batches of `batch` runs placed by a Gaussian-process surrogate of the objectives, until `budget` runs or the `tolerance` is met. Every varied parameter is numeric min/max bounds. */
         AdaptiveSpec: {
             /**
-             * @description Runs per batch after the initial design.
+             * @description Runs per batch after the initial design; auto: as many as your tenant can run at once on the study's backend when the batch is made (its quota and the backend's capacity, less the runs it already runs), at least 1 and at most 1000.
              * @default 4
              */
-            batch?: number;
+            batch?: number | "auto";
             /** @description The most runs the study makes, the initial design included. */
             budget: number;
             /** @description optimise and pareto: objectives the runs must keep within a range, e.g. {"Cl": {"min": 0.5}}; a run outside it is never on the front or the best, and the next runs go where they are likely to keep it. */
@@ -3281,8 +3281,10 @@ export interface components {
         };
         /** @description An adaptive study's plan: the initial design first, then batches up to the budget. */
         PreviewAdaptive: {
-            /** @description runs per later batch */
+            /** @description runs per later batch (batch auto: a batch made now, from what can run now) */
             batch: number;
+            /** @description each batch is sized when it is made, to what the tenant can run at once */
+            batch_auto: boolean;
             /** @description the most runs, the initial design included */
             budget: number;
             /** @description optimise and pareto: the ranges the runs must keep */
@@ -3296,8 +3298,8 @@ export interface components {
             goal: components["schemas"]["GoalEnum"];
             /** @description runs of the initial design (run_count) */
             initial: number;
-            /** @description the most batches, the initial design included */
-            max_batches: number;
+            /** @description the most batches, the initial design included (null: auto) */
+            max_batches: number | null;
             /** @description the objectives the surrogate learns */
             objectives: string[];
             /** Format: double */
@@ -4389,7 +4391,8 @@ export interface components {
         SurrogateProgress: {
             /** @description batches made so far (the initial design is 1) */
             batch: number;
-            batch_size: number;
+            /** @description runs per batch (null: batch auto, sized when each is made) */
+            batch_size: number | null;
             budget: number;
             /** @description optimise and pareto: the ranges the runs must keep */
             constraints: components["schemas"]["Constraint"][];
@@ -4404,8 +4407,8 @@ export interface components {
             end_display: string;
             goal: components["schemas"]["GoalEnum"];
             initial: number;
-            /** @description the most batches the budget allows */
-            max_batches: number;
+            /** @description the most batches the budget allows (null: batch auto) */
+            max_batches: number | null;
             objectives: string[];
             /** @description runs made so far */
             runs: number;

@@ -21,10 +21,10 @@ const progress = {
   directions: {},
   constraints: [],
   batch: 3,
-  max_batches: 8,
+  max_batches: 8 as number | null,
   runs: 24,
   budget: 40,
-  batch_size: 4,
+  batch_size: 4 as number | null,
   initial: 16,
   tolerance: null,
   end: "",
@@ -96,6 +96,12 @@ function line(): StudySurrogate {
 describe("adaptiveProgressText", () => {
   it("says the batch, the most batches, the runs and the budget", () => {
     expect(adaptiveProgressText(progress)).toBe("batch 3 of ≤ 8, 24 of 40 runs");
+  });
+
+  it("leaves out the most batches when each is sized to what can run when it is made", () => {
+    expect(adaptiveProgressText({ ...progress, max_batches: null, batch_size: null })).toBe(
+      "batch 3, 24 of 40 runs",
+    );
   });
 
   it("says why the batches stopped", () => {

@@ -8,11 +8,11 @@ export type SurrogateKind = "mean" | "std";
 /** How wide the 1-D band is, in standard deviations (about 95 % of a normal belief). */
 export const BAND_STD = 2;
 
-/** "batch 3 of ≤ 8, 24 of 40 runs", and why the batches stopped once they did. */
+/** "batch 3 of ≤ 8, 24 of 40 runs" ("batch 3, 24 of 40 runs" when each batch is sized to
+ * what can run when it is made), and why the batches stopped once they did. */
 export function adaptiveProgressText(p: SurrogateProgress): string {
-  const text = `batch ${formatInt(p.batch)} of ≤ ${formatInt(p.max_batches)}, ${formatInt(
-    p.runs,
-  )} of ${formatInt(p.budget)} runs`;
+  const of = p.max_batches !== null ? ` of ≤ ${formatInt(p.max_batches)}` : "";
+  const text = `batch ${formatInt(p.batch)}${of}, ${formatInt(p.runs)} of ${formatInt(p.budget)} runs`;
   return p.end ? `${text} · stopped: ${p.end_display.toLowerCase()}` : text;
 }
 

@@ -173,7 +173,7 @@ export function AdaptiveFields({
         />
         <TextInput
           label="Batch size"
-          description="runs per batch"
+          description="runs per batch, or auto"
           w={120}
           value={a.batch}
           onChange={(e) => set({ batch: e.currentTarget.value })}

@@ -90,12 +90,21 @@ describe("adaptive sampling in the wizard", () => {
     });
   });
 
+  it("sizes batches to what can run at once when the batch size is auto", () => {
+    const { spec, errors } = toSpec(
+      adaptive((f) => (f.adaptive = { ...f.adaptive, batch: " Auto " })),
+    );
+    expect(errors).toEqual({});
+    expect(spec.adaptive?.batch).toBe("auto");
+  });
+
   it.each([
     [{ budget: "" }, "adaptive.budget", "whole number from 1 to 100000"],
     [{ budget: "2.5" }, "adaptive.budget", "whole number"],
     [{ budget: "1" }, "adaptive.budget", "no room for a surrogate"],
     [{ budget: "4", initial: "6" }, "adaptive.budget", "below the initial design (6 runs)"],
-    [{ batch: "0" }, "adaptive.batch", "from 1 to 1000"],
+    [{ batch: "0" }, "adaptive.batch", "from 1 to 1000, or auto"],
+    [{ batch: "many" }, "adaptive.batch", "or auto"],
     [{ initial: "1" }, "adaptive.initial", "from 2 to 10000"],
     [{ tolerance: "-1" }, "adaptive.tolerance", "above 0"],
     [
@@ -297,12 +306,17 @@ describe("adaptive sampling in the wizard", () => {
       constraints: [],
       initial: 4,
       batch: 2,
+      batch_auto: false,
       budget: 10,
-      max_batches: 4,
+      max_batches: 4 as number | null,
       tolerance: null,
     };
     expect(adaptiveOutline(outline)).toBe(
       "Then batches of 2 up to 10 runs in all (≤ 4 batches), mapping u_min, mean_speed.",
+    );
+    // batch auto: sized when each is made, to what can run at once (the preview says now)
+    expect(adaptiveOutline({ ...outline, batch: 6, batch_auto: true, max_batches: null })).toBe(
+      "Then batches as large as can run at once (6 now) up to 10 runs in all, mapping u_min, mean_speed.",
     );
     expect(
       adaptiveOutline({

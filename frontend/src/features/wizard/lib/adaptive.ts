@@ -126,9 +126,11 @@ export function adaptiveSpec(
   const budget = wholeIn(f.budget, 1, MAX_BUDGET);
   if (budget === null)
     errors["adaptive.budget"] = `the most runs in all: a whole number from 1 to ${MAX_BUDGET}`;
-  const batch = wholeIn(f.batch, 1, MAX_BATCH);
+  // "auto": each batch as large as what the tenant can run at once when it is made
+  const batch = f.batch.trim().toLowerCase() === "auto" ? "auto" : wholeIn(f.batch, 1, MAX_BATCH);
   if (batch === null)
-    errors["adaptive.batch"] = `runs per batch: a whole number from 1 to ${MAX_BATCH}`;
+    errors["adaptive.batch"] =
+      `runs per batch: a whole number from 1 to ${MAX_BATCH}, or auto (as many as can run at once)`;
   const adaptive: AdaptiveSpec = { goal: f.goal, budget: budget ?? 0, batch: batch ?? 0 };
 
   if (f.initial.trim()) {
@@ -301,7 +303,9 @@ export function adaptiveOutline(a: PreviewAdaptive): string {
   const more = a.budget - a.initial;
   const then =
     more > 0
-      ? `Then batches of ${formatInt(a.batch)} up to ${formatInt(a.budget)} runs in all (≤ ${plural(a.max_batches, "batch", "batches")})`
+      ? a.batch_auto || a.max_batches === null
+        ? `Then batches as large as can run at once (${formatInt(a.batch)} now) up to ${formatInt(a.budget)} runs in all`
+        : `Then batches of ${formatInt(a.batch)} up to ${formatInt(a.budget)} runs in all (≤ ${plural(a.max_batches, "batch", "batches")})`
       : `The budget (${formatInt(a.budget)} runs) is spent by the initial design`;
   const stop = a.tolerance !== null ? `, or until the score falls below ${a.tolerance}` : "";
   const kept = a.constraints.map((c) =>
