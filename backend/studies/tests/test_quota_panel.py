@@ -143,6 +143,9 @@ def test_the_storage_sum_reads_only_the_runs_that_stored_something(api):
         assert storage_used_bytes(tenant_id=api.tenant.id) == 5
     (query,) = asked.captured_queries  # one statement, as it ran
     with connection.cursor() as cur:
+        # the planner's statistics of the rows as they are (a fresh test table has none, and
+        # then another index on the tenant may cost the same as the partial one)
+        cur.execute("ANALYZE studies_run")
         cur.execute("SET LOCAL enable_seqscan = off")
         cur.execute("SET LOCAL enable_bitmapscan = off")
         cur.execute("EXPLAIN (FORMAT JSON) " + query["sql"])

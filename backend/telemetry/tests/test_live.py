@@ -141,11 +141,18 @@ def test_an_unstable_case_is_stopped_as_diverged_and_frees_its_cores(live):
         "convergence": {"diverge": {"nan": True, "courant_above": 5}},
     }
     study, run_id = submit_one(live, spec)
+    seen: set[str] = set()
+
+    def study_ended_and_counted(m) -> bool:
+        # the study's end and its runs' counts are two messages, in either order
+        if m.get("state") in ("completed_with_failures", "completed"):
+            seen.add("study")
+        if m["type"] == "runs" and m.get("progress") == {"failed": 1}:
+            seen.add("runs")
+        return seen == {"study", "runs"}
+
     messages = asyncio.run(
-        collect(
-            ws_url(live, f"/ws/studies/{study['id']}/"),
-            until=lambda m: m.get("state") in ("completed_with_failures", "completed"),
-        )
+        collect(ws_url(live, f"/ws/studies/{study['id']}/"), until=study_ended_and_counted)
     )
     for m in messages:
         validate(LIVE_MESSAGES, m, definition="LiveMessage", what="the message")
