@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.vm import GUEST_HOST_ADDRESS, boot
+from orchestration.vm import GUEST_HOST_ADDRESS, VmError, boot
 from orchestration.vm.qemu import process_alive
 
 pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts/build-cloud-image"
-TOOLS = ("qemu-system-x86_64", "qemu-img", "cloud-localds", "mmdebstrap", "mkfs.ext4")
+TOOLS = ("qemu-system-x86_64", "qemu-img", "cloud-localds", "mmdebstrap", "mkfs.ext4", "socat")
 BUILD_TIMEOUT = 1200
 BOOT_TIMEOUT = 600
 
@@ -189,3 +189,27 @@ def test_vm_boots_fetches_a_token_through_its_forward_and_reaches_nothing_else(
     assert qemu_pid is not None and not process_alive(qemu_pid)
     assert qemu_processes_under(work) == []
     assert not vm.files.overlay.exists() and not vm.files.seed.exists()
+
+
+@pytest.mark.parametrize(
+    ("forward", "name"),
+    [({80: 0}, None), ({70000: 8080}, None), ({80: 8080}, "no spaces"), ({80: 8080}, "-x")],
+)
+def test_boot_refuses_bad_ports_and_names_before_starting_anything(
+    tmp_path: Path, forward: dict[int, int], name: str | None
+) -> None:
+    image = tmp_path / "image"
+    image.mkdir()
+    (image / "image.json").write_text('{"digest": "d", "packages": []}')
+    for part in ("disk.qcow2", "vmlinuz", "initrd.img"):
+        (image / part).write_bytes(b"")
+    with pytest.raises(ValueError):
+        boot(
+            image, user_data="#cloud-config\n", work_dir=tmp_path / "vm", forward=forward, name=name
+        )
+    assert not (tmp_path / "vm" / "root.qcow2").exists()
+
+
+def test_boot_refuses_a_folder_that_is_no_image(tmp_path: Path) -> None:
+    with pytest.raises(VmError, match="not a built cloud image"):
+        boot(tmp_path, user_data="#cloud-config\n", work_dir=tmp_path / "vm")

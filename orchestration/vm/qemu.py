@@ -4,8 +4,9 @@
 NoCloud seed holding the user data (`cloud-localds`), and starts `qemu-system-x86_64 -accel tcg`
 (software emulation: no KVM needed) with the serial console written to a file. The guest's only
 network is QEMU's user networking with `restrict=on`: it reaches nothing but the host loopback
-ports given in `forward`, each at GUEST_HOST_ADDRESS:<guest port>. The returned `Vm` waits for a
-line in the console, shows the console's tail and stops the VM (kill, then its files removed).
+ports given in `forward`, each at GUEST_HOST_ADDRESS:<guest port> (relayed by a `socat` per
+connection: the host's service may start after the VM). The returned `Vm` waits for a line in
+the console, shows the console's tail and stops the VM (kill, then its files removed).
 
 QEMU runs under `timeout` in a process group of its own: it dies after `timeout` seconds even
 when whoever booted it does not live to stop it.
@@ -197,7 +198,7 @@ def boot(
 ) -> Vm:
     """Start a VM of the image in `image_dir` running `user_data` (cloud-init) from a NoCloud
     seed. `forward` maps a guest port on GUEST_HOST_ADDRESS to a port on the host's 127.0.0.1
-    (the host's service must be listening before the guest connects). The VM is killed after
+    (each guest connection is relayed by a `socat` of its own). The VM is killed after
     `timeout` seconds at the latest. Its files go to `work_dir` (made if missing)."""
     image = BaseImage.load(image_dir)
     work = Path(work_dir).resolve()
@@ -217,9 +218,13 @@ def boot(
         for port in (guest_port, host_port):
             if not (isinstance(port, int) and 0 < port < 65536):
                 raise ValueError(f"not a TCP port: {port!r}")
-        guestfwd.append(f"guestfwd=tcp:{GUEST_HOST_ADDRESS}:{guest_port}-tcp:127.0.0.1:{host_port}")
+        # `cmd:` spawns the relay (no shell) for each of the guest's connections; a chardev
+        # (`-tcp:127.0.0.1:PORT`) would be one connection for QEMU's whole life, made at start
+        relay = f"socat STDIO TCP:127.0.0.1:{host_port}"
+        guestfwd.append(f"guestfwd=tcp:{GUEST_HOST_ADDRESS}:{guest_port}-cmd:{relay}")
     qemu = shutil.which(QEMU)
-    missing = [t for t in (QEMU, "qemu-img", "cloud-localds", "timeout") if not shutil.which(t)]
+    tools = (QEMU, "qemu-img", "cloud-localds", "socat", "timeout")
+    missing = [t for t in tools if not shutil.which(t)]
     if missing or qemu is None:
         raise VmError(
             f"not installed: {', '.join(missing)} (scripts/build-cloud-image installs them)"
