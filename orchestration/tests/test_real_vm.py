@@ -135,6 +135,7 @@ runcmd:
     if curl -sS -m 10 --data-binary "$token" {service}/report; then posted=ok; else posted=FAIL; fi
     echo "WT-POSTED $posted" > /dev/ttyS0
 {probes}
+    echo "WT-ROOT $(df -m / | tail -1 | tr -s ' ' | cut -d' ' -f2,3)" > /dev/ttyS0
     echo "WT-USERDATA-DONE uptime=$(cut -d' ' -f1 /proc/uptime)" > /dev/ttyS0
 """
 

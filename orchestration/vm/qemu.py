@@ -195,11 +195,13 @@ def boot(
     disk_gb: int = 8,
     timeout: float = 900,
     name: str | None = None,
+    quiet: bool = True,
 ) -> Vm:
     """Start a VM of the image in `image_dir` running `user_data` (cloud-init) from a NoCloud
     seed. `forward` maps a guest port on GUEST_HOST_ADDRESS to a port on the host's 127.0.0.1
     (each guest connection is relayed by a `socat` of its own). The VM is killed after
-    `timeout` seconds at the latest. Its files go to `work_dir` (made if missing)."""
+    `timeout` seconds at the latest. Its files go to `work_dir` (made if missing). `quiet`:
+    the kernel's own messages stay out of the console (systemd's and cloud-init's do not)."""
     image = BaseImage.load(image_dir)
     work = Path(work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -250,7 +252,7 @@ def boot(
         "-serial", f"file:{files.console}",
         "-pidfile", str(files.pidfile),
         "-kernel", str(image.kernel), "-initrd", str(image.initrd),
-        "-append", image.cmdline,
+        "-append", f"{image.cmdline} quiet" if quiet else image.cmdline,
         "-drive", f"file={files.overlay},if=virtio,format=qcow2,cache=unsafe",
         "-drive", f"file={files.seed},if=virtio,format=raw,readonly=on",
         "-nic", nic,
