@@ -192,14 +192,8 @@ def study_mesh_independence(
     }
 
 
-CSV_COLUMNS = (
-    "objective",
-    "phi_fine",
-    "phi_medium",
-    "phi_coarse",
-    "h_fine",
-    "h_medium",
-    "h_coarse",
+# the figures of each objective's answer that are one number, in the CSV's order
+FIGURES = (
     "r21",
     "r32",
     "p",
@@ -209,6 +203,12 @@ CSV_COLUMNS = (
     "gci_fine",
     "gci_coarse",
     "asymptotic_ratio",
+)
+CSV_COLUMNS = (
+    "objective",
+    *(f"phi_{level}" for level in ("fine", "medium", "coarse")),
+    *(f"h_{level}" for level in ("fine", "medium", "coarse")),
+    *FIGURES,
     "in_asymptotic_range",
     "oscillatory",
     "refused",
@@ -227,20 +227,7 @@ def mesh_independence_csv(answer: dict[str, Any]) -> str:
                 name,
                 *(repr(float(v)) for v in g["phi"]),
                 *(repr(float(v)) for v in g["h"]),
-                *(
-                    repr(float(g[k]))
-                    for k in (
-                        "r21",
-                        "r32",
-                        "p",
-                        "phi_ext",
-                        "e_a",
-                        "e_ext",
-                        "gci_fine",
-                        "gci_coarse",
-                        "asymptotic_ratio",
-                    )
-                ),
+                *(repr(float(g[k])) for k in FIGURES),
                 str(g["in_asymptotic_range"]).lower(),
                 str(g["oscillatory"]).lower(),
                 "",

@@ -196,12 +196,14 @@ def boot(
     timeout: float = 900,
     name: str | None = None,
     quiet: bool = True,
+    niceness: int = 0,
 ) -> Vm:
     """Start a VM of the image in `image_dir` running `user_data` (cloud-init) from a NoCloud
     seed. `forward` maps a guest port on GUEST_HOST_ADDRESS to a port on the host's 127.0.0.1
     (each guest connection is relayed by a `socat` of its own). The VM is killed after
     `timeout` seconds at the latest. Its files go to `work_dir` (made if missing). `quiet`:
-    the kernel's own messages stay out of the console (systemd's and cloud-init's do not)."""
+    the kernel's own messages stay out of the console (systemd's and cloud-init's do not).
+    `niceness` (0 to 19): how readily the emulation yields the CPU to the host's own work."""
     image = BaseImage.load(image_dir)
     work = Path(work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -209,8 +211,10 @@ def boot(
     name = name or f"wt-vm-{uuid.uuid4().hex[:8]}"
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}", name):
         raise ValueError(f"not a host name: {name!r}")
-    if cpus < 1 or memory_mb < 128 or disk_gb < 1 or timeout <= 0:
-        raise ValueError("cpus >= 1, memory_mb >= 128, disk_gb >= 1 and timeout > 0")
+    if cpus < 1 or memory_mb < 128 or disk_gb < 1 or timeout <= 0 or not 0 <= niceness <= 19:
+        raise ValueError(
+            "cpus >= 1, memory_mb >= 128, disk_gb >= 1, timeout > 0 and niceness 0 to 19"
+        )
     # QEMU's option syntax separates by commas: a path holding one would be read as options
     for path in (image.disk, image.kernel, image.initrd, work):
         if "," in str(path):
@@ -245,6 +249,7 @@ def boot(
     )  # fmt: skip
     nic = ",".join(["user", "model=virtio-net-pci", "restrict=on", *guestfwd])
     argv = [
+        *(["nice", "-n", str(niceness)] if niceness else []),
         "timeout", "--signal=KILL", f"{timeout:.0f}",
         qemu, "-name", name,
         "-accel", "tcg", "-cpu", "max", "-smp", str(cpus), "-m", str(memory_mb),

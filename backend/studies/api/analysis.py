@@ -3,6 +3,8 @@ objective over a refinement parameter, studies/gci.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpResponse
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -13,6 +15,7 @@ from rest_framework.views import APIView
 
 from studies import selectors
 from studies.gci import KINDS, mesh_independence_csv, study_mesh_independence
+from studies.models import Study
 
 
 class MeshIndependenceQuerySerializer(serializers.Serializer):
@@ -62,6 +65,18 @@ class MeshIndependenceSerializer(serializers.Serializer):
     )
 
 
+def mesh_independence_of(request: Any, pk: str) -> tuple[Study, dict[str, Any]]:
+    """The study the user asks for (404 if not theirs) and its answer to the query."""
+    study = selectors.study_get(user=request.user, study_id=pk)
+    query = MeshIndependenceQuerySerializer(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    q = query.validated_data
+    answer = study_mesh_independence(
+        study=study, parameter=q["parameter"], kind=q["kind"], dims=int(q["dims"])
+    )
+    return study, answer
+
+
 class StudyMeshIndependenceView(APIView):
     """Mesh independence of a study's objectives (docs/api.md, "Mesh independence")."""
 
@@ -71,15 +86,8 @@ class StudyMeshIndependenceView(APIView):
         operation_id="studies_mesh_independence",
     )
     def get(self, request, pk: str):
-        study = selectors.study_get(user=request.user, study_id=pk)
-        query = MeshIndependenceQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        q = query.validated_data
-        return Response(
-            study_mesh_independence(
-                study=study, parameter=q["parameter"], kind=q["kind"], dims=int(q["dims"])
-            )
-        )
+        _, answer = mesh_independence_of(request, pk)
+        return Response(answer)
 
 
 class StudyMeshIndependenceCsvView(APIView):
@@ -91,13 +99,7 @@ class StudyMeshIndependenceCsvView(APIView):
         operation_id="studies_mesh_independence_csv",
     )
     def get(self, request, pk: str):
-        study = selectors.study_get(user=request.user, study_id=pk)
-        query = MeshIndependenceQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        q = query.validated_data
-        answer = study_mesh_independence(
-            study=study, parameter=q["parameter"], kind=q["kind"], dims=int(q["dims"])
-        )
+        study, answer = mesh_independence_of(request, pk)
         response = HttpResponse(
             mesh_independence_csv(answer), content_type="text/csv; charset=utf-8"
         )

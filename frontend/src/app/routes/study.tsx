@@ -309,67 +309,43 @@ export function StudyPage() {
 
             {/* a trade-off needs two objectives and a completed run with values of them */}
             {objectives.length >= 2 && s.progress.completed > 0 && (
-              <Card padding="md">
-                <Disclosure
-                  open={frontOpen}
-                  onToggle={() => setParetoOpen(!frontOpen)}
-                  testId="pareto-toggle"
-                >
-                  <Text fw={600} size="sm">
-                    Pareto front
-                  </Text>
-                </Disclosure>
-                {frontOpen && (
-                  <Stack mt="sm">
-                    <ParetoFrontPanel
-                      studyId={s.id}
-                      objectives={objectives}
-                      completed={s.progress.completed}
-                      planned={frontStudy}
-                      onRunClick={(runId) => navigate(`/runs/${runId}`)}
-                    />
-                  </Stack>
-                )}
-              </Card>
+              <DisclosureCard
+                title="Pareto front"
+                open={frontOpen}
+                onToggle={() => setParetoOpen(!frontOpen)}
+                testId="pareto-toggle"
+              >
+                <ParetoFrontPanel
+                  studyId={s.id}
+                  objectives={objectives}
+                  completed={s.progress.completed}
+                  planned={frontStudy}
+                  onRunClick={(runId) => navigate(`/runs/${runId}`)}
+                />
+              </DisclosureCard>
             )}
 
             {parameters.length > 0 && (
-              <Card padding="md">
-                <Disclosure
-                  open={meshOpen}
-                  onToggle={() => setMeshOpen((o) => !o)}
-                  testId="mesh-independence-toggle"
-                >
-                  <Text fw={600} size="sm">
-                    Mesh independence
-                  </Text>
-                </Disclosure>
-                {meshOpen && (
-                  <Stack mt="sm">
-                    <MeshIndependencePanel studyId={s.id} parameters={parameters} />
-                  </Stack>
-                )}
-              </Card>
+              <DisclosureCard
+                title="Mesh independence"
+                open={meshOpen}
+                onToggle={() => setMeshOpen((o) => !o)}
+                testId="mesh-independence-toggle"
+              >
+                <MeshIndependencePanel studyId={s.id} parameters={parameters} />
+              </DisclosureCard>
             )}
 
             {/* the indices need objectives and a surrogate of completed runs; computed on opening */}
             {parameters.length > 0 && objectives.length > 0 && s.progress.completed > 0 && (
-              <Card padding="md">
-                <Disclosure
-                  open={sensitivityOpen}
-                  onToggle={() => setSensitivityOpen((o) => !o)}
-                  testId="sensitivity-toggle"
-                >
-                  <Text fw={600} size="sm">
-                    Sensitivity
-                  </Text>
-                </Disclosure>
-                {sensitivityOpen && (
-                  <Stack mt="sm">
-                    <SensitivityPanel studyId={s.id} />
-                  </Stack>
-                )}
-              </Card>
+              <DisclosureCard
+                title="Sensitivity"
+                open={sensitivityOpen}
+                onToggle={() => setSensitivityOpen((o) => !o)}
+                testId="sensitivity-toggle"
+              >
+                <SensitivityPanel studyId={s.id} />
+              </DisclosureCard>
             )}
 
             <StudyResultsPanel
@@ -435,6 +411,33 @@ export function StudyPage() {
         </Card>
       </Stack>
     </>
+  );
+}
+
+/** A card whose title opens and closes it; what it holds is made only while it is open
+ * (an analysis computed on request is asked for on opening). */
+function DisclosureCard({
+  title,
+  open,
+  onToggle,
+  testId,
+  children,
+}: {
+  title: string;
+  open: boolean;
+  onToggle: () => void;
+  testId: string;
+  children: ReactNode;
+}) {
+  return (
+    <Card padding="md">
+      <Disclosure open={open} onToggle={onToggle} testId={testId}>
+        <Text fw={600} size="sm">
+          {title}
+        </Text>
+      </Disclosure>
+      {open && <Stack mt="sm">{children}</Stack>}
+    </Card>
   );
 }
 
