@@ -186,7 +186,12 @@ def test_exit_codes_tell_a_script_how_a_study_ended(cli, tmp_path):
     first = follow.stdout.readline()  # the tail is printed at once; then it follows
     cancelled = cli.json("cancel", study_id)
     assert cancelled["state"] == "cancelled", cancelled
-    out, err = follow.communicate(timeout=600)
+    # read on through the same file: readline() may have buffered the whole tail already,
+    # and communicate() would read past that buffer (it reads the pipe itself)
+    out = follow.stdout.read()  # to its end: the follow ends with the run
+    assert follow.stderr is not None
+    err = follow.stderr.read()
+    follow.wait(timeout=600)
     assert follow.returncode == ExitCode.FAILED, (out, err)
     assert "Time = " in first + out
     assert err.startswith(f"run {run.id} cancelled"), err
