@@ -24,7 +24,6 @@ MAX_BATCH = 1000  # the spec's largest batch, and batch auto's
 class AdaptivePlan:
     goal: str  # map | optimise | pareto
     objectives: tuple[str, ...]
-    direction: str  # max | min (optimise: its objective's)
     directions: tuple[str, ...] = ()  # optimise and pareto: max | min per objective
     constraints: tuple[pareto.Constraint, ...] = ()  # optimise and pareto
     initial: int
@@ -41,6 +40,11 @@ class AdaptivePlan:
             pareto.Objective(name=n, direction=d)
             for n, d in zip(self.objectives, self.directions, strict=True)
         )
+
+    @property
+    def direction(self) -> str:
+        """optimise: its objective's direction (max for a goal that has none)."""
+        return self.directions[0] if self.directions else "max"
 
     def direction_of(self, objective: str) -> str:
         """Which way `objective` is better under this plan (max when the goal does not say)."""
@@ -176,7 +180,6 @@ def adaptive_plan(
     return AdaptivePlan(
         goal=goal,
         objectives=chosen,
-        direction=directions[0],
         directions=directions if goal != "map" else (),
         constraints=_constraints(raw.get("constraints") or {}, objectives),
         initial=space.samples,

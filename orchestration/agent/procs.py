@@ -228,8 +228,8 @@ def kill_group(
     _signal_pids(extra, signal.SIGKILL)
 
 
-def _alive(pid: int) -> bool:
-    """Exists and is not a zombie."""
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (dead, waiting to be reaped)."""
     if psutil is not None:
         try:
             return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -243,7 +243,7 @@ def _alive(pid: int) -> bool:
 
 
 def _any_alive(pids: list[int]) -> bool:
-    return any(_alive(pid) for pid in pids)
+    return any(alive(pid) for pid in pids)
 
 
 _PR_SET_CHILD_SUBREAPER = 36

@@ -197,7 +197,7 @@ def next_batch(
                 score = improvement / base if base > 0 else float(improvement > 0)
             if holds[best]:  # the chosen point's sample joins the front the next point grows
                 front = np.vstack([front, sampled[best : best + 1]])
-                front = front[_nondominated(front)]
+                front = front[front_mask(front, np.ones(len(front), dtype=bool))]
                 base = hypervolume(scale(front), reference)
         chosen.append(best)
         alive[best] = False
@@ -208,13 +208,6 @@ def next_batch(
 def column(values: Sequence[float | None]) -> np.ndarray:
     """Values by run as a float array (None: NaN)."""
     return np.array([math.nan if v is None else float(v) for v in values], dtype=float)
-
-
-def _nondominated(y: np.ndarray) -> np.ndarray:
-    import moocore
-
-    mask: np.ndarray = moocore.is_nondominated(y)
-    return mask
 
 
 def _candidates(

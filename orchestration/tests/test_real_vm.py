@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestration.agent.procs import alive
 from orchestration.vm import GUEST_HOST_ADDRESS, VmError, boot
-from orchestration.vm.qemu import process_alive
 
 pytestmark = [pytest.mark.slow]
 
@@ -153,7 +153,7 @@ def qemu_processes_under(folder: Path) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        if "qemu-system" in cmdline and str(folder) in cmdline and process_alive(int(entry.name)):
+        if "qemu-system" in cmdline and str(folder) in cmdline and alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 
@@ -192,7 +192,7 @@ def test_vm_boots_fetches_a_token_through_its_forward_and_reaches_nothing_else(
     finally:
         vm.stop()
 
-    assert qemu_pid is not None and not process_alive(qemu_pid)
+    assert qemu_pid is not None and not alive(qemu_pid)
     assert qemu_processes_under(work) == []
     assert not vm.files.overlay.exists() and not vm.files.seed.exists()
 

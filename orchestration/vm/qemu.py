@@ -26,7 +26,9 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["GUEST_HOST_ADDRESS", "BaseImage", "Vm", "VmError", "VmFiles", "boot", "process_alive"]
+from orchestration.agent.procs import alive
+
+__all__ = ["GUEST_HOST_ADDRESS", "BaseImage", "Vm", "VmError", "VmFiles", "boot"]
 
 # the address inside the guest's network at which the forwarded host ports answer
 GUEST_HOST_ADDRESS = "10.0.2.100"
@@ -290,14 +292,5 @@ def _run(argv: list[str]) -> None:
 
 def _wait_gone(pid: int, *, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while process_alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process `pid` exists and is not a zombie (dead, waiting to be reaped)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
