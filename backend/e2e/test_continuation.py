@@ -273,6 +273,46 @@ def test_a_warm_study_starts_its_later_runs_from_their_nearest_neighbours(live) 
     assert transient.status_code == 400 and transient.json()["field"] == "warm_start"
 
 
+def test_a_mesh_study_starts_its_finer_levels_mapped_from_the_coarser_ones(live) -> None:
+    """Levels of pitzDaily's mesh, two at a time: the first two start cold, the third from
+    the nearest completed level, its write mapped onto the new mesh by mapFields (named in
+    the provenance), so its solver starts near its solution; the mesh-independence answer
+    reads all three."""
+    spec = {
+        "name": "pitzDaily mesh levels",
+        "template": "pitzdaily",
+        "warm_start": True,
+        "parameters": {"mesh": {"values": [0.3, 0.45, 0.675]}, "iterations": 60},
+    }
+    r = live.post("/api/v1/studies/", json=spec)
+    assert r.status_code == 201, r.text
+    assert _ended(live, r.json()["id"])["state"] == "completed"
+    runs = {row["parameters"]["mesh"]: row for row in _runs(live, r.json()["id"])}
+    detail = {mesh: live.get(f"/api/v1/runs/{row['id']}/").json() for mesh, row in runs.items()}
+    mapped = {m: d for m, d in detail.items() if d["provenance"]["resumed_from"] is not None}
+    assert list(mapped) == [0.675], {m: d["provenance"]["resumed_from"] for m, d in detail.items()}
+    resumed = mapped[0.675]["provenance"]["resumed_from"]
+    assert resumed["mapped"] is True and resumed["blend"] is None
+    assert resumed["source"] in {runs[0.3]["id"], runs[0.45]["id"]}
+    commands = [c["name"] for c in mapped[0.675]["provenance"]["commands"]]
+    assert commands[:3] == ["blockMesh", "mapFields", "simpleFoam"], commands
+
+    def first_residual(run_id: str) -> float:
+        return _series(live, run_id, "residual.Ux")[1][0]
+
+    # mapped from a solved level, the finer mesh's solver starts far nearer its solution
+    coldest = min(first_residual(runs[m]["id"]) for m in (0.3, 0.45))
+    assert first_residual(runs[0.675]["id"]) < 0.2 * coldest
+    answer = live.get(
+        f"/api/v1/studies/{r.json()['id']}/mesh-independence/",
+        params={"parameter": "mesh", "dims": 2},
+    )
+    assert answer.status_code == 200, answer.text
+    assert [level["value"] for level in answer.json()["levels"]] == [0.675, 0.45, 0.3]
+    body = answer.json()
+    assert set(body["objectives"]) | set(body["refused"]) == {"dp_static", "dp_total"}
+
+
 def test_ended_runs_continue_from_the_command_line(cli, live, tmp_path):
     """`windtunnel continue RUN... -n N` queues a study's runs again to go on from their
     latest write (a transient case: the end moves by N time steps); a bad --set is a usage

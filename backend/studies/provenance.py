@@ -160,6 +160,7 @@ def _resumed_from(value: Any) -> dict[str, Any] | None:
         ),
         "source": value.get("source") or None,
         "source_index": value.get("source_index"),
+        "mapped": value.get("map") is True,
         "attempt": value.get("attempt"),
         "time": str(value.get("time") or ""),
         "iterations": value.get("iterations"),

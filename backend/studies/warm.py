@@ -1,11 +1,14 @@
 """Warm starts (a study's `warm_start: true`): a steady run starts from the converged fields of
-the nearest completed run of its study on the same mesh, picked when it is dispatched.
+the nearest completed run of its study on the same mesh, picked when it is dispatched; while
+no run of its mesh has completed, from the nearest of another mesh (a coarser or finer level
+of a mesh study), whose write OpenFOAM's mapFields maps onto the run's mesh once it is made
+(orchestration/agent/mapping.py).
 
 Same mesh: the same values of every placeholder the case's mesh files use (blockMeshDict,
 snappyHexMeshDict, …, constant/polyMesh/…); a case whose mesh files have none has one mesh.
-Nearest: the smallest distance over the other parameters, each scaled by its range among the
-candidates and the run (a parameter that is not a number counts 1 when it differs); ties go
-to the lower index. With a second completed neighbour near the line through the nearest one
+Nearest: the smallest distance over the other parameters (every parameter, the mesh's too,
+for a source of another mesh), each scaled by its range among the candidates and the run (a
+parameter that is not a number counts 1 when it differs); ties go to the lower index. With a second completed neighbour near the line through the nearest one
 and the run (the run between them, or at most two spacings beyond), the start is the fields
 linearly between or beyond the two (first + w × (second − first)): along a polar the flow
 changes smoothly, and a linear guess starts the solver far closer than either neighbour
@@ -127,17 +130,18 @@ def warm_sources_pick(
     )
     picked: dict[Any, Run] = {}
     seconds: dict[Any, tuple[Run, float] | None] = {}
+    maps: set[Any] = set()  # the runs whose source has another mesh
     for run in waiting:
         own = parameters.get(run.pk) or {}
         mesh = [run.context.get(n) for n in mesh_names]
-        same = [
-            c
-            for c in candidates
-            if c.backend_id == run.backend_id and [c.context.get(n) for n in mesh_names] == mesh
-        ]
+        here = [c for c in candidates if c.backend_id == run.backend_id]
+        same = [c for c in here if [c.context.get(n) for n in mesh_names] == mesh]
+        if not same and mesh_names and here:  # only other meshes yet: mapFields maps one
+            maps.add(run.pk)
+            same = here
         if not same:
             continue
-        varying = [n for n in own if n not in mesh_names]
+        varying = [n for n in own if run.pk in maps or n not in mesh_names]
         spans: dict[str, float] = {}
         for name in varying:
             values = [
@@ -159,7 +163,8 @@ def warm_sources_pick(
             for n, span in spans.items()
             if isinstance(mine.get(n), int | float) and not isinstance(mine.get(n), bool)
         }
-        seconds[run.pk] = _second(picked[run.pk], same, mine, numeric)
+        if run.pk not in maps:  # a blend is of two fields on one mesh
+            seconds[run.pk] = _second(picked[run.pk], same, mine, numeric)
     if not picked:
         return {}
     rows: list[tuple[Run, Mapping[str, Any], str]] = []
@@ -174,6 +179,8 @@ def warm_sources_pick(
             "time": str(source.writes["times"][-1]),
             "required": False,  # its folder gone meanwhile: the run starts cold
         }
+        if run.pk in maps:
+            resume["map"] = True
         second = seconds.get(run.pk)
         if second is not None:
             other, weight = second

@@ -86,17 +86,21 @@ def _files(case_fd: int, name: str) -> dict[str, int]:
 
 def complete_writes(case_fd: int) -> list[str]:
     """The case's writes (its time folders after the first, the initial conditions) that a
-    solver finished writing: every file the write before it holds is there and not empty
-    (an agent or node lost while the solver wrote leaves the last one short)."""
+    solver finished writing: every field the write before it holds is there and not empty
+    (an agent or node lost while the solver wrote leaves the last one short); for the first
+    write, every initial field that some write holds."""
     names = time_names(case_fd)
     out = []
-    before = _files(case_fd, names[0]) if names else {}
-    for name in names[1:]:
-        files = _files(case_fd, name)
-        top = {rel for rel in before if "/" not in rel}  # the fields, not uniform/ or the like
+    writes = {name: _files(case_fd, name) for name in names[1:]}
+    # the initial fields the solver writes (a case may start with fields of models it does not
+    # use: omega beside k-epsilon), then what the write before held
+    written = {rel for files in writes.values() for rel in files if "/" not in rel}
+    top = {rel for rel in (_files(case_fd, names[0]) if names else {}) if rel in written}
+    for name, files in writes.items():
         if files and all(files.get(rel, 0) > 0 for rel in top):
             out.append(name)
-        before = files or before
+        if files:
+            top = {rel for rel in files if "/" not in rel}  # the fields, not uniform/ or the like
     return out
 
 
@@ -143,6 +147,8 @@ def _warm(resume: Mapping[str, Any], *, work_dir: str, case: str, attempt: int) 
         picked = [w for w in writes if wanted == "latest" or float(w) == float(wanted)]
         if not picked:
             raise ResumeError(f"run {run} has no complete write {wanted} to start warm from")
+        if resume.get("map"):
+            return _mapped(src_fd, run=run, source=source, attempt=attempt, time=picked[-1])
         blend, other_fd = _second_neighbour(resume.get("blend"), work_dir)
         case_fd = nofollow.open_dir(case)
         try:
@@ -168,6 +174,23 @@ def _warm(resume: Mapping[str, Any], *, work_dir: str, case: str, attempt: int) 
     if notes:
         note += "; " + "; ".join(notes)
     return Resumed(note, attempt, picked[-1], 0)
+
+
+def _mapped(src_fd: int, *, run: str, source: str, attempt: int, time: str) -> Resumed:
+    """A warm start from a run of another mesh (a finer or coarser level of the same
+    geometry): nothing is copied now. Once this case's prepare steps have made its mesh, the
+    supervisor maps the source's write onto it with OpenFOAM's mapFields, in the sandbox
+    with the source case read-only (orchestration/agent/supervisor.py)."""
+    try:
+        mesh_fd = nofollow.open_dir("constant/polyMesh", dir_fd=src_fd)
+    except OSError:
+        raise ResumeError(f"run {run} has no mesh (constant/polyMesh) to map from") from None
+    os.close(mesh_fd)
+    note = (
+        f"warm start from time {time} of run {run}, whose mesh differs: its fields are mapped "
+        "onto this case's mesh (mapFields) once the mesh is made"
+    )
+    return Resumed(note, attempt, time, 0, source)
 
 
 def _number(value: float) -> str:
@@ -281,9 +304,14 @@ if TYPE_CHECKING:
         attempt: int  # the attempt whose write it started from (0: none)
         time: str  # that write's time
         steps_before: int  # time steps solved before it (uniform/time): this attempt adds
+        # a warm start from another mesh: the source case whose write `time` mapFields maps
+        # onto this case's mesh once its prepare steps made it ('' for any other start)
+        map_from: str = ""
 
 else:  # typing is not imported at run time (orchestration/agent/spec.py)
-    Resumed = collections.namedtuple("Resumed", "note attempt time steps_before")
+    Resumed = collections.namedtuple(
+        "Resumed", "note attempt time steps_before map_from", defaults=("",)
+    )
 
 
 def _whole(value: Any, *, low: int) -> bool:
@@ -313,6 +341,8 @@ def check_resume(raw: Any) -> None:
         raise ResumeError("resume.time must be 'latest' or a time folder's name")
     if raw.get("source") is not None and not _name(raw["source"]):
         raise ResumeError("resume.source must be a run id")
+    if not isinstance(raw.get("map", False), bool) or raw.get("map") and not raw.get("source"):
+        raise ResumeError("resume.map must be true or false, and true only with a source run")
     if blend is not None and not (
         isinstance(blend, Mapping)
         and _name(blend.get("source"))

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CASE_MOUNT",
     "HOME_MOUNT",
+    "SOURCE_MOUNT",
     "TOOLS_MOUNT",
     "MODES",
     "SANDBOX_UID_BASE",
@@ -59,6 +60,8 @@ SANDBOX_UID_BASE = 2_000_000  # far above login users and the usual subuid range
 SANDBOX_UID_SPAN = 1_000_000
 CASE_MOUNT = "/case"
 HOME_MOUNT = "/home/windtunnel"
+# where a step sees another run's case it may read (a warm start mapped from another mesh)
+SOURCE_MOUNT = "/source"
 # where a step sees the agent's own code (read-only), for the tools the agent runs in the
 # sandbox on the case's behalf (the result archive): the folder holding `orchestration/`
 TOOLS_MOUNT = "/windtunnel"
@@ -174,6 +177,7 @@ class Sandbox:
             self.uid = uid or SANDBOX_UID_BASE + zlib.crc32(run_id.encode()) % SANDBOX_UID_SPAN
         self._case = ""
         self._home = ""
+        self._source = ""
         self.writable_home = False
 
     @property
@@ -187,6 +191,14 @@ class Sandbox:
 
     def home_dir(self, host_path: str) -> str:
         return HOME_MOUNT if self.confines_files else host_path
+
+    def add_source(self, host_path: str) -> str:
+        """Let the steps read another run's case (the same study's, on this backend: a warm
+        start mapped from its mesh), read-only; the path a step finds it at."""
+        if not self.confines_files:
+            return host_path
+        self._source = host_path
+        return SOURCE_MOUNT
 
     def prepare(
         self,
@@ -384,6 +396,8 @@ class Sandbox:
         argv += ["--bind", self._case, CASE_MOUNT, "--perms", "0755", "--dir", "/home"]
         if self._home:
             argv += [home_bind, self._home, HOME_MOUNT]
+        if self._source:
+            argv += ["--ro-bind", self._source, SOURCE_MOUNT]
         argv += ["--perms", "0755", "--dir", TOOLS_MOUNT]
         argv += ["--ro-bind", os.path.join(PACKAGE_ROOT, "orchestration")]
         argv += [os.path.join(TOOLS_MOUNT, "orchestration")]

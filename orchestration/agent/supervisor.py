@@ -13,7 +13,7 @@ from collections.abc import Callable
 from orchestration import nofollow
 from orchestration.agent.case import has_mesh
 from orchestration.agent.logfollow import LogFollower, LogWrites, log_header_text
-from orchestration.agent.outcome import Outcome, Stale, StepResult
+from orchestration.agent.outcome import Outcome, Stale, StepResult, over_disk, over_memory
 from orchestration.agent.procs import (
     TreeSampler,
     become_subreaper,
@@ -207,14 +207,28 @@ class Supervisor:
             self.case_fd = -1
 
     def _run_steps(self, messages: list[str], converged: bool) -> Outcome:
-        for index, step in enumerate(self.spec.steps):
+        steps, mapped = self.spec.steps, None
+        if self.resumed is not None and self.resumed.map_from:  # a warm start from another mesh
+            from orchestration.agent.mapping import MappedStart  # lazy: mapped starts only
+
+            mapped = MappedStart(case_fd=self.case_fd, sandbox=self.sandbox, resumed=self.resumed)
+            steps = mapped.steps(steps)
+        for index, step in enumerate(steps):
             self._check_interrupts()
             if self.terminate.is_set():
                 return Outcome(state="cancelled", reason="terminated")
             if self.reporter.stop_requested.is_set():
                 return Outcome(state="cancelled", reason="stopped by the portal")
-            last = index == len(self.spec.steps) - 1
+            last = index == len(steps) - 1
+            if mapped is not None and step is mapped.step:
+                mapped.keep_start()
             result = self.run_step(step, last=last)
+            if mapped is not None and step is mapped.step and not result.interrupted:
+                if result.returncode == 0:
+                    mapped.mapped(say=self._say)
+                else:  # a head start only: the run goes on cold
+                    self.resumed = mapped.failed(result, say=self._say)
+                continue
             if result.converged:
                 converged = True
                 messages.append(f"{step.name}: solution converged")
@@ -229,31 +243,12 @@ class Supervisor:
                     message=self.watchdog.message,
                 )
             if result.interrupted == "disk":
-                budget = self.sandbox.disk_bytes / 1024**3
-                used = (self.disk_bytes or 0) / 1024**3
-                return Outcome(
-                    state="failed",
-                    reason="disk_budget",
-                    message=(
-                        f"disk budget of {budget:.3g} GB exceeded: the run's directory took "
-                        f"{used:.3g} GB during {step.name}; write less (fewer write times, "
-                        "purgeWrite in controlDict) or ask an admin for a larger storage quota"
-                    ),
-                )
+                return over_disk(step.name, budget=self.sandbox.disk_bytes, used=self.disk_bytes)
             if self._memory_exceeded():
-                limit = self.sandbox.memory_bytes / 1024**3
-                return Outcome(
-                    state="failed",
-                    exit_code=result.returncode,
-                    reason="memory_limit",
-                    message=(
-                        f"memory limit of {limit:.3g} GB exceeded: {step.name} was stopped by "
-                        "the kernel; ask for more memory per run (resources.memory_gb) or a "
-                        "smaller mesh"
-                    ),
-                )
+                limit = self.sandbox.memory_bytes
+                return over_memory(step.name, limit=limit, exit_code=result.returncode)
             if result.interrupted == "stop":
-                self._reconstruct_after_stop(self.spec.steps[index + 1 :])
+                self._reconstruct_after_stop(steps[index + 1 :])
                 return Outcome(
                     state="cancelled", reason="stopped by the portal", solver_converged=converged
                 )
@@ -380,6 +375,11 @@ class Supervisor:
         self.disk_bytes = used
         self.reporter.set_disk(used)
         return used
+
+    def _say(self, note: str) -> None:
+        """A line in the agent's log and the run's."""
+        log(note)
+        self.reporter.add_log([note])
 
     def _check_interrupts(self) -> None:
         if self.reporter.stale.is_set():

@@ -17,11 +17,12 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import stat
 import struct
 
 from orchestration import nofollow
 
-__all__ = ["WarmError", "internal_field_span", "warm_fields"]
+__all__ = ["WarmError", "internal_field_span", "keep_own_boundaries", "warm_fields"]
 
 MAX_FIELD_BYTES = 2 * 1024**3
 # components of a value, by the list's type (8-byte doubles in binary: scalar=64)
@@ -262,4 +263,35 @@ def warm_fields(
         os.close(dst)
         if other >= 0:
             os.close(other)
+    return warmed, notes
+
+
+def keep_own_boundaries(
+    start_fd: int, originals: dict[str, bytes], *, owner: int | None
+) -> tuple[int, list[str]]:
+    """After mapFields wrote the start folder (`start_fd`): each field the case started with
+    (`originals`, its files as rendered) gets the mapped cell values and keeps its own
+    header and boundary conditions (mapFields maps a fixedValue patch's values too, the
+    source run's inflow among them); a field mapFields added is removed (the solver makes
+    it, as for a case started cold). (fields warmed, notes on those kept at their initial
+    values). The files written are `owner`'s (the run's uid)."""
+    warmed, notes = 0, []
+    for name in sorted(os.listdir(start_fd)):
+        st = os.stat(name, dir_fd=start_fd, follow_symlinks=False)
+        if name not in originals and not stat.S_ISDIR(st.st_mode):
+            nofollow.unlink(start_fd, name)
+    for name, original in sorted(originals.items()):
+        if "/" in name:
+            continue
+        try:
+            mapped, packed = _read(start_fd, name)
+            own = gzip.decompress(original) if packed else original
+            data = _splice(mapped, own)
+            warmed += 1
+        except (WarmError, OSError, EOFError) as exc:
+            notes.append(f"{name}: kept its initial values ({exc})")
+            data, packed = original, False
+        fd = nofollow.create_file(start_fd, name, owner=owner)
+        with os.fdopen(fd, "wb") as out:
+            out.write(gzip.compress(data, compresslevel=1) if packed else data)
     return warmed, notes

@@ -19,6 +19,7 @@ from orchestration.agent.sandbox import HOME_MOUNT
 from orchestration.drivers.base import RunPhase, RunSpec, Step
 from orchestration.drivers.local import REPO_ROOT, LocalDriver, parse_handle
 from orchestration.tests.conftest import (
+    OPENFOAM_ENV,
     FakePortal,
     make_cavity,
     make_spec,
@@ -392,3 +393,66 @@ def test_a_solver_sees_no_portal_secrets_and_no_system_operations_unless_allowed
     assert f"allowSystemOperations : {verdict} user-supplied system call operations" in header
     # the run's own HOME (the sandbox's mount of it) holds the switch; writable when allowed
     assert f"HOME={HOME_MOUNT}\n" in seen
+
+
+def _mapped_start(portal: FakePortal, tmp_path: Path, *, rename_lid: bool) -> Path:
+    """A 10-cell cavity solved (as another run's sandbox uid would leave it), then a 20-cell
+    one started warm from it through the agent; the new run's folder."""
+    runs = tmp_path / "runs"
+    source = make_cavity(runs / "run-a" / "attempt-1" / "case", end_time=0.025, cells=10)
+    for name in ("constant/transportProperties", "0/U"):
+        text = (source / name).read_text()
+        (source / name).write_text(text.replace("{{ nu }}", "0.01").replace("{{ lid }}", "2"))
+    env = {**os.environ, **OPENFOAM_ENV}
+    for argv in (["blockMesh"], ["icoFoam"]):
+        subprocess.run(argv, cwd=source, env=env, capture_output=True, check=True, timeout=120)
+    subprocess.run(["chown", "-R", "2345678:2345678", str(runs / "run-a")], check=True)
+    template = make_cavity(tmp_path / "template", cells=20)
+    if rename_lid:  # a mesh whose patches are not the source's: mapFields cannot map it
+        for name in ("system/blockMeshDict", "0/U", "0/p"):
+            text = (template / name).read_text()
+            (template / name).write_text(text.replace("movingWall", "lid"))
+    work = runs / "run-b" / "attempt-1"
+    resume = {"source": "run-a", "attempt": 1, "time": "latest", "map": True, "required": False}
+    spec = make_spec(
+        portal=portal, case_dir=template, work_dir=work, steps=serial_steps(), resume=resume
+    )
+    driver = LocalDriver()
+    driver.prepare(spec)
+    handle = driver.start(spec)
+    assert _finish(driver, handle) == 0
+    driver.collect(handle)
+    assert portal.states()[-1] == "completed"
+    return work
+
+
+def test_a_warm_start_from_another_mesh_maps_the_neighbours_fields_onto_its_own(
+    portal: FakePortal, tmp_path: Path
+) -> None:
+    """The source run's write, on a coarser mesh and another uid's files, is mapped onto the
+    new mesh by mapFields in the run's sandbox, after blockMesh and before the solver."""
+    work = _mapped_start(portal, tmp_path, rename_lid=False)
+    lines = portal.log_lines()
+    steps = [line for line in lines if line.startswith("== ") and ": " in line]
+    names = [line[3:].split(":")[0] for line in steps if "exit" not in line]
+    assert names[:3] == ["blockMesh", "mapFields", "icoFoam"], steps
+    assert any("mapFields /source -sourceTime 0.025 -consistent" in line for line in steps)
+    start_u = (work / "case/0/U").read_text()
+    assert "nonuniform List<vector>" in start_u and "\n400\n(" in start_u  # the 20 x 20 mesh
+    # the lid keeps this case's own condition (1 m/s), which mapFields had overwritten with
+    # the source's (its lid moved at 2 m/s)
+    assert "uniform (1.0 0 0)" in start_u and "(2 0 0)" not in start_u
+    assert "mapFields mapped 2 fields of time 0.025 onto this mesh" in "\n".join(lines)
+    log = (work / "agent.log").read_text()
+    assert "warm start from time 0.025 of run run-a, whose mesh differs" in log
+
+
+def test_a_mesh_mapfields_cannot_map_starts_cold_and_says_why(
+    portal: FakePortal, tmp_path: Path
+) -> None:
+    work = _mapped_start(portal, tmp_path, rename_lid=True)
+    said = "\n".join(portal.log_lines())
+    assert "warm start: mapFields failed" in said and "the run starts cold" in said
+    start_u = (work / "case/0/U").read_text()
+    assert "internalField   uniform (0 0 0);" in start_u  # as the case was rendered
+    assert "uniform (1.0 0 0)" in start_u

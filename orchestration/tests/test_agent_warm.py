@@ -152,7 +152,7 @@ def test_a_warm_resume_names_the_neighbour_run_and_needs_its_write(tmp_path: Pat
     shutil.rmtree(neighbour / "0.01", ignore_errors=True)
     assert apply_resume(
         resume={"source": "run-a", "attempt": 1, "required": False}, work_dir=work, case=str(new)
-    ) == ("", 0, "", 0)
+    ) == ("", 0, "", 0, "")
 
 
 @needs_openfoam

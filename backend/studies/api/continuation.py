@@ -63,6 +63,10 @@ class ResumedFromSerializer(serializers.Serializer):
         "(null: its own earlier attempt)",
     )
     source_index = serializers.IntegerField(allow_null=True, help_text="that run's index")
+    mapped = serializers.BooleanField(
+        help_text="a warm start from a run of another mesh, its write mapped onto this run's "
+        "mesh by mapFields"
+    )
     attempt = serializers.IntegerField(help_text="the attempt whose write it started from")
     time = serializers.CharField(help_text="the write's time")
     iterations = serializers.IntegerField(allow_null=True, help_text="time steps added")
@@ -111,7 +115,7 @@ def continuation_of(run: Run) -> dict[str, Any]:
                 k: resume.get(k)
                 for k in ("source", "source_index", "attempt", "time", "iterations", "by", "at")
             }
-            | {"settings": resume.get("settings") or {}}
+            | {"settings": resume.get("settings") or {}, "mapped": resume.get("map") is True}
             if resume
             else None
         ),

@@ -92,6 +92,9 @@ class AgentResumeSerializer(serializers.Serializer):
         allow_null=True, help_text="a warm start: the neighbouring run it started from"
     )
     source_index = serializers.IntegerField(allow_null=True, help_text="that run's index")
+    mapped = serializers.BooleanField(
+        help_text="a warm start from another mesh: its write mapped onto this run's (mapFields)"
+    )
     attempt = serializers.IntegerField(help_text="the attempt whose write it started from")
     time = serializers.CharField(help_text="the write's time")
     iterations = serializers.IntegerField(allow_null=True, help_text="time steps added")

@@ -22,6 +22,7 @@ AGENT_KEYS = (
     "source",
     "source_index",
     "blend",
+    "map",
     "attempt",
     "time",
     "iterations",

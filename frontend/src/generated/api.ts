@@ -1574,6 +1574,8 @@ export interface components {
             end_time: number | null;
             /** @description time steps added */
             iterations: number | null;
+            /** @description a warm start from another mesh: its write mapped onto this run's (mapFields) */
+            mapped: boolean;
             /** @description the settings changed, by file (controlDict, fvSolution, fvSchemes) and dotted key */
             settings: {
                 [key: string]: {
@@ -3619,6 +3621,8 @@ export interface components {
             by: string;
             /** @description time steps added */
             iterations: number | null;
+            /** @description a warm start from a run of another mesh, its write mapped onto this run's mesh by mapFields */
+            mapped: boolean;
             /** @description the settings changed, by file and dotted key */
             settings: {
                 [key: string]: {
@@ -4274,7 +4278,7 @@ export interface components {
             template?: string;
             trust?: components["schemas"]["TrustRules"];
             /**
-             * @description Start each run from the converged fields of the completed runs of the study nearest to it on the same mesh (parameters scaled by their ranges), picked when the run starts: linearly between or beyond the two nearest when the run lies on their line, else the nearest; the first runs, and runs of a mesh no run has finished yet, start cold. Steady solvers only, on backends whose runs share a folder (local, Slurm). Converged results do not depend on it beyond the convergence tolerance; the run's provenance names its source, and its identity includes it.
+             * @description Start each run from the converged fields of the completed runs of the study nearest to it on the same mesh (parameters scaled by their ranges), picked when the run starts: linearly between or beyond the two nearest when the run lies on their line, else the nearest; a run of a mesh no run has finished yet starts from the nearest run of another mesh, whose write OpenFOAM's mapFields maps onto its mesh; the first runs start cold. Steady solvers only, on backends whose runs share a folder (local, Slurm). Converged results do not depend on it beyond the convergence tolerance; the run's provenance names its source, and its identity includes it.
              * @default false
              */
             warm_start?: boolean;

@@ -163,4 +163,21 @@ describe("what a run went on from", () => {
       }),
     ).toBe("run 4 at time 40 (blended with run 3, weight -1)");
   });
+
+  it("says when a warm start's fields came from another mesh through mapFields", () => {
+    expect(
+      resumedFromLine({
+        attempt: 1,
+        time: "60",
+        iterations: null,
+        settings: {},
+        by: "",
+        source: "r0",
+        source_index: 0,
+        mapped: true,
+      }),
+    ).toBe(
+      "Started from the converged fields of run 0 at time 60 (another mesh, mapped by mapFields) — by the portal",
+    );
+  });
 });

@@ -186,12 +186,15 @@ type Resume = Pick<ResumedFrom, "attempt" | "time" | "iterations" | "settings"> 
   source_index?: number | null;
   /** a warm start from two neighbours (the agent's record): the second, and the weight */
   blend?: AgentResume["blend"];
+  /** a warm start from a run of another mesh, mapped onto this one by mapFields */
+  mapped?: boolean;
 };
 
 /**
  * Where an attempt went on from, and what it did differently: "time 0.5 of attempt 1
  * (+500 iterations; changed: fvSolution relaxationFactors.equations.U = 0.5)", or for a
- * warm start "run 4 at time 120" ("… (blended with run 3, weight -1)" from two neighbours).
+ * warm start "run 4 at time 120" ("… (blended with run 3, weight -1)" from two neighbours,
+ * "… (another mesh, mapped by mapFields)" from a run of another mesh).
  */
 export function describeResume(resume: Resume): string {
   const what: string[] = [];
@@ -207,6 +210,7 @@ export function describeResume(resume: Resume): string {
     const w = formatNumber(resume.blend.weight, 3);
     what.unshift(`blended with run ${resume.blend.source_index ?? "?"}, weight ${w}`);
   }
+  if (resume.mapped) what.unshift("another mesh, mapped by mapFields");
   return what.length ? `${where} (${what.join("; ")})` : where;
 }
 

@@ -138,6 +138,7 @@ describe("ProvenancePanel", () => {
             settings: { controlDict: { deltaT: "0.0005" } },
             source: null,
             source_index: null,
+            mapped: false,
             blend: null,
           } as Provenance["resumed_from"],
         }}
