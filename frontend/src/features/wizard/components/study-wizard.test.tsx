@@ -1,4 +1,4 @@
-import { fireEvent, screen, within } from "@testing-library/react";
+import { fireEvent, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { mockApi, renderWithApp } from "@/test/render";
@@ -8,20 +8,43 @@ import { StudyWizard } from "./study-wizard";
 
 afterEach(() => vi.restoreAllMocks());
 
-function wizard(initial: WizardForm) {
-  mockApi({ "POST /api/v1/studies/preview/": () => new Promise(() => {}) });
-  return renderWithApp(
-    <StudyWizard
-      templates={[]}
-      packages={[]}
-      backends={[]}
-      initial={initial}
-      editId={null}
-      renderTemplatePicker={() => <div>templates</div>}
-      onSaved={() => {}}
-    />,
-  );
+function wizard(
+  initial: WizardForm,
+  preview: Parameters<typeof mockApi>[0][string] = () => new Promise(() => {}),
+  templates: CaseTemplate[] = [],
+) {
+  const api = mockApi({ "POST /api/v1/studies/preview/": preview });
+  return {
+    api,
+    ...renderWithApp(
+      <StudyWizard
+        templates={templates}
+        packages={[]}
+        backends={[]}
+        initial={initial}
+        editId={null}
+        renderTemplatePicker={() => <div>templates</div>}
+        onSaved={() => {}}
+      />,
+    ),
+  };
 }
+
+/** A steady (simpleFoam) template with a mesh refinement parameter. */
+const pitzdaily = {
+  name: "pitzdaily",
+  title: "Backward-facing step",
+  description: "",
+  solver: "simpleFoam",
+  solvers: ["simpleFoam"],
+  resources: { processes: 1 },
+  parameters: { mesh: { type: "float", default: 1, min: 0.25, max: 3 } },
+  derived: {},
+  objectives: { dp_static: { series: "pressureDrop.p" } },
+  demo: { parameters: { mesh: { values: [0.3, 0.45, 0.675] } }, combine: "grid" },
+  placeholders: {},
+  inspection: null,
+} as CaseTemplate;
 
 describe("StudyWizard", () => {
   it("on an empty form says what the preview waits for, not 'fix 1 marked field'", () => {
@@ -146,6 +169,51 @@ describe("StudyWizard", () => {
     expect(yaml).toMatch(/objectives:\s*- u_min\s*- mean_speed/);
     expect(yaml).toMatch(/direction:\s*u_min: min\s*mean_speed: max/);
     expect(yaml).toMatch(/constraints:\s*mean_speed:\s*min: 0\.5/);
+  });
+
+  it("offers warm starts for a steady solver, off until switched on, and reviews them", async () => {
+    wizard(formFromTemplate(pitzdaily, { name: "mesh levels" }), undefined, [pitzdaily]);
+    await userEvent.click(screen.getByTestId("step-2"));
+    const warm = screen.getByRole("switch", { name: "Warm start" });
+    expect(warm).not.toBeChecked();
+    expect(warm).toHaveAccessibleDescription(
+      /nearest completed run's converged fields — fewer iterations, same converged answer; across meshes through mapFields/,
+    );
+    await userEvent.click(screen.getByTestId("step-4"));
+    expect(screen.getByTestId("spec-yaml")).not.toHaveTextContent("warm_start");
+
+    await userEvent.click(screen.getByTestId("step-2"));
+    await userEvent.click(screen.getByRole("switch", { name: "Warm start" }));
+    expect(screen.getByRole("switch", { name: "Warm start" })).toBeChecked();
+    await userEvent.click(screen.getByTestId("step-4"));
+    expect(screen.getByTestId("spec-yaml")).toHaveTextContent("warm_start: true");
+  });
+
+  it("offers no warm start for a transient solver", async () => {
+    const cavity = { ...pitzdaily, name: "cavity", solver: "icoFoam", solvers: ["icoFoam"] };
+    wizard(formFromTemplate(cavity, { name: "lid", warmStart: true }), undefined, [cavity]);
+    await userEvent.click(screen.getByTestId("step-2"));
+    expect(screen.getByTestId("solver-select")).toHaveValue("icoFoam");
+    expect(screen.queryByRole("switch", { name: "Warm start" })).toBeNull();
+    await userEvent.click(screen.getByTestId("step-4"));
+    expect(screen.getByTestId("spec-yaml")).not.toHaveTextContent("warm_start");
+  });
+
+  it("shows the API's refusal of a warm start on the switch, and marks its step", async () => {
+    const message =
+      "warm_start needs a backend whose runs share a folder (local, Slurm): cloud is " +
+      "openstack; choose another backend or leave warm_start out";
+    const { api } = wizard(
+      formFromTemplate(pitzdaily, { name: "mesh levels", warmStart: true }),
+      { status: 400, body: { code: "invalid", message, field: "warm_start" } },
+      [pitzdaily],
+    );
+    await waitFor(() => expect(screen.getByTestId("step-2")).toHaveTextContent("1 to fix"));
+    expect(api.calls[0]?.body).toMatchObject({ template: "pitzdaily", warm_start: true });
+    await userEvent.click(screen.getByTestId("step-2"));
+    const warm = screen.getByRole("switch", { name: "Warm start" });
+    expect(warm).toHaveAttribute("aria-invalid", "true");
+    expect(warm).toHaveAccessibleDescription(/needs a backend whose runs share a folder/);
   });
 
   it("gives a step left behind a tick only when nothing on it is missing", async () => {

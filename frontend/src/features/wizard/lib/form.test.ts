@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { errorAt } from "@/lib/spec";
 import type { CaseTemplate } from "@/lib/types";
+import { specToYaml } from "@/lib/spec-text";
 import { impactSentence } from "./impact";
 import { formFromSpec, formFromTemplate, type WizardForm } from "./form";
 import { rowCount, stepOfField, toSpec } from "./to-spec";
@@ -162,6 +163,31 @@ describe("the wizard's spec", () => {
     expect(f.convergence).toMatchObject({ objectiveOn: true, window: "50", tolerance: "1e-4" });
   });
 
+  it("asks for warm starts only when switched on, and only of a steady solver", () => {
+    expect(toSpec(form()).spec).not.toHaveProperty("warm_start"); // off by default
+    const warm = toSpec(form((f) => (f.warmStart = true)));
+    expect(warm.errors).toEqual({});
+    expect(warm.spec.warm_start).toBe(true);
+    expect(specToYaml(warm.spec)).toContain("warm_start: true");
+    // buoyantSimpleFoam is of simpleFoam's kin; pimpleFoam is transient: the switch, hidden
+    // for it, asks nothing the API would refuse
+    expect(
+      toSpec(form((f) => Object.assign(f, { warmStart: true, solver: "buoyantSimpleFoam" }))).spec
+        .warm_start,
+    ).toBe(true);
+    expect(
+      toSpec(form((f) => Object.assign(f, { warmStart: true, solver: "pimpleFoam" }))).spec,
+    ).not.toHaveProperty("warm_start");
+  });
+
+  it("keeps a saved spec's warm start through the form", () => {
+    const saved = toSpec(form((f) => (f.warmStart = true))).spec;
+    const f = formFromSpec(saved, airfoil);
+    expect(f.warmStart).toBe(true);
+    expect(toSpec(f).spec).toEqual(saved);
+    expect(formFromSpec({ ...saved, warm_start: false }, airfoil).warmStart).toBe(false);
+  });
+
   it("counts the values of a row", () => {
     const f = form();
     expect(rowCount(row(f, "aoa"))).toBe(3);
@@ -177,6 +203,7 @@ describe("the wizard's spec", () => {
     expect(stepOfField("parameters.aoa")).toBe(1);
     expect(stepOfField("derived.Ux")).toBe(1);
     expect(stepOfField("resources.processes")).toBe(2);
+    expect(stepOfField("warm_start")).toBe(2);
     expect(stepOfField("objectives.LD.expr")).toBe(3);
     expect(stepOfField("convergence")).toBe(3);
     expect(stepOfField("template")).toBe(0);

@@ -77,6 +77,8 @@ export interface WizardForm {
   processes: number;
   nodes: number;
   memoryGb: number;
+  /** each run starts from the nearest completed run's fields (steady solvers only) */
+  warmStart: boolean;
   objectives: ObjectiveRow[];
   convergence: ConvergenceForm;
 }
@@ -119,6 +121,7 @@ export function emptyForm(): WizardForm {
     processes: 1,
     nodes: 1,
     memoryGb: 1,
+    warmStart: false,
     objectives: [],
     convergence: emptyConvergence(),
   };
@@ -287,6 +290,7 @@ export function formFromSpec(
     processes: spec.resources?.processes ?? base.processes,
     nodes: spec.resources?.nodes ?? base.nodes,
     memoryGb: spec.resources?.memory_gb ?? base.memoryGb,
+    warmStart: spec.warm_start === true,
     objectives: spec.objectives ? objectiveRows(spec.objectives) : base.objectives,
     convergence: convergenceForm(spec.convergence),
   };

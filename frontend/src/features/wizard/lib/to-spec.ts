@@ -20,6 +20,14 @@ export function isSampled(c: Combine) {
   return c === "lhs" || c === "random" || c === "adaptive";
 }
 
+/**
+ * Whether a solver is steady (simpleFoam and its kin: the name holds "simple"), the solvers
+ * whose runs may start warm (the API refuses `warm_start` for the others).
+ */
+export function isSteadySolver(solver: string | null | undefined): boolean {
+  return !!solver && solver.toLowerCase().includes("simple");
+}
+
 function typed(text: string, def?: TemplateParameter): Scalar {
   if (def?.type === "str") return text;
   const n = parseNumber(text);
@@ -200,6 +208,8 @@ export function toSpec(form: WizardForm): SpecResult {
     errors["resources.nodes"] = "at least 1 node";
   else if (form.nodes > form.processes) errors["resources.nodes"] = "cannot exceed the processes";
   if (!(form.memoryGb > 0)) errors["resources.memory_gb"] = "must be above 0 GB";
+  // the switch is shown for steady solvers only: left on from one, it says nothing of another
+  if (form.warmStart && isSteadySolver(form.solver)) spec.warm_start = true;
 
   const parameters: Record<string, ParameterSpec> = {};
   const seen = new Set<string>();
@@ -270,7 +280,7 @@ export function stepOfField(field: string | null | undefined): number {
   const head = field.split(/[.[]/)[0] ?? "";
   if (["name", "description", "template", "case", "file"].includes(head)) return 0;
   if (["parameters", "combine", "samples", "seed", "adaptive", "derived"].includes(head)) return 1;
-  if (["solver", "backend", "resources", "prepare"].includes(head)) return 2;
+  if (["solver", "backend", "resources", "prepare", "warm_start"].includes(head)) return 2;
   if (["objectives", "convergence"].includes(head)) return 3;
   return 4;
 }
