@@ -127,7 +127,7 @@ def test_the_agent_package_copies_what_the_agent_imports_and_nothing_else() -> N
     needed: set[str] = {"orchestration/__init__.py"}
     # left out (the package's exclude): imported lazily, where the portal's own host runs them
     # (an image's agent does without: main.py's import of resume is guarded)
-    host_only = {"handover", "seccomp", "resume", "warm"}
+    host_only = {"handover", "seccomp", "resume", "warm", "mapping"}
     assert {f"/opt/windtunnel/orchestration/agent/{m}.py" for m in host_only}.isdisjoint(dests)
     seen = {f"orchestration.agent.{m}" for m in host_only}  # not followed into
     for main in sorted((ROOT / "orchestration/agent").glob("*.py")):

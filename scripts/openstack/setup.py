@@ -9,6 +9,9 @@ longer logs in (a change revokes the tokens of running services).
     setup.py resources   once the services run: flavors, the base image, the tenant network,
                          the tenant's baseline quotas, warm-ups; writes cloud.json and
                          clouds.yaml
+    setup.py real        once the libvirt compute host runs (scripts/openstack/real-compute.sh):
+                         its aggregate and zone, a flavor, the base cloud image (kernel,
+                         ramdisk, disk), the guests' network; adds `real` to cloud.json
 
 Everything comes from the environment (WT_OS_*), set by scripts/start-openstack.
 """
@@ -184,14 +187,15 @@ def identity() -> None:
 # -- resources -----------------------------------------------------------------------------
 
 
-def wait_for_compute(admin: Any) -> str:
-    """Conductor, scheduler and the fake compute host up; returns the compute host."""
+def wait_for_compute(admin: Any, host: str = "windtunnel-compute") -> str:
+    """Conductor, scheduler and the compute host `host` up (the fake one by default)."""
     deadline = time.monotonic() + 180
     while True:
         services = retry("nova", lambda: list(admin.compute.services()))
-        up = {s.binary: s.host for s in services if s.state == "up" and s.status == "enabled"}
-        if {"nova-conductor", "nova-scheduler", "nova-compute"} <= up.keys():
-            return up["nova-compute"]
+        up = {(s.binary, s.host) for s in services if s.state == "up" and s.status == "enabled"}
+        binaries = {binary for binary, _host in up}
+        if {"nova-conductor", "nova-scheduler"} <= binaries and ("nova-compute", host) in up:
+            return host
         if time.monotonic() > deadline:
             raise SystemExit(f"nova services not up: {[(s.binary, s.state) for s in services]}")
         time.sleep(1)
@@ -287,6 +291,95 @@ def resources() -> None:
     write_private(DIR / "cloud.json", json.dumps(facts, indent=2) + "\n")
 
 
+REAL_ZONE = "wt-real"
+REAL_NETWORK, REAL_SUBNET, REAL_CIDR = "wt-real-net", "wt-real-subnet", "10.77.1.0/24"
+
+
+def _image(admin: Any, name: str, path: Path, **fields: Any) -> Any:
+    """The public image `name` (uploaded from `path` when there is no active one)."""
+    found = None
+    for candidate in retry("glance", lambda: list(admin.image.images(name=name))):
+        if candidate.status == "active" and found is None:
+            found = candidate
+        else:
+            admin.image.delete_image(candidate, ignore_missing=True)
+    if found is not None:
+        return found
+    say(f"uploading image {name} ({path.stat().st_size // 1024**2} MB)")
+    return admin.image.create_image(
+        name, filename=str(path), visibility="public", wait=True, timeout=600, **fields
+    )
+
+
+def real() -> None:
+    """The real compute host's zone, flavor, base image and network; `real` in cloud.json."""
+    admin = connect(ADMIN_AUTH)
+    host = wait_for_compute(admin, E["WT_OS_REAL_HOST"])
+    aggregate = first(a for a in admin.compute.aggregates() if a.name == REAL_ZONE)
+    if aggregate is None:
+        aggregate = admin.compute.create_aggregate(name=REAL_ZONE, availability_zone=REAL_ZONE)
+    if host not in (aggregate.hosts or []):
+        admin.compute.add_host_to_aggregate(aggregate, host)
+    name, vcpus, ram, disk = FLAVORS[0]  # the smallest: 1 vCPU, 1 GB
+    flavor = admin.compute.find_flavor(name, ignore_missing=True)
+
+    folder = Path(E["WT_OS_REAL_IMAGE"])
+    record = json.loads((folder / "image.json").read_text())
+    tag = str(record["digest"])[:12]
+    kernel = _image(
+        admin,
+        f"wt-real-kernel-{tag}",
+        folder / "vmlinuz",
+        disk_format="aki",
+        container_format="aki",
+    )
+    ramdisk = _image(
+        admin,
+        f"wt-real-ramdisk-{tag}",
+        folder / "initrd.img",
+        disk_format="ari",
+        container_format="ari",
+    )
+    cmdline = str(record.get("kernel_cmdline") or "root=LABEL=wtroot ro console=ttyS0")
+    image = _image(
+        admin,
+        f"wt-real-base-{tag}",
+        folder / "disk.qcow2",
+        disk_format="qcow2",
+        container_format="bare",
+        kernel_id=kernel.id,
+        ramdisk_id=ramdisk.id,
+        os_command_line=cmdline,
+    )
+
+    network = admin.network.find_network(REAL_NETWORK)
+    if network is None:
+        network = admin.network.create_network(name=REAL_NETWORK, is_shared=True)
+    subnet = admin.network.find_subnet(REAL_SUBNET)
+    if subnet is None:  # no DHCP: a guest takes its address from its config drive
+        subnet = admin.network.create_subnet(
+            name=REAL_SUBNET,
+            network_id=network.id,
+            ip_version=4,
+            cidr=REAL_CIDR,
+            gateway_ip=E["WT_OS_REAL_GATEWAY"],
+            is_dhcp_enabled=False,
+            allocation_pools=[{"start": "10.77.1.10", "end": "10.77.1.200"}],
+        )
+    facts = json.loads((DIR / "cloud.json").read_text())
+    facts["real"] = {
+        "host": host,
+        "zone": REAL_ZONE,
+        "flavor": {"name": name, "id": flavor.id, "vcpus": vcpus, "ram": ram, "disk": disk},
+        "image": {"name": image.name, "id": image.id, "folder": str(folder)},
+        "network": {"name": REAL_NETWORK, "id": network.id, "subnet_id": subnet.id},
+        "gateway": E["WT_OS_REAL_GATEWAY"],
+        "netns": E["WT_OS_REAL_NETNS"],
+        "log": str(DIR / "log" / "nova-compute-real.log"),
+    }
+    write_private(DIR / "cloud.json", json.dumps(facts, indent=2) + "\n")
+
+
 def write_private(path: Path, text: str) -> None:
     """Written whole (readers never see half a file), mode 0600: it holds passwords."""
     tmp = path.with_suffix(".new")
@@ -296,4 +389,4 @@ def write_private(path: Path, text: str) -> None:
 
 
 if __name__ == "__main__":
-    {"identity": identity, "resources": resources}[sys.argv[1]]()
+    {"identity": identity, "resources": resources, "real": real}[sys.argv[1]]()
