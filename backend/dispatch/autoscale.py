@@ -94,14 +94,35 @@ def _failed_boots(pool: Pool, driver: Any, *, queue: int) -> None:
     cutoff = timezone.now() - timedelta(seconds=pool.boot_timeout)
     for worker in pool.workers.filter(state=WorkerState.BOOTING, created_at__lt=cutoff):
         reason = f"worker {worker.server_name or worker.pk} did not register within {pool.boot_timeout:g} s"
-        if not _end_worker(worker, WorkerState.FAILED, reason, driver):
+        console = _console_tail(driver, worker.server_id)  # read before its server goes
+        if not _end_worker(worker, WorkerState.FAILED, reason + console, driver):
             continue
-        _boot_failed(pool, reason, count=-1, queue=queue, size=len(_live(pool)) + 1)
+        size = len(_live(pool)) + 1
+        _boot_failed(pool, reason, count=-1, queue=queue, size=size, console=console)
 
 
-def _boot_failed(pool: Pool, reason: str, *, count: int, queue: int, size: int) -> None:
+CONSOLE_LINES = 3  # the console's last lines an admin is shown for a worker that never registered
+CONSOLE_CHARS = 240
+
+
+def _console_tail(driver: Any, server_id: str) -> str:
+    """'; its console ended: …' with the last non-empty lines of the server's console (the
+    kernel's panic, cloud-init's error), or '' when the cloud has none to give."""
+    read = getattr(driver, "console_tail", None)
+    if not server_id or read is None:
+        return ""
+    lines = [line.strip() for line in read(server_id, lines=40).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return f"; its console ended: {' | '.join(lines[-CONSOLE_LINES:])[-CONSOLE_CHARS:]}"
+
+
+def _boot_failed(
+    pool: Pool, reason: str, *, count: int, queue: int, size: int, console: str = ""
+) -> None:
     """A worker that did not boot: the pool's next boot waits (10 s doubling to
-    BACKOFF_MAX), and the decision log says why and for how long."""
+    BACKOFF_MAX), and the decision log says why and for how long (and how its console
+    ended, when it has one)."""
     failures = pool.boot_failures + 1
     delay = backoff_delay(failures, first=10.0, cap=BACKOFF_MAX)
     pool.boot_failures, pool.next_boot_at = failures, timezone.now() + timedelta(seconds=delay)
@@ -112,7 +133,7 @@ def _boot_failed(pool: Pool, reason: str, *, count: int, queue: int, size: int) 
         count=count,
         queue=queue,
         size=size,
-        reason=f"{reason}; failed boot {failures} in a row: next boot in {delay:g} s",
+        reason=f"{reason}; failed boot {failures} in a row: next boot in {delay:g} s{console}",
     )
 
 

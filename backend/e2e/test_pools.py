@@ -285,7 +285,12 @@ def test_a_boot_that_never_registers_fails_and_is_retried_with_backoff(cloud, st
         what="a failed boot",
     )
     assert "did not register within 5 s" in failed.reason and "next boot in 10 s" in failed.reason
+    # how its console ended, read from the cloud before the server went (the fake compute
+    # driver's console says the same three lines for every server)
+    console = "its console ended: FAKE CONSOLE OUTPUT | ANOTHER | LAST LINE"
+    assert failed.reason.endswith(console)
     mute = PoolWorker.objects.get(pool__name="cfd-mute", state="failed")
+    assert mute.end_reason.endswith(console)
     wait_for(lambda: _gone(mute.server_id), timeout=60, what="the mute server deleted")
     page = staff.get("/api/v1/admin/pools/cfd-mute/").json()
     assert page["boot_failures"] >= 1 and page["next_boot_at"]

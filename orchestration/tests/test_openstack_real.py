@@ -154,3 +154,50 @@ def test_a_server_naming_no_zone_stays_on_the_fake_host(openstack_cloud: OpenSta
 
 if os.geteuid() != 0:  # libvirt's system connection and network namespaces need root
     pytestmark.append(pytest.mark.skip(reason="real VMs need root (libvirt, ip netns)"))
+
+
+def test_a_server_whose_image_never_boots_shows_why_on_its_console(
+    openstack_cloud: OpenStackCloud,
+) -> None:
+    """The console's tail the driver reads for an admin (a pool worker that never registers
+    is a failed boot that quotes it): a disk without the root filesystem the kernel looks for
+    stops the boot in the initramfs, and its complaint is on the console."""
+    from orchestration.drivers.openstack import OpenStackDriver
+
+    real = _real(openstack_cloud)
+    admin = openstack_cloud.connect("admin")
+    base = admin.image.get_image(real["image"]["id"]).to_dict()
+    properties = {**base.get("properties", {}), **base}
+    name = f"wt-noboot-{uuid.uuid4().hex[:8]}"
+    broken = admin.image.create_image(
+        name,
+        data=b"\0" * 1024 * 1024,  # no filesystem labelled wtroot on it
+        disk_format="raw",
+        container_format="bare",
+        visibility="public",
+        kernel_id=properties["kernel_id"],
+        ramdisk_id=properties["ramdisk_id"],
+        os_command_line=properties["os_command_line"],
+    )
+    tenant = openstack_cloud.connect("tenant")
+    driver = OpenStackDriver(
+        cloud="windtunnel-tenant", clouds_yaml=openstack_cloud.facts["clouds_yaml"]
+    )
+    server = tenant.compute.create_server(
+        name=name,
+        flavor_id=real["flavor"]["id"],
+        image_id=broken.id,
+        networks="none",
+        availability_zone=real["zone"],
+    )
+    try:
+        tenant.compute.wait_for_server(server, status="ACTIVE", wait=180)
+        deadline, tail = time.monotonic() + 300, ""
+        while time.monotonic() < deadline and "does not exist" not in tail:
+            time.sleep(3)
+            tail = driver.console_tail(server.id, lines=40)
+        assert "ALERT!  LABEL=wtroot does not exist.  Dropping to a shell!" in tail, tail
+    finally:
+        tenant.compute.delete_server(server, ignore_missing=True)
+        tenant.compute.wait_for_delete(server, wait=120)
+        admin.image.delete_image(broken, ignore_missing=True)
