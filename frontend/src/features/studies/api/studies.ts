@@ -154,16 +154,21 @@ export async function fetchStudySurrogate(
 }
 
 export type MeshKind = "per_direction" | "total" | "size";
+/** A mesh's dimensions: what turns a total cell count into a cell size (h = N^(-1/dims)). */
+export type MeshDims = 1 | 2 | 3;
 
 /** The grid convergence index of a study's objectives over a refinement parameter. */
 export async function fetchMeshIndependence(
   id: string,
-  q: { parameter: string; kind: MeshKind },
+  q: { parameter: string; kind: MeshKind; dims?: MeshDims },
   { signal }: { signal?: AbortSignal } = {},
 ): Promise<MeshIndependence> {
   return await unwrap(
     api.GET("/api/v1/studies/{id}/mesh-independence/", {
-      params: { path: { id }, query: { parameter: q.parameter, kind: q.kind } },
+      params: {
+        path: { id },
+        query: { parameter: q.parameter, kind: q.kind, ...(q.dims ? { dims: q.dims } : {}) },
+      },
       signal,
     }),
   );

@@ -80,5 +80,28 @@ describe("MeshIndependencePanel", () => {
     await userEvent.click(await screen.findByRole("option", { name: "total cells", hidden: true }));
     await waitFor(() => expect(calls.at(-1)?.url.searchParams.get("kind")).toBe("total"));
     expect(calls.at(-1)?.url.searchParams.get("parameter")).toBe("n");
+    expect(calls.at(-1)?.url.searchParams.get("dims")).toBe("3");
+  });
+
+  it("asks for a 2-D mesh's total cells with its dimensions, in the answer and the CSV", async () => {
+    const { calls } = mockApi({ [PATH]: () => ANSWER });
+    renderWithApp(<MeshIndependencePanel studyId="s1" parameters={["n"]} />);
+    await screen.findByTestId("gci-u_min");
+    // cells per direction need no dimensions: none is asked, and no control is shown
+    expect(calls[0]?.url.searchParams.get("dims")).toBeNull();
+    expect(screen.queryByRole("textbox", { name: "in a mesh of" })).not.toBeInTheDocument();
+    await userEvent.click(screen.getByRole("textbox", { name: "its value is" }));
+    await userEvent.click(await screen.findByRole("option", { name: "total cells", hidden: true }));
+    await userEvent.click(await screen.findByRole("textbox", { name: "in a mesh of" }));
+    await userEvent.click(
+      await screen.findByRole("option", { name: "2 dimensions", hidden: true }),
+    );
+    await waitFor(() => expect(calls.at(-1)?.url.searchParams.get("dims")).toBe("2"));
+    expect(calls.at(-1)?.url.searchParams.get("kind")).toBe("total");
+    const csv = new URL(
+      screen.getByTestId("mesh-independence-csv").getAttribute("href") ?? "",
+      "http://x",
+    );
+    expect(csv.searchParams.get("dims")).toBe("2");
   });
 });

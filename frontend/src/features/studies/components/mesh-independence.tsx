@@ -7,7 +7,7 @@ import { Plot } from "@/components/plot";
 import { PlotSelect } from "@/components/plot-select";
 import { ApiError, apiUrl } from "@/lib/api-client";
 import type { GridConvergence, MeshIndependence } from "@/lib/types";
-import { fetchMeshIndependence, type MeshKind } from "../api/studies";
+import { fetchMeshIndependence, type MeshDims, type MeshKind } from "../api/studies";
 import { studyKeys } from "../hooks/use-studies";
 
 const KINDS: { value: MeshKind; label: string }[] = [
@@ -42,10 +42,14 @@ export function MeshIndependencePanel({
     parameters.find((p) => /cell|mesh|refine|level/i.test(p)) ?? parameters[0] ?? "",
   );
   const [kind, setKind] = useState<MeshKind>("per_direction");
+  // a total cell count's dimensions (a 2-D case's cells fill a plane); the others need none
+  const [chosenDims, setDims] = useState<MeshDims>(3);
+  const dims = kind === "total" ? chosenDims : undefined;
   const [shown, setShown] = useState<string | null>(null);
+  const query = { parameter, kind, ...(dims ? { dims: String(dims) } : {}) };
   const answer = useQuery({
-    queryKey: [...studyKeys.detail(studyId), "mesh-independence", parameter, kind] as const,
-    queryFn: ({ signal }) => fetchMeshIndependence(studyId, { parameter, kind }, { signal }),
+    queryKey: [...studyKeys.detail(studyId), "mesh-independence", parameter, kind, dims] as const,
+    queryFn: ({ signal }) => fetchMeshIndependence(studyId, { parameter, kind, dims }, { signal }),
     enabled: parameter !== "",
     retry: false,
   });
@@ -74,6 +78,22 @@ export function MeshIndependencePanel({
           allowDeselect={false}
           w={170}
         />
+        {kind === "total" && (
+          <Select
+            size="xs"
+            label="in a mesh of"
+            data={[
+              { value: "3", label: "3 dimensions" },
+              { value: "2", label: "2 dimensions" },
+              { value: "1", label: "1 dimension" },
+            ]}
+            value={String(chosenDims)}
+            onChange={(v) => v && setDims(Number(v) as MeshDims)}
+            allowDeselect={false}
+            w={140}
+            data-testid="mesh-dims"
+          />
+        )}
         {data && (
           <Button
             size="xs"
@@ -81,7 +101,7 @@ export function MeshIndependencePanel({
             leftSection={<IconDownload size={14} />}
             component="a"
             href={apiUrl(
-              `/api/v1/studies/${studyId}/mesh-independence.csv?${new URLSearchParams({ parameter, kind }).toString()}`,
+              `/api/v1/studies/${studyId}/mesh-independence.csv?${new URLSearchParams(query).toString()}`,
             )}
             download
             data-testid="mesh-independence-csv"
