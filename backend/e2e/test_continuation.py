@@ -273,7 +273,7 @@ def test_a_warm_study_starts_its_later_runs_from_their_nearest_neighbours(live) 
     assert transient.status_code == 400 and transient.json()["field"] == "warm_start"
 
 
-def test_a_mesh_study_starts_its_finer_levels_mapped_from_the_coarser_ones(live) -> None:
+def test_a_mesh_study_starts_its_finer_levels_mapped_from_the_coarser_ones(live, cli) -> None:
     """Levels of pitzDaily's mesh, two at a time: the first two start cold, the third from
     the nearest completed level, its write mapped onto the new mesh by mapFields (named in
     the provenance), so its solver starts near its solution; the mesh-independence answer
@@ -311,6 +311,16 @@ def test_a_mesh_study_starts_its_finer_levels_mapped_from_the_coarser_ones(live)
     assert [level["value"] for level in answer.json()["levels"]] == [0.675, 0.45, 0.3]
     body = answer.json()
     assert set(body["objectives"]) | set(body["refused"]) == {"dp_static", "dp_total"}
+    # the same answer from the command line: a table (or why an objective has none), and CSV
+    study_id = r.json()["id"]
+    shown = cli("mesh-independence", study_id, "--parameter", "mesh", "--dims", "2")
+    assert shown.returncode == 0, shown.stderr
+    assert "Mesh independence over mesh (0.675, 0.45, 0.3)" in shown.stdout
+    for name in ("dp_static", "dp_total"):
+        assert name in shown.stdout + shown.stderr
+    assert cli.json("mesh-independence", study_id, "--parameter", "mesh", "--dims", "2") == body
+    csv = cli("mesh-independence", study_id, "--parameter", "mesh", "--csv")
+    assert csv.returncode == 0 and csv.stdout.splitlines()[0].startswith("objective,")
 
 
 def test_ended_runs_continue_from_the_command_line(cli, live, tmp_path):

@@ -8,10 +8,8 @@
  * page says where it started from.
  */
 import { expect, test, type Page } from "@playwright/test";
-import path from "node:path";
-import { signIn } from "./support";
+import { shootCard, signIn } from "./support";
 
-const SHOTS = process.env.SCREENSHOT_DIR;
 const STUDY = `E2E pitzDaily mesh levels ${Date.now().toString(36)}`;
 
 /** Choose a parameter row's mode (Fixed, List, …) in the wizard's parameter table. */
@@ -82,15 +80,11 @@ test("a warm-started mesh study maps its finer levels and answers mesh independe
       page.getByTestId("mesh-independence-plot").locator(".scatterlayer .trace"),
     ).toHaveCount(2);
   }
-  if (SHOTS) {
-    const card = page.locator(".mantine-Card-root", {
-      has: page.getByTestId("mesh-independence-toggle"),
-    });
-    await card.scrollIntoViewIfNeeded();
-    await page.mouse.move(0, 0); // no hover state (plot toolbars) in the picture
-    await page.waitForTimeout(600); // let plots finish their transition
-    await card.screenshot({ path: path.join(SHOTS, "mesh-independence.png") });
-  }
+  await shootCard(
+    page,
+    page.locator(".mantine-Card-root", { has: page.getByTestId("mesh-independence-toggle") }),
+    "mesh-independence.png",
+  );
 
   // the finest level started from a coarser one's converged fields, mapped onto its mesh
   await page.goto(studyUrl);

@@ -6,11 +6,10 @@
  * as the API counts them.
  */
 import { expect, test, type Locator, type Page } from "@playwright/test";
-import path from "node:path";
+import { shootCard } from "./support";
 
 const USER = process.env.E2E_USER ?? "alice";
 const PASSWORD = process.env.E2E_PASSWORD ?? "alice-password";
-const SHOTS = process.env.SCREENSHOT_DIR;
 const STUDY = `E2E pareto cavity ${Date.now().toString(36)}`;
 
 async function points(plot: Locator): Promise<number> {
@@ -84,11 +83,5 @@ test("a pareto study runs its batches and shows its front and hypervolume", asyn
   await expect(plot).toHaveAccessibleName(/Pareto front of mean_speed and u_min/);
   await expect.poll(() => points(plot)).toBeGreaterThanOrEqual(6);
   await expect.poll(() => points(page.getByTestId("pareto-history"))).toBe(2);
-  if (SHOTS) {
-    const card = page.getByTestId("pareto").locator("..");
-    await card.scrollIntoViewIfNeeded();
-    await page.mouse.move(0, 0); // no hover state (plot toolbars) in the picture
-    await page.waitForTimeout(600); // let plots finish their transition
-    await card.screenshot({ path: path.join(SHOTS, "pareto-front.png") });
-  }
+  await shootCard(page, page.getByTestId("pareto").locator(".."), "pareto-front.png");
 });

@@ -5,10 +5,8 @@
  * The card ranks the lid speed first for the mean speed, which scales with it.
  */
 import { expect, test } from "@playwright/test";
-import path from "node:path";
-import { csrfToken, signIn } from "./support";
+import { csrfToken, shootCard, signIn } from "./support";
 
-const SHOTS = process.env.SCREENSHOT_DIR;
 const STUDY = `E2E cavity sensitivity ${Date.now().toString(36)}`;
 
 test("a grid study's sensitivity card ranks the parameters its objectives depend on", async ({
@@ -57,13 +55,9 @@ test("a grid study's sensitivity card ranks the parameters its objectives depend
       .map((t) => t.name),
   );
   expect(order).toEqual(["lid_velocity", "nu"]);
-  if (SHOTS) {
-    const card = page.locator(".mantine-Card-root", {
-      has: page.getByTestId("sensitivity-toggle"),
-    });
-    await card.scrollIntoViewIfNeeded();
-    await page.mouse.move(0, 0); // no hover state (plot toolbars) in the picture
-    await page.waitForTimeout(600); // let plots finish their transition
-    await card.screenshot({ path: path.join(SHOTS, "sensitivity.png") });
-  }
+  await shootCard(
+    page,
+    page.locator(".mantine-Card-root", { has: page.getByTestId("sensitivity-toggle") }),
+    "sensitivity.png",
+  );
 });

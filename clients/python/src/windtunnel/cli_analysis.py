@@ -1,5 +1,6 @@
-"""`windtunnel sensitivity` and `windtunnel pareto`: which parameters a study's objectives
-depend on, and the best trade-offs between them."""
+"""`windtunnel sensitivity`, `windtunnel pareto` and `windtunnel mesh-independence`: which
+parameters a study's objectives depend on, the best trade-offs between them, and whether its
+mesh is fine enough."""
 
 from __future__ import annotations
 
@@ -143,3 +144,77 @@ def pareto(
         state.note(f"hypervolume after each batch: {steps}")
     if answer["missing"]:
         state.note(f"{answer['missing']} completed run(s) without a value of an objective")
+
+
+def gci_table(answer: dict[str, Any]) -> Table:
+    """Per objective: the three levels' values, the observed order, the extrapolated value,
+    GCI fine, and whether the levels are in the asymptotic range."""
+    levels = ", ".join(f"{level['value']:g}" for level in answer["levels"])
+    table = Table(
+        title=f"Mesh independence over {answer['parameter']} ({levels})", title_justify="left"
+    )
+    for column in (
+        "objective",
+        "fine",
+        "medium",
+        "coarse",
+        "order p",
+        "extrapolated",
+        "GCI fine",
+        "asymptotic",
+    ):
+        table.add_column(column, justify="left" if column == "objective" else "right")
+    for name, g in answer["objectives"].items():
+        ratio = f"{g['asymptotic_ratio']:.3g}"
+        table.add_row(
+            name,
+            *(_number(v) for v in g["phi"]),
+            _number(g["p"]),
+            _number(g["phi_ext"]),
+            f"{100 * g['gci_fine']:.2g} %",
+            ("yes" if g["in_asymptotic_range"] else "no")
+            + f" ({ratio})"
+            + (" oscillating" if g["oscillatory"] else ""),
+        )
+    return table
+
+
+@cli.command("mesh-independence")
+@click.argument("study_id", metavar="STUDY")
+@click.option("--parameter", required=True, help="The refinement parameter, e.g. cells or mesh.")
+@click.option(
+    "--kind",
+    type=click.Choice(["per_direction", "total", "size"]),
+    default="per_direction",
+    show_default=True,
+    help="What the parameter's value is: cells per direction, total cells, or the cell size.",
+)
+@click.option(
+    "--dims",
+    type=click.IntRange(1, 3),
+    default=3,
+    show_default=True,
+    help="The mesh's dimensions (for --kind total: h = N^(-1/dims)).",
+)
+@click.option(
+    "--csv", "as_csv", is_flag=True, help="Print the answer as CSV, one row per objective."
+)
+@json_option
+@pass_state
+def mesh_independence(
+    state: State, study_id: str, parameter: str, kind: str, dims: int, as_csv: bool
+) -> None:
+    """Is the mesh fine enough? Per objective, over the refinement parameter's three finest
+    levels: the observed order of accuracy, the value extrapolated to a zero cell size and
+    the grid convergence index (Celik et al. 2008), with the asymptotic-range check."""
+    study = state.client().study(study_id)
+    if as_csv:
+        click.echo(study.mesh_independence(parameter, kind=kind, dims=dims, csv=True), nl=False)
+        return
+    answer = study.mesh_independence(parameter, kind=kind, dims=dims)
+    if state.json:
+        state.print_json(answer)
+        return
+    state.out.print(gci_table(answer))
+    for name, why in answer["refused"].items():
+        state.note(f"{name}: {why}")

@@ -290,6 +290,8 @@ ENDPOINTS: tuple[tuple[str, str], ...] = (
     ("get", "/api/v1/studies/{id}/results.csv"),
     ("get", "/api/v1/studies/{id}/sensitivity/"),
     ("get", "/api/v1/studies/{id}/pareto/"),
+    ("get", "/api/v1/studies/{id}/mesh-independence/"),
+    ("get", "/api/v1/studies/{id}/mesh-independence.csv"),
     ("get", "/api/v1/runs/{id}/"),
     ("post", "/api/v1/runs/{id}/cancel/"),
     ("post", "/api/v1/runs/{id}/continue/"),

@@ -157,6 +157,21 @@ class Study:
             params["constraint"] = list(constraints)
         return self.client.get_json("/api/v1/studies/{id}/pareto/", id=self.id, params=params)
 
+    def mesh_independence(
+        self, parameter: str, *, kind: str = "per_direction", dims: int = 3, csv: bool = False
+    ) -> Any:
+        """Is the mesh fine enough (the API's answer, docs/api.md, "Mesh independence"): per
+        objective, over the three finest levels of the refinement `parameter`, the observed
+        order, the extrapolated value and the grid convergence index (Celik et al. 2008).
+        `kind`: the parameter's value is cells "per_direction", "total" cells (of a `dims`-D
+        mesh) or the cell "size". `csv`: the same answer as CSV text."""
+        params = {"parameter": parameter, "kind": kind, "dims": dims}
+        if csv:
+            path = "/api/v1/studies/{id}/mesh-independence.csv"
+            return self.client.call("get", path, id=self.id, params=params).text
+        path = "/api/v1/studies/{id}/mesh-independence/"
+        return self.client.get_json(path, id=self.id, params=params)
+
     def results_csv(self) -> str:
         """Its results as CSV, as the portal writes it (one column per parameter and
         objective)."""
