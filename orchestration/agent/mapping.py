@@ -111,9 +111,8 @@ class MappedStart:
 
         snapshot = self.snapshot
         if snapshot is None or snapshot.files is None:
-            say(
-                "warm start: the start folder was too large to keep aside; boundary values as mapFields left them"
-            )
+            too_large = "the start folder was too large to keep aside"
+            say(f"warm start: {too_large}; its boundary values are as mapFields wrote them")
             return
         fd = nofollow.open_dir(snapshot.start, dir_fd=self.case_fd)
         try:
