@@ -8,12 +8,13 @@ Same mesh: the same values of every placeholder the case's mesh files use (block
 snappyHexMeshDict, …, constant/polyMesh/…); a case whose mesh files have none has one mesh.
 Nearest: the smallest distance over the other parameters (every parameter, the mesh's too,
 for a source of another mesh), each scaled by its range among the candidates and the run (a
-parameter that is not a number counts 1 when it differs); ties go to the lower index. With a second completed neighbour near the line through the nearest one
-and the run (the run between them, or at most two spacings beyond), the start is the fields
-linearly between or beyond the two (first + w × (second − first)): along a polar the flow
-changes smoothly, and a linear guess starts the solver far closer than either neighbour
-(orchestration/agent/warm.py). The source must have run on the same backend (its folder is beside the
-run's) and reported its writes. The run's identity then includes its source's
+parameter that is not a number counts 1 when it differs); ties go to the lower index. With a
+second completed neighbour near the line through the nearest one and the run (the run
+between them, or at most two spacings beyond), the start is the fields linearly between or
+beyond the two (first + w × (second − first)): along a polar the flow changes smoothly, and
+a linear guess starts the solver far closer than either neighbour
+(orchestration/agent/warm.py). The source must have run on the same backend (its folder is
+beside the run's) and reported its writes. The run's identity then includes its source's
 (studies.identity.warm_identity), and its agent is told where to start from
 (orchestration/agent/resume.py, warm mode)."""
 

@@ -156,15 +156,12 @@ class Supervisor:
             )
             self.case_fd = nofollow.open_dir(self.spec.case_path)
         except (SandboxError, OSError) as exc:
-            log(f"sandbox: {exc}")
-            self.reporter.add_log([f"sandbox: {exc}"])
+            self._say(f"sandbox: {exc}")
             return Outcome(state="failed", reason="the case sandbox cannot start", message=str(exc))
         self._children_at_start = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.sandbox.make_cgroup(f"run-{self.spec.run_id}-a{self.spec.attempt}")
         if self.sandbox.cgroup_problem:
-            note = f"resource limits: not enforced by a cgroup ({self.sandbox.cgroup_problem})"
-            log(note)
-            self.reporter.add_log([note])
+            self._say(f"resource limits: not enforced by a cgroup ({self.sandbox.cgroup_problem})")
         if self.handover is None:
             return self._run_steps(messages, converged)
         try:

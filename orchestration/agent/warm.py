@@ -198,6 +198,13 @@ def _splice(source: bytes, target: bytes) -> bytes:
     return head + entry + rest
 
 
+def _write(dir_fd: int, name: str, data: bytes, *, packed: bool, owner: int | None = None) -> None:
+    """A field file written anew (gzipped again when it was), never through a link."""
+    fd = nofollow.create_file(dir_fd, name, owner=owner)
+    with os.fdopen(fd, "wb") as out:
+        out.write(gzip.compress(data, compresslevel=1) if packed else data)
+
+
 def _arch(data: bytes) -> bytes:
     found = re.search(rb'\barch\s+"([^"]*)"', data[: _header_end(data)])
     return found.group(1) if found else b"LSB;label=32;scalar=64"
@@ -254,9 +261,7 @@ def warm_fields(
             except (WarmError, OSError, EOFError) as exc:
                 notes.append(f"{target}: kept its initial values ({exc})")
                 continue
-            fd = nofollow.create_file(dst, target)
-            with os.fdopen(fd, "wb") as out:
-                out.write(gzip.compress(data, compresslevel=1) if packed else data)
+            _write(dst, target, data, packed=packed)
             warmed += 1
     finally:
         os.close(src)
@@ -291,7 +296,5 @@ def keep_own_boundaries(
         except (WarmError, OSError, EOFError) as exc:
             notes.append(f"{name}: kept its initial values ({exc})")
             data, packed = original, False
-        fd = nofollow.create_file(start_fd, name, owner=owner)
-        with os.fdopen(fd, "wb") as out:
-            out.write(gzip.compress(data, compresslevel=1) if packed else data)
+        _write(start_fd, name, data, packed=packed, owner=owner)
     return warmed, notes

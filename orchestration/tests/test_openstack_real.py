@@ -21,7 +21,12 @@ import pytest
 from orchestration.tests.conftest import OpenStackCloud
 from orchestration.vm.relay import GuestRelay
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("cluster"),
+    # libvirt's system connection and network namespaces need root
+    pytest.mark.skipif(os.geteuid() != 0, reason="real VMs need root (libvirt, ip netns)"),
+]
 
 
 def _real(openstack_cloud: OpenStackCloud) -> dict[str, Any]:
@@ -150,10 +155,6 @@ def test_a_server_naming_no_zone_stays_on_the_fake_host(openstack_cloud: OpenSta
     finally:
         tenant.compute.delete_server(server, ignore_missing=True)
         tenant.compute.wait_for_delete(server, wait=120)
-
-
-if os.geteuid() != 0:  # libvirt's system connection and network namespaces need root
-    pytestmark.append(pytest.mark.skip(reason="real VMs need root (libvirt, ip netns)"))
 
 
 def test_a_server_whose_image_never_boots_shows_why_on_its_console(
